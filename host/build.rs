@@ -1,0 +1,26 @@
+//! Builds the bundled plugins (plugins/*) into components and embeds them in the `umd` binary.
+
+fn main() {
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let build = umd_sdk_build::PluginBuild::new(&manifest)
+        .plugin("plugins/elementwise")
+        .plugin("plugins/matmul");
+    for dir in ["plugins", "sdk/src", "sdk/Cargo.toml", "wit"] {
+        println!("cargo:rerun-if-changed={}", build.workspace().join(dir).display());
+    }
+    let built = match build.build() {
+        Ok(b) => b,
+        Err(e) => panic!("building the bundled plugins failed: {e}"),
+    };
+    let mut list = String::from("&[\n");
+    for p in &built {
+        list.push_str(&format!(
+            "    ({:?}, include_bytes!({:?})),\n",
+            p.name,
+            p.component.display().to_string()
+        ));
+    }
+    list.push(']');
+    let out = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("bundled.rs");
+    std::fs::write(out, list).expect("writing bundled.rs");
+}

@@ -1,0 +1,157 @@
+//! The umd plugin SDK: everything a plugin author needs to write an operator plugin.
+//!
+//! A plugin implements [`Plugin`] (describe its ops, plan a request, hand out kernel source, run a
+//! launch on the CPU) and exports it with [`export_plugin!`]. The SDK supplies the WIT bindings
+//! ([`bindings`], types re-exported at the root), a CUDA-compatible [`params`] packer and reader,
+//! [`launch`] configuration helpers checked against the target's limits, [`shape`] helpers (numpy
+//! broadcasting, overflow-checked element counts), [`dtype`] sizes and element conversion, and
+//! typed [`attr`] getters.
+//!
+//! The SDK never touches a device or the host's memory: it only builds the data the host checks.
+
+pub mod attr;
+pub mod cpu;
+pub mod dtype;
+pub mod launch;
+pub mod params;
+pub mod shape;
+
+/// Generated bindings of `umd:plugin@1.0.0` (the world `plugin`).
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit/umd-plugin-1.0.0",
+        world: "plugin",
+        pub_export_macro: true,
+        export_macro_name: "export_operator",
+        default_bindings_module: "umd_sdk::bindings",
+    });
+}
+
+pub use bindings::exports::umd::plugin::operator::Guest;
+pub use bindings::umd::plugin::host::LogLevel;
+pub use bindings::umd::plugin::types::{
+    Access, AttrValue, Attribute, CpuBuffer, CpuCall, CpuWrite, Dim3, Dtype, ModuleSource, Launch,
+    OpError, OpInfo, OpPlan, PlanRequest, PluginInfo, Relocation, SourceLanguage, Target,
+    TargetLimits, TensorDesc,
+};
+
+/// ABI version of the WIT package this SDK is generated from.
+pub const ABI_VERSION: &str = "1.0.0";
+
+/// What a plugin implements. [`export_plugin!`] turns it into the component's exports.
+pub trait Plugin {
+    /// Name, version and ops.
+    fn describe() -> PluginInfo;
+    /// Plans `request` (its op already matched case-insensitively against `describe`).
+    fn plan(request: &PlanRequest) -> Result<OpPlan, OpError>;
+    /// Device source of a module named by one of this plugin's plans.
+    fn kernel_source(module_id: &str, target: &Target) -> Result<ModuleSource, OpError>;
+    /// Runs one launch on the CPU; returns the contents of every written binding.
+    fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError>;
+}
+
+/// Sends a message to the host's log (and to stderr when running natively, e.g. in unit tests).
+pub fn log(level: LogLevel, message: &str) {
+    #[cfg(target_arch = "wasm32")]
+    bindings::umd::plugin::host::log(level, message);
+    #[cfg(not(target_arch = "wasm32"))]
+    eprintln!("[{level:?}] {message}");
+}
+
+/// Routes panic messages to the host log: a `wasm32-unknown-unknown` plugin has no stderr, and
+/// the host reports the last message with the trap.
+pub fn install_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            log(LogLevel::Error, &format!("plugin panicked: {info}"));
+        }));
+    });
+}
+
+/// Convenience constructors for [`OpError`].
+impl OpError {
+    pub fn shape(msg: impl Into<String>) -> Self {
+        OpError::InvalidShape(msg.into())
+    }
+    pub fn dtype(msg: impl Into<String>) -> Self {
+        OpError::UnsupportedDtype(msg.into())
+    }
+    pub fn internal(msg: impl Into<String>) -> Self {
+        OpError::Internal(msg.into())
+    }
+}
+
+impl Dim3 {
+    /// A 1-D extent.
+    pub const fn x(x: u32) -> Self {
+        Dim3 { x, y: 1, z: 1 }
+    }
+    /// Total number of threads or blocks.
+    pub fn volume(&self) -> u64 {
+        self.x as u64 * self.y as u64 * self.z as u64
+    }
+}
+
+impl TensorDesc {
+    pub fn new(name: impl Into<String>, shape: Vec<u64>, dtype: Dtype) -> Self {
+        TensorDesc {
+            name: name.into(),
+            shape,
+            dtype,
+        }
+    }
+}
+
+/// Exports a [`Plugin`] implementation as the component's `operator` interface.
+///
+/// ```ignore
+/// struct MyPlugin;
+/// impl umd_sdk::Plugin for MyPlugin { /* ... */ }
+/// umd_sdk::export_plugin!(MyPlugin);
+/// ```
+///
+/// On native targets (unit tests) nothing is exported, so several plugins can link together.
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct __UmdExport;
+            impl $crate::Guest for __UmdExport {
+                fn describe() -> $crate::PluginInfo {
+                    $crate::install_panic_hook();
+                    <$plugin as $crate::Plugin>::describe()
+                }
+                fn plan(request: $crate::PlanRequest) -> Result<$crate::OpPlan, $crate::OpError> {
+                    $crate::install_panic_hook();
+                    <$plugin as $crate::Plugin>::plan(&request)
+                }
+                fn kernel_source(
+                    module_id: String,
+                    target: $crate::Target,
+                ) -> Result<$crate::ModuleSource, $crate::OpError> {
+                    $crate::install_panic_hook();
+                    <$plugin as $crate::Plugin>::kernel_source(&module_id, &target)
+                }
+                fn run_cpu(
+                    call: $crate::CpuCall,
+                ) -> Result<Vec<$crate::CpuWrite>, $crate::OpError> {
+                    $crate::install_panic_hook();
+                    <$plugin as $crate::Plugin>::run_cpu(call)
+                }
+            }
+            $crate::bindings::export_operator!(__UmdExport with_types_in $crate::bindings);
+        };
+    };
+}
+
+/// Case-insensitive op-name comparison (ONNX names are matched this way everywhere in umd).
+pub fn op_is(request: &PlanRequest, name: &str) -> bool {
+    request.op.eq_ignore_ascii_case(name)
+}
+
+/// The error for an op this plugin does not know.
+pub fn unsupported_op(request: &PlanRequest) -> OpError {
+    OpError::UnsupportedOp(format!("op `{}` is not provided by this plugin", request.op))
+}
