@@ -1,0 +1,132 @@
+//! The translation cache: same op (any case) + inputs + attributes + target + registry
+//! generation → the same translation, without entering wasm.
+//!
+//! Bounded: when full it drops everything (translations are cheap to redo and a registry change
+//! makes old entries unreachable anyway). A lookup hashes the borrowed request, so a hit
+//! allocates nothing. Owns nothing but its map.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::target::Target;
+use crate::translate::{OpRequest, Translation};
+
+struct Entry {
+    request: OpRequest,
+    target: String,
+    generation: u64,
+    translation: Arc<Translation>,
+}
+
+impl Entry {
+    fn matches(&self, req: &OpRequest, target: &Target, generation: u64) -> bool {
+        self.generation == generation
+            && self.target == target.name
+            && self.request.op.eq_ignore_ascii_case(&req.op)
+            && self.request.inputs == req.inputs
+            && self.request.attributes == req.attributes
+    }
+}
+
+/// Hit/miss counters and size.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub entries: usize,
+    pub clears: u64,
+}
+
+pub struct TranslationCache {
+    capacity: usize,
+    map: Mutex<HashMap<u64, Vec<Entry>>>,
+    len: AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    clears: AtomicU64,
+}
+
+fn key(req: &OpRequest, target: &Target, generation: u64) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for b in req.op.bytes() {
+        h.write_u8(b.to_ascii_lowercase());
+    }
+    req.inputs.hash(&mut h);
+    for (k, v) in &req.attributes {
+        k.hash(&mut h);
+        v.hash_into(&mut h);
+    }
+    target.name.hash(&mut h);
+    generation.hash(&mut h);
+    h.finish()
+}
+
+impl TranslationCache {
+    /// A cache of at most `capacity` translations (0 disables it).
+    pub fn new(capacity: usize) -> Self {
+        TranslationCache {
+            capacity,
+            map: Mutex::new(HashMap::new()),
+            len: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            clears: AtomicU64::new(0),
+        }
+    }
+
+    pub fn get(&self, req: &OpRequest, target: &Target, generation: u64) -> Option<Arc<Translation>> {
+        let k = key(req, target, generation);
+        let found = self
+            .map
+            .lock()
+            .get(&k)
+            .and_then(|v| v.iter().find(|e| e.matches(req, target, generation)))
+            .map(|e| e.translation.clone());
+        let counter = if found.is_some() { &self.hits } else { &self.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    pub fn insert(&self, req: &OpRequest, target: &Target, generation: u64, t: Arc<Translation>) {
+        if self.capacity == 0 {
+            return;
+        }
+        let k = key(req, target, generation);
+        let mut map = self.map.lock();
+        if self.len.load(Ordering::Relaxed) as usize >= self.capacity {
+            map.clear();
+            self.len.store(0, Ordering::Relaxed);
+            self.clears.fetch_add(1, Ordering::Relaxed);
+        }
+        let bucket = map.entry(k).or_default();
+        if bucket.iter().any(|e| e.matches(req, target, generation)) {
+            return;
+        }
+        bucket.push(Entry {
+            request: req.clone(),
+            target: target.name.clone(),
+            generation,
+            translation: t,
+        });
+        self.len.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drops every entry.
+    pub fn clear(&self) {
+        self.map.lock().clear();
+        self.len.store(0, Ordering::Relaxed);
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            entries: self.len.load(Ordering::Relaxed) as usize,
+            clears: self.clears.load(Ordering::Relaxed),
+        }
+    }
+}

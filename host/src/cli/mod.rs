@@ -1,0 +1,219 @@
+//! Command-line parsing and the small commands; `demo` has its own module.
+
+mod demo;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+
+use umd::cmdbuf::CommandBuffer;
+use umd::{AttrValue, Host, OpRequest, Target, TensorDesc, data};
+
+#[derive(Parser)]
+#[command(name = "umd", version, about = "GPU user-mode driver host with sandboxed WebAssembly operator plugins")]
+pub struct Cli {
+    #[command(flatten)]
+    host: HostArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args)]
+struct HostArgs {
+    /// Also load every .wasm plugin in DIR (repeatable).
+    #[arg(long = "plugins", global = true, value_name = "DIR")]
+    plugin_dirs: Vec<PathBuf>,
+    /// Do not load the plugins built into the binary.
+    #[arg(long, global = true)]
+    no_bundled: bool,
+    /// Device to run on (only `cpu` is built so far).
+    #[arg(long, global = true, default_value = "cpu")]
+    device: String,
+}
+
+impl HostArgs {
+    fn host(&self) -> anyhow::Result<Host> {
+        if self.device != "cpu" {
+            bail!(
+                "device `{}` is not available: this build has only the CPU device (the CUDA backend is not built yet)",
+                self.device
+            );
+        }
+        let mut b = Host::builder().bundled_plugins(!self.no_bundled);
+        for d in &self.plugin_dirs {
+            b = b.plugin_dir(d);
+        }
+        Ok(b.build()?)
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The main job on the embedded default: a 2-layer MLP forward pass through the plugins on
+    /// the CPU device, checked against a plain Rust computation.
+    Demo(demo::DemoArgs),
+    /// Translate one op and print its command buffer.
+    Translate {
+        /// ONNX op name (Add, MatMul, Relu, …).
+        op: String,
+        #[command(flatten)]
+        op_args: OpArgs,
+        /// Target to plan for (`cpu`, `cuda:sm_90`).
+        #[arg(long)]
+        target: Option<String>,
+        /// Write the UMDCMD bytes to FILE.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Decode and print a UMDCMD file.
+    Inspect { file: PathBuf },
+    /// Translate and run one op on the device with random (or given) data.
+    Run {
+        op: String,
+        #[command(flatten)]
+        op_args: OpArgs,
+        /// Seed of the random inputs.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// List plugins: file, name, version, ABI, ops, targets, status.
+    Plugins,
+}
+
+#[derive(Args)]
+struct OpArgs {
+    /// Input tensor: `f32[64,128]`, `x:f16[2,3]`, or with data `f32[3]=1,2,3` (repeatable).
+    #[arg(long = "input", short = 'i', required = true)]
+    inputs: Vec<String>,
+    /// Attribute `name=value` (repeatable).
+    #[arg(long = "attr")]
+    attrs: Vec<String>,
+}
+
+impl OpArgs {
+    /// The tensor descriptions, with data where given.
+    fn parse(&self) -> anyhow::Result<(Vec<TensorDesc>, Vec<Option<Vec<f64>>>, Vec<(String, AttrValue)>)> {
+        let mut descs = Vec::new();
+        let mut values = Vec::new();
+        for (i, s) in self.inputs.iter().enumerate() {
+            let (spec, data) = match s.split_once('=') {
+                Some((spec, d)) => {
+                    let v = d
+                        .split(',')
+                        .map(|x| x.trim().parse::<f64>())
+                        .collect::<Result<Vec<_>, _>>()
+                        .with_context(|| format!("input {i}: data `{d}` is not a list of numbers"))?;
+                    (spec, Some(v))
+                }
+                None => (s.as_str(), None),
+            };
+            let mut desc: TensorDesc = spec.parse().with_context(|| format!("input {i}"))?;
+            if desc.name.is_empty() {
+                desc.name = format!("in{i}");
+            }
+            if let Some(v) = &data
+                && v.len() as u64 != desc.numel().unwrap_or(0)
+            {
+                bail!("input {i}: {} values given for {} elements", v.len(), desc.numel().unwrap_or(0));
+            }
+            descs.push(desc);
+            values.push(data);
+        }
+        let attrs = self
+            .attrs
+            .iter()
+            .map(|a| {
+                a.split_once('=')
+                    .map(|(k, v)| (k.to_string(), AttrValue::parse(v)))
+                    .with_context(|| format!("attribute `{a}` is not name=value"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok((descs, values, attrs))
+    }
+
+    fn request(&self, op: &str) -> anyhow::Result<OpRequest> {
+        let (descs, _, attrs) = self.parse()?;
+        let mut req = OpRequest::new(op, descs);
+        req.attributes = attrs;
+        Ok(req)
+    }
+}
+
+impl Cli {
+    pub fn run(self) -> anyhow::Result<()> {
+        match self.command {
+            Command::Demo(args) => demo::run(&self.host.host()?, &args),
+            Command::Translate { op, op_args, target, out } => {
+                let host = self.host.host()?;
+                let mut req = op_args.request(&op)?;
+                if let Some(t) = target {
+                    req.target = Some(Target::parse(&t)?);
+                }
+                let t = host.translate(&req)?;
+                // Print what a device would decode, not the in-memory plan.
+                let decoded = CommandBuffer::decode(&t.bytes)?;
+                println!("{decoded}");
+                println!("{} bytes, planned by {}", t.bytes.len(), t.plugin);
+                if let Some(path) = out {
+                    std::fs::write(&path, &t.bytes).with_context(|| format!("writing {}", path.display()))?;
+                    println!("written to {}", path.display());
+                }
+                Ok(())
+            }
+            Command::Inspect { file } => {
+                let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+                let cb = CommandBuffer::decode(&bytes).with_context(|| format!("{} is not a valid command buffer", file.display()))?;
+                println!("{cb}");
+                Ok(())
+            }
+            Command::Run { op, op_args, seed } => {
+                let host = self.host.host()?;
+                let (descs, values, _) = op_args.parse()?;
+                let inputs: Vec<(TensorDesc, Vec<u8>)> = descs
+                    .into_iter()
+                    .zip(values)
+                    .enumerate()
+                    .map(|(i, (d, v))| {
+                        let v = v.unwrap_or_else(|| data::random(d.dtype, d.numel().unwrap_or(0) as usize, seed + i as u64));
+                        let bytes = data::encode(d.dtype, &v);
+                        (d, bytes)
+                    })
+                    .collect();
+                let start = std::time::Instant::now();
+                let outputs = host.run(&op, &inputs)?;
+                let took = start.elapsed();
+                for (d, bytes) in outputs {
+                    println!("{}", summary(&d, &data::decode(d.dtype, &bytes)));
+                }
+                println!("ran on {} in {:.3} ms", host.device().name(), took.as_secs_f64() * 1e3);
+                Ok(())
+            }
+            Command::Plugins => {
+                let host = self.host.host()?;
+                for p in host.plugin_status() {
+                    match &p.status {
+                        Ok(label) => {
+                            println!("{label}  (ABI {})  from {}", p.abi.as_deref().unwrap_or("?"), p.origin);
+                            for (op, targets, prio) in &p.ops {
+                                println!("    {op:<10} targets {:<20} priority {prio}", targets.join(","));
+                            }
+                            println!("    status: loaded");
+                        }
+                        Err(e) => println!("{}\n    status: REFUSED: {e}", p.origin),
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// `out f32[2, 3]: min -1 max 2 mean 0.1 [0.5, …]`
+fn summary(d: &TensorDesc, v: &[f64]) -> String {
+    let (min, max) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
+    let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let head: Vec<String> = v.iter().take(8).map(|x| format!("{x:.4}")).collect();
+    let more = if v.len() > 8 { ", …" } else { "" };
+    format!("{} {d}: min {min:.4} max {max:.4} mean {mean:.4} [{}{more}]", d.name, head.join(", "))
+}

@@ -1,0 +1,300 @@
+//! The CPU device, the embedded default: pooled host buffers, streams that run submitted command
+//! buffers in order on a worker thread each, fences, and launches executed by the providing
+//! plugin's CPU kernel (through [`CpuKernels`]).
+//!
+//! Hazards: every submission records its fence on the buffers it binds; `read`, `write` and the
+//! return of a freed buffer's memory wait for it. Owns buffers and threads; never plans.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+
+use parking_lot::{Mutex, RwLock};
+
+use super::pool::{HostPool, PoolStats};
+use super::sync::Fence;
+use super::{BufferId, CpuKernels, Device, DeviceError, StreamId, check_bindings};
+use crate::cmdbuf::{Access, CommandBuffer, LaunchCmd};
+use crate::target::Target;
+
+/// One buffer: its memory returns to the pool when the last user (a handle or queued work) drops.
+struct Buffer {
+    id: BufferId,
+    size: u64,
+    data: RwLock<Box<[u8]>>,
+    last_use: Mutex<Option<Fence>>,
+    pool: Arc<HostPool>,
+}
+
+impl Buffer {
+    fn wait_idle(&self) -> Result<(), DeviceError> {
+        let fence = self.last_use.lock().clone();
+        match fence {
+            // A failed kernel leaves the buffer usable; its error went to the submitter.
+            Some(f) => f.wait().or(Ok(())),
+            None => Ok(()),
+        }
+    }
+
+    fn range(&self, offset: u64, len: u64) -> Result<std::ops::Range<usize>, DeviceError> {
+        let end = offset.checked_add(len).filter(|e| *e <= self.size).ok_or(
+            DeviceError::OutOfBounds {
+                buffer: self.id,
+                offset,
+                end: offset.saturating_add(len),
+                size: self.size,
+            },
+        )?;
+        Ok(offset as usize..end as usize)
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        let block = std::mem::take(&mut *self.data.write());
+        self.pool.release(block, self.size);
+    }
+}
+
+enum Job {
+    Run {
+        cmd: Arc<CommandBuffer>,
+        buffers: Vec<Arc<Buffer>>,
+        fence: Fence,
+    },
+    Event(Fence),
+}
+
+struct Stream {
+    tx: mpsc::Sender<Job>,
+}
+
+/// The CPU device.
+pub struct CpuDevice {
+    target: Target,
+    pool: Arc<HostPool>,
+    buffers: RwLock<HashMap<BufferId, Arc<Buffer>>>,
+    next_id: AtomicU64,
+    streams: Mutex<Vec<Stream>>,
+    kernels: Arc<dyn CpuKernels>,
+}
+
+impl CpuDevice {
+    /// A CPU device whose buffers may hold `memory_limit` bytes at once.
+    pub fn new(kernels: Arc<dyn CpuKernels>, memory_limit: u64) -> Arc<CpuDevice> {
+        let dev = Arc::new(CpuDevice {
+            target: Target::cpu(),
+            pool: Arc::new(HostPool::new(memory_limit, memory_limit / 4)),
+            buffers: RwLock::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            streams: Mutex::new(Vec::new()),
+            kernels,
+        });
+        dev.create_stream().expect("the default stream");
+        dev
+    }
+
+    fn buffer(&self, id: BufferId) -> Result<Arc<Buffer>, DeviceError> {
+        self.buffers
+            .read()
+            .get(&id)
+            .cloned()
+            .ok_or(DeviceError::UnknownBuffer(id))
+    }
+
+    fn send(&self, stream: StreamId, job: Job) -> Result<(), DeviceError> {
+        let streams = self.streams.lock();
+        let s = streams
+            .get(stream.0 as usize)
+            .ok_or(DeviceError::UnknownStream(stream))?;
+        s.tx.send(job).map_err(|_| DeviceError::ShutDown)
+    }
+}
+
+impl Device for CpuDevice {
+    fn name(&self) -> &str {
+        "cpu"
+    }
+
+    fn target(&self) -> &Target {
+        &self.target
+    }
+
+    fn alloc(&self, bytes: u64) -> Result<BufferId, DeviceError> {
+        let block = self.pool.alloc(bytes)?;
+        let id = BufferId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let buf = Arc::new(Buffer {
+            id,
+            size: bytes,
+            data: RwLock::new(block),
+            last_use: Mutex::new(None),
+            pool: self.pool.clone(),
+        });
+        self.buffers.write().insert(id, buf);
+        Ok(id)
+    }
+
+    fn free(&self, buffer: BufferId) -> Result<(), DeviceError> {
+        // Queued work holds its own reference: the memory returns when that work is done.
+        self.buffers
+            .write()
+            .remove(&buffer)
+            .map(drop)
+            .ok_or(DeviceError::UnknownBuffer(buffer))
+    }
+
+    fn size(&self, buffer: BufferId) -> Result<u64, DeviceError> {
+        Ok(self.buffer(buffer)?.size)
+    }
+
+    fn write(&self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let b = self.buffer(buffer)?;
+        let range = b.range(offset, data.len() as u64)?;
+        b.wait_idle()?;
+        b.data.write()[range].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn read(&self, buffer: BufferId, offset: u64, len: u64) -> Result<Vec<u8>, DeviceError> {
+        let b = self.buffer(buffer)?;
+        let range = b.range(offset, len)?;
+        b.wait_idle()?;
+        Ok(b.data.read()[range].to_vec())
+    }
+
+    fn default_stream(&self) -> StreamId {
+        StreamId(0)
+    }
+
+    fn create_stream(&self) -> Result<StreamId, DeviceError> {
+        let mut streams = self.streams.lock();
+        let id = StreamId(streams.len() as u32);
+        let (tx, rx) = mpsc::channel();
+        let kernels = self.kernels.clone();
+        std::thread::Builder::new()
+            .name(format!("umd-cpu-stream-{}", id.0))
+            .spawn(move || worker(rx, kernels))
+            .map_err(|_| DeviceError::ShutDown)?;
+        streams.push(Stream { tx });
+        Ok(id)
+    }
+
+    fn submit(
+        &self,
+        stream: StreamId,
+        cmd: Arc<CommandBuffer>,
+        bindings: &[BufferId],
+    ) -> Result<Fence, DeviceError> {
+        if cmd.target != self.target.name {
+            return Err(DeviceError::WrongTarget {
+                expected: self.target.name.clone(),
+                found: cmd.target.clone(),
+            });
+        }
+        check_bindings(&cmd, bindings, |id| self.size(id))?;
+        let buffers = bindings
+            .iter()
+            .map(|id| self.buffer(*id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let fence = Fence::new();
+        for b in &buffers {
+            *b.last_use.lock() = Some(fence.clone());
+        }
+        self.send(
+            stream,
+            Job::Run {
+                cmd,
+                buffers,
+                fence: fence.clone(),
+            },
+        )?;
+        Ok(fence)
+    }
+
+    fn record_event(&self, stream: StreamId) -> Result<Fence, DeviceError> {
+        let fence = Fence::new();
+        self.send(stream, Job::Event(fence.clone()))?;
+        Ok(fence)
+    }
+
+    fn pool_stats(&self) -> PoolStats {
+        self.pool.stats()
+    }
+
+    fn trim(&self) {
+        self.pool.trim();
+    }
+}
+
+fn worker(rx: mpsc::Receiver<Job>, kernels: Arc<dyn CpuKernels>) {
+    for job in rx {
+        match job {
+            Job::Event(f) => f.signal(Ok(())),
+            Job::Run {
+                cmd,
+                buffers,
+                fence,
+            } => {
+                let result = cmd
+                    .launches
+                    .iter()
+                    .enumerate()
+                    .try_for_each(|(i, l)| run_launch(&*kernels, &cmd, l, &buffers).map_err(|message| {
+                        DeviceError::Launch {
+                            launch: i,
+                            entry: l.entry_point.clone(),
+                            message,
+                        }
+                    }));
+                drop(buffers);
+                fence.signal(result);
+            }
+        }
+    }
+}
+
+/// Runs one launch: gathers the bindings it references, calls the CPU kernel, stores what it
+/// wrote after checking it matches the binding's size.
+fn run_launch(
+    kernels: &dyn CpuKernels,
+    cmd: &CommandBuffer,
+    launch: &LaunchCmd,
+    buffers: &[Arc<Buffer>],
+) -> Result<(), String> {
+    let mut used: Vec<(u32, Access)> = Vec::new();
+    for r in &launch.relocations {
+        match used.iter_mut().find(|(b, _)| *b == r.binding) {
+            Some((_, a)) if *a != r.access => *a = Access::ReadWrite,
+            Some(_) => {}
+            None => used.push((r.binding, r.access)),
+        }
+    }
+    let binding_size = |b: u32| cmd.bindings[b as usize].desc.byte_size().unwrap_or(0);
+    let bound = used
+        .iter()
+        .map(|&(b, access)| {
+            let size = binding_size(b);
+            let data = access
+                .reads()
+                .then(|| buffers[b as usize].data.read()[..size as usize].to_vec());
+            (b, size, data)
+        })
+        .collect::<Vec<_>>();
+    let writes = kernels.run(launch, &bound)?;
+    for (b, data) in writes {
+        let allowed = used.iter().any(|&(u, a)| u == b && a.writes());
+        if !allowed {
+            return Err(format!("kernel wrote binding {b}, which the launch does not write"));
+        }
+        let size = binding_size(b);
+        if data.len() as u64 != size {
+            return Err(format!(
+                "kernel returned {} bytes for binding {b} of {size} bytes",
+                data.len()
+            ));
+        }
+        buffers[b as usize].data.write()[..data.len()].copy_from_slice(&data);
+    }
+    Ok(())
+}

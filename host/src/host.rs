@@ -1,0 +1,262 @@
+//! The [`Host`]: plugins + registry + translator + device, assembled by [`HostBuilder`], with the
+//! small API a client uses (translate, allocate, write, execute, synchronize, read).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::cmdbuf::LaunchCmd;
+use crate::device::cpu::CpuDevice;
+use crate::device::{BufferId, CpuKernels, Device, Fence, StreamId};
+use crate::error::{Error, LoadError, Result};
+use crate::plugin::convert::{self, Declined};
+use crate::plugin::{Runtime, SandboxLimits, component_files, wit};
+use crate::registry::Registry;
+use crate::translate::{OpRequest, Translation, Translator};
+use crate::tensor::TensorDesc;
+
+/// What `umd plugins` shows for one plugin file.
+#[derive(Debug, Clone)]
+pub struct PluginStatus {
+    pub origin: String,
+    /// `Ok(label)` when loaded, `Err(reason)` when refused.
+    pub status: std::result::Result<String, String>,
+    pub abi: Option<String>,
+    pub ops: Vec<(String, Vec<String>, i32)>,
+}
+
+/// Builds a [`Host`].
+pub struct HostBuilder {
+    bundled: bool,
+    plugin_dirs: Vec<PathBuf>,
+    limits: SandboxLimits,
+    cache_capacity: usize,
+    device_memory: u64,
+}
+
+impl Default for HostBuilder {
+    fn default() -> Self {
+        HostBuilder {
+            bundled: true,
+            plugin_dirs: Vec::new(),
+            limits: SandboxLimits::default(),
+            cache_capacity: 4096,
+            device_memory: 8 << 30,
+        }
+    }
+}
+
+impl HostBuilder {
+    /// Load the plugins built into the binary (default: yes).
+    pub fn bundled_plugins(mut self, yes: bool) -> Self {
+        self.bundled = yes;
+        self
+    }
+    /// Also load every `.wasm` component of `dir`.
+    pub fn plugin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.plugin_dirs.push(dir.into());
+        self
+    }
+    pub fn sandbox_limits(mut self, limits: SandboxLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+    pub fn cache_capacity(mut self, n: usize) -> Self {
+        self.cache_capacity = n;
+        self
+    }
+    /// Most bytes the CPU device's buffers may hold at once.
+    pub fn device_memory(mut self, bytes: u64) -> Self {
+        self.device_memory = bytes;
+        self
+    }
+
+    /// Loads the plugins and opens the CPU device. A plugin that fails to load is reported in
+    /// [`Host::plugin_status`] and does not stop the others.
+    pub fn build(self) -> Result<Host> {
+        let runtime = Runtime::new(self.limits)?;
+        let registry = Arc::new(Registry::default());
+        let mut status = Vec::new();
+        let mut record = |origin: String, r: std::result::Result<Arc<crate::plugin::LoadedPlugin>, LoadError>| {
+            match r {
+                Ok(p) => {
+                    status.push(PluginStatus {
+                        origin,
+                        status: Ok(p.label().to_string()),
+                        abi: Some(p.abi().to_string()),
+                        ops: p.ops().iter().map(|o| (o.name.clone(), o.targets.clone(), o.priority)).collect(),
+                    });
+                    registry.insert(p);
+                }
+                Err(e) => {
+                    tracing::warn!(%origin, error = %e, "plugin not loaded");
+                    status.push(PluginStatus {
+                        origin,
+                        status: Err(e.to_string()),
+                        abi: None,
+                        ops: Vec::new(),
+                    });
+                }
+            }
+        };
+        if self.bundled {
+            for (name, bytes) in crate::BUNDLED_PLUGINS {
+                let origin = format!("bundled:{name}");
+                record(origin.clone(), runtime.load_bytes(&origin, bytes));
+            }
+        }
+        for dir in &self.plugin_dirs {
+            let files = component_files(dir).map_err(|e| LoadError::Read {
+                path: dir.display().to_string(),
+                reason: e.to_string(),
+            })?;
+            for f in files {
+                record(f.display().to_string(), runtime.load_file(&f));
+            }
+        }
+        let kernels = Arc::new(RegistryKernels(registry.clone()));
+        let device = CpuDevice::new(kernels, self.device_memory);
+        let translator = Translator::new(registry.clone(), device.target().clone(), self.cache_capacity);
+        Ok(Host {
+            runtime,
+            registry,
+            translator,
+            device,
+            status,
+        })
+    }
+}
+
+/// The host: plugins, registry, translator and device.
+pub struct Host {
+    runtime: Arc<Runtime>,
+    registry: Arc<Registry>,
+    translator: Translator,
+    device: Arc<dyn Device>,
+    status: Vec<PluginStatus>,
+}
+
+impl Host {
+    pub fn builder() -> HostBuilder {
+        HostBuilder::default()
+    }
+
+    pub fn translate(&self, req: &OpRequest) -> Result<Arc<Translation>> {
+        self.translator.translate(req)
+    }
+
+    pub fn translator(&self) -> &Translator {
+        &self.translator
+    }
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+    pub fn device(&self) -> &Arc<dyn Device> {
+        &self.device
+    }
+    /// Every plugin file seen at build time, loaded or not.
+    pub fn plugin_status(&self) -> &[PluginStatus] {
+        &self.status
+    }
+
+    /// A device buffer large enough for `desc`.
+    pub fn alloc(&self, desc: &TensorDesc) -> Result<BufferId> {
+        let bytes = desc.byte_size().ok_or_else(|| {
+            crate::error::RequestError::Shape(format!("tensor {desc} overflows"))
+        })?;
+        Ok(self.device.alloc(bytes)?)
+    }
+    pub fn free(&self, b: BufferId) -> Result<()> {
+        Ok(self.device.free(b)?)
+    }
+    pub fn write(&self, b: BufferId, data: &[u8]) -> Result<()> {
+        Ok(self.device.write(b, 0, data)?)
+    }
+    pub fn read(&self, b: BufferId) -> Result<Vec<u8>> {
+        let size = self.device.size(b)?;
+        Ok(self.device.read(b, 0, size)?)
+    }
+
+    /// Queues a translation on `stream` with one buffer per binding (inputs, outputs, workspace).
+    pub fn execute(&self, t: &Translation, bindings: &[BufferId], stream: StreamId) -> Result<Fence> {
+        Ok(self.device.submit(stream, t.cmdbuf.clone(), bindings)?)
+    }
+
+    pub fn synchronize(&self, stream: StreamId) -> Result<()> {
+        Ok(self.device.synchronize(stream)?)
+    }
+
+    /// Translates and runs one op on host data; returns each output's description and bytes.
+    pub fn run(&self, op: &str, inputs: &[(TensorDesc, Vec<u8>)]) -> Result<Vec<(TensorDesc, Vec<u8>)>> {
+        let req = OpRequest::new(op, inputs.iter().map(|(d, _)| d.clone()).collect());
+        let t = self.translate(&req)?;
+        let mut bufs = Vec::new();
+        let result = (|| {
+            for (desc, data) in inputs {
+                let b = self.alloc(desc)?;
+                bufs.push(b);
+                self.write(b, data)?;
+            }
+            for b in &t.cmdbuf.bindings[inputs.len()..] {
+                bufs.push(self.alloc(&b.desc)?);
+            }
+            self.execute(&t, &bufs, self.device.default_stream())?.wait()?;
+            t.outputs
+                .iter()
+                .zip(&bufs[inputs.len()..])
+                .map(|(d, b)| Ok((d.clone(), self.read(*b)?)))
+                .collect::<Result<Vec<_>>>()
+        })();
+        for b in bufs {
+            let _ = self.device.free(b);
+        }
+        result
+    }
+}
+
+/// Runs CPU launches through the registry: the plugin named by the launch's module.
+struct RegistryKernels(Arc<Registry>);
+
+impl CpuKernels for RegistryKernels {
+    fn run(
+        &self,
+        launch: &LaunchCmd,
+        buffers: &[(u32, u64, Option<Vec<u8>>)],
+    ) -> std::result::Result<Vec<(u32, Vec<u8>)>, String> {
+        let snap = self.0.snapshot();
+        let plugin = snap
+            .by_label(&launch.module.plugin)
+            .ok_or_else(|| format!("plugin {} is no longer loaded", launch.module.plugin))?;
+        let call = wit::CpuCall {
+            module_id: launch.module.id.clone(),
+            entry_point: launch.entry_point.clone(),
+            grid: convert::dim3_to_wit(launch.grid),
+            block: convert::dim3_to_wit(launch.block),
+            params: launch.params.clone(),
+            relocations: launch.relocations.iter().map(convert::relocation_to_wit).collect(),
+            buffers: buffers
+                .iter()
+                .map(|(binding, size, data)| wit::CpuBuffer {
+                    binding: *binding,
+                    size: *size,
+                    data: data.clone().unwrap_or_default(),
+                })
+                .collect(),
+        };
+        match plugin.run_cpu(&call) {
+            Ok(Ok(writes)) => Ok(writes.into_iter().map(|w| (w.binding, w.data)).collect()),
+            Ok(Err(e)) => Err(match convert::op_error(e) {
+                Declined::Unsupported(m) | Declined::Invalid(m) | Declined::Internal(m) => {
+                    format!("plugin {} CPU kernel: {m}", plugin.label())
+                }
+            }),
+            Err(fault) => Err(Error::Plugin {
+                plugin: plugin.label().to_string(),
+                fault,
+            }
+            .to_string()),
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Conversions between the host's types and the WIT types of `umd:plugin@1.x`.
+//! The only place that knows both; everything else speaks host types.
+
+use super::bindings::wit;
+use crate::cmdbuf::{Access, Relocation};
+use crate::target::{Dim3, Target, TargetLimits};
+use crate::tensor::{AttrValue, Dtype, TensorDesc};
+
+pub fn dtype_to_wit(d: Dtype) -> wit::Dtype {
+    match d {
+        Dtype::F32 => wit::Dtype::F32,
+        Dtype::F16 => wit::Dtype::F16,
+        Dtype::Bf16 => wit::Dtype::Bf16,
+        Dtype::F64 => wit::Dtype::F64,
+        Dtype::I32 => wit::Dtype::I32,
+        Dtype::I64 => wit::Dtype::I64,
+        Dtype::I8 => wit::Dtype::I8,
+        Dtype::U8 => wit::Dtype::U8,
+        Dtype::Bool => wit::Dtype::Boolean,
+    }
+}
+
+pub fn dtype_from_wit(d: wit::Dtype) -> Dtype {
+    match d {
+        wit::Dtype::F32 => Dtype::F32,
+        wit::Dtype::F16 => Dtype::F16,
+        wit::Dtype::Bf16 => Dtype::Bf16,
+        wit::Dtype::F64 => Dtype::F64,
+        wit::Dtype::I32 => Dtype::I32,
+        wit::Dtype::I64 => Dtype::I64,
+        wit::Dtype::I8 => Dtype::I8,
+        wit::Dtype::U8 => Dtype::U8,
+        wit::Dtype::Boolean => Dtype::Bool,
+    }
+}
+
+pub fn tensor_to_wit(t: &TensorDesc) -> wit::TensorDesc {
+    wit::TensorDesc {
+        name: t.name.clone(),
+        shape: t.shape.clone(),
+        dtype: dtype_to_wit(t.dtype),
+    }
+}
+
+pub fn tensor_from_wit(t: wit::TensorDesc) -> TensorDesc {
+    TensorDesc {
+        name: t.name,
+        shape: t.shape,
+        dtype: dtype_from_wit(t.dtype),
+    }
+}
+
+pub fn attr_to_wit(name: &str, v: &AttrValue) -> wit::Attribute {
+    wit::Attribute {
+        name: name.to_string(),
+        value: match v {
+            AttrValue::Int(x) => wit::AttrValue::Int(*x),
+            AttrValue::Float(x) => wit::AttrValue::Float(*x),
+            AttrValue::Text(x) => wit::AttrValue::Text(x.clone()),
+            AttrValue::Ints(x) => wit::AttrValue::Ints(x.clone()),
+            AttrValue::Floats(x) => wit::AttrValue::Floats(x.clone()),
+            AttrValue::Bool(x) => wit::AttrValue::Boolean(*x),
+        },
+    }
+}
+
+pub fn dim3_to_wit(d: Dim3) -> wit::Dim3 {
+    wit::Dim3 {
+        x: d.x,
+        y: d.y,
+        z: d.z,
+    }
+}
+
+pub fn dim3_from_wit(d: wit::Dim3) -> Dim3 {
+    Dim3::new(d.x, d.y, d.z)
+}
+
+fn limits_to_wit(l: &TargetLimits) -> wit::TargetLimits {
+    wit::TargetLimits {
+        max_threads_per_block: l.max_threads_per_block,
+        max_block_dims: dim3_to_wit(l.max_block_dims),
+        max_grid_dims: dim3_to_wit(l.max_grid_dims),
+        max_shared_memory: l.max_shared_memory,
+        warp_size: l.warp_size,
+        sm_count: l.sm_count,
+        max_param_bytes: l.max_param_bytes,
+    }
+}
+
+pub fn target_to_wit(t: &Target) -> wit::Target {
+    wit::Target {
+        name: t.name.clone(),
+        arch: t.arch.clone(),
+        limits: limits_to_wit(&t.limits),
+    }
+}
+
+pub fn access_to_wit(a: Access) -> wit::Access {
+    match a {
+        Access::Read => wit::Access::Read,
+        Access::Write => wit::Access::Write,
+        Access::ReadWrite => wit::Access::ReadWrite,
+    }
+}
+
+pub fn relocation_from_wit(r: &wit::Relocation) -> Relocation {
+    Relocation {
+        offset: r.offset,
+        binding: r.binding,
+        access: match r.access {
+            wit::Access::Read => Access::Read,
+            wit::Access::Write => Access::Write,
+            wit::Access::ReadWrite => Access::ReadWrite,
+        },
+    }
+}
+
+pub fn relocation_to_wit(r: &Relocation) -> wit::Relocation {
+    wit::Relocation {
+        offset: r.offset,
+        binding: r.binding,
+        access: access_to_wit(r.access),
+    }
+}
+
+/// What a plugin's `op-error` means to the host.
+pub enum Declined {
+    /// The plugin does not serve this (op, dtype, target): try the next candidate.
+    Unsupported(String),
+    /// The request is invalid by the plugin's judgement.
+    Invalid(String),
+    /// The plugin failed.
+    Internal(String),
+}
+
+pub fn op_error(e: wit::OpError) -> Declined {
+    use wit::OpError::*;
+    match e {
+        UnsupportedOp(m) | UnsupportedDtype(m) | UnsupportedTarget(m) => Declined::Unsupported(m),
+        InvalidShape(m) | InvalidAttribute(m) => Declined::Invalid(m),
+        Internal(m) => Declined::Internal(m),
+    }
+}

@@ -1,0 +1,374 @@
+//! Plugins: the wasmtime engine, loading a component (ABI negotiation, import check, describe),
+//! and calling into it through a pool of warm sandboxed instances.
+//!
+//! Owns everything that touches wasmtime. A call checks out an instance (or instantiates one from
+//! the `InstancePre`), runs under an epoch deadline and a memory limit, and goes back to the pool
+//! on success; on any error the instance — its whole `Store` — is dropped, so a trap poisons
+//! nothing else. Knows nothing of devices, caches or command buffers.
+
+mod bindings;
+pub mod convert;
+pub mod sandbox;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, Store};
+
+pub use bindings::wit;
+use bindings::{Plugin as PluginWorld, PluginPre};
+pub use sandbox::SandboxLimits;
+use sandbox::StoreState;
+
+use crate::error::{LoadError, PluginFault};
+
+/// The ABI this host implements: `umd:plugin@1.0.0`. Plugins of the same major load.
+pub const HOST_ABI: semver::Version = semver::Version::new(1, 0, 0);
+/// The WIT package plugins export from.
+const PACKAGE: &str = "umd:plugin";
+/// Epoch tick period: deadlines are accurate to about this.
+const TICK: Duration = Duration::from_millis(5);
+/// Warm instances kept per plugin.
+const MAX_IDLE_INSTANCES: usize = 8;
+
+/// The engine, linker and limits shared by every plugin.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<StoreState>,
+    limits: SandboxLimits,
+    stop_ticker: Arc<AtomicBool>,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.stop_ticker.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Runtime {
+    /// A runtime with an epoch ticker thread driving call deadlines.
+    pub fn new(limits: SandboxLimits) -> Result<Arc<Runtime>, LoadError> {
+        let mut config = Config::new();
+        config.wasm_component_model(true).epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(|e| LoadError::Compile {
+            path: "<engine>".into(),
+            reason: format!("{e:#}"),
+        })?;
+        let mut linker = Linker::new(&engine);
+        bindings::host_iface::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)
+            .map_err(|e| LoadError::Interface {
+                path: "<linker>".into(),
+                reason: format!("{e:#}"),
+            })?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ticker_engine, ticker_stop) = (engine.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("umd-epoch".into())
+            .spawn(move || {
+                while !ticker_stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(TICK);
+                    ticker_engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch thread");
+        Ok(Arc::new(Runtime {
+            engine,
+            linker,
+            limits,
+            stop_ticker: stop,
+        }))
+    }
+
+    pub fn limits(&self) -> &SandboxLimits {
+        &self.limits
+    }
+
+    /// Loads a plugin component from a file.
+    pub fn load_file(self: &Arc<Self>, path: &Path) -> Result<Arc<LoadedPlugin>, LoadError> {
+        let bytes = std::fs::read(path).map_err(|e| LoadError::Read {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        self.load_bytes(&path.display().to_string(), &bytes)
+    }
+
+    /// Loads a plugin component from bytes; `origin` names it in errors.
+    pub fn load_bytes(self: &Arc<Self>, origin: &str, bytes: &[u8]) -> Result<Arc<LoadedPlugin>, LoadError> {
+        let component = Component::new(&self.engine, bytes).map_err(|e| LoadError::Compile {
+            path: origin.into(),
+            reason: format!("{e:#}"),
+        })?;
+        let abi = self.check_interface(origin, &component)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .and_then(PluginPre::new)
+            .map_err(|e| LoadError::Instantiate {
+                path: origin.into(),
+                reason: format!("{e:#}"),
+            })?;
+        let plugin = LoadedPlugin {
+            runtime: self.clone(),
+            origin: origin.to_string(),
+            label: origin.to_string(),
+            abi,
+            wasm_hash: Sha256::digest(bytes).into(),
+            pre,
+            idle: Mutex::new(Vec::new()),
+            info: wit::PluginInfo {
+                name: String::new(),
+                version: String::new(),
+                ops: Vec::new(),
+            },
+            faults: AtomicU64::new(0),
+            calls: AtomicU64::new(0),
+        };
+        let info = plugin
+            .call("describe", self.limits.plan_deadline, |s, p| {
+                p.umd_plugin_operator().call_describe(s)
+            })
+            .map_err(|e| LoadError::Instantiate {
+                path: origin.into(),
+                reason: format!("describe failed: {e}"),
+            })?;
+        validate_info(origin, &info)?;
+        let label = format!("{}@{}", info.name, info.version);
+        Ok(Arc::new(LoadedPlugin {
+            info,
+            label,
+            ..plugin
+        }))
+    }
+
+    /// Checks the component's ABI version and that it imports nothing but `umd:plugin/host`.
+    fn check_interface(&self, origin: &str, component: &Component) -> Result<semver::Version, LoadError> {
+        let ty = component.component_type();
+        let iface = |e: String| LoadError::Interface {
+            path: origin.into(),
+            reason: e,
+        };
+        let mut abi = None;
+        for (name, _) in ty.exports(&self.engine) {
+            if let Some(version) = name
+                .strip_prefix(PACKAGE)
+                .and_then(|r| r.strip_prefix("/operator@"))
+            {
+                let v = semver::Version::parse(version)
+                    .map_err(|e| iface(format!("export `{name}` has an invalid version: {e}")))?;
+                abi = Some(v);
+            }
+        }
+        let Some(abi) = abi else {
+            let names: Vec<String> = ty.exports(&self.engine).map(|(n, _)| n.to_string()).collect();
+            return Err(iface(format!(
+                "does not export {PACKAGE}/operator (exports: {names:?}); is it a umd plugin?"
+            )));
+        };
+        if abi.major != HOST_ABI.major {
+            return Err(LoadError::AbiMismatch {
+                path: origin.into(),
+                plugin_abi: abi.to_string(),
+                host_abi: HOST_ABI.to_string(),
+            });
+        }
+        for (name, _) in ty.imports(&self.engine) {
+            let allowed = name
+                .strip_prefix(PACKAGE)
+                .and_then(|r| r.strip_prefix("/host@").or_else(|| r.strip_prefix("/types@")))
+                .and_then(|v| semver::Version::parse(v).ok())
+                .is_some_and(|v| v.major == HOST_ABI.major);
+            if !allowed {
+                return Err(iface(format!(
+                    "imports `{name}`, which the sandbox does not grant (plugins may import only {PACKAGE}/host)"
+                )));
+            }
+        }
+        Ok(abi)
+    }
+}
+
+fn validate_info(origin: &str, info: &wit::PluginInfo) -> Result<(), LoadError> {
+    let fail = |reason: String| {
+        Err(LoadError::Describe {
+            path: origin.into(),
+            name: info.name.clone(),
+            reason,
+        })
+    };
+    let name_ok = |s: &str| {
+        !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    if !name_ok(&info.name) {
+        return fail("name must be 1-64 characters of [A-Za-z0-9-_.]".into());
+    }
+    if semver::Version::parse(&info.version).is_err() {
+        return fail(format!("version `{}` is not semver", info.version));
+    }
+    if info.ops.is_empty() {
+        return fail("declares no ops".into());
+    }
+    for op in &info.ops {
+        if !name_ok(&op.name) || op.targets.is_empty() {
+            return fail(format!("op `{}` has an invalid name or no targets", op.name));
+        }
+    }
+    Ok(())
+}
+
+/// A warm instance: its own store (a trap makes a store unusable) and bindings.
+struct Instance {
+    store: Store<StoreState>,
+    bindings: PluginWorld,
+}
+
+/// A loaded, described plugin.
+pub struct LoadedPlugin {
+    runtime: Arc<Runtime>,
+    origin: String,
+    label: String,
+    abi: semver::Version,
+    wasm_hash: [u8; 32],
+    pre: PluginPre<StoreState>,
+    idle: Mutex<Vec<Instance>>,
+    info: wit::PluginInfo,
+    faults: AtomicU64,
+    calls: AtomicU64,
+}
+
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("label", &self.label)
+            .field("origin", &self.origin)
+            .field("abi", &self.abi)
+            .finish()
+    }
+}
+
+impl LoadedPlugin {
+    /// `name@version`.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+    pub fn version(&self) -> &str {
+        &self.info.version
+    }
+    /// The ABI version the plugin was built for.
+    pub fn abi(&self) -> &semver::Version {
+        &self.abi
+    }
+    /// Where it was loaded from (a path or `bundled:NAME`).
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+    pub fn ops(&self) -> &[wit::OpInfo] {
+        &self.info.ops
+    }
+    pub fn wasm_hash(&self) -> &[u8; 32] {
+        &self.wasm_hash
+    }
+    /// Calls that faulted (trap, deadline, memory) since load.
+    pub fn faults(&self) -> u64 {
+        self.faults.load(Ordering::Relaxed)
+    }
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    fn instantiate(&self) -> wasmtime::Result<Instance> {
+        let limits = self.runtime.limits;
+        let mut store = Store::new(&self.runtime.engine, StoreState::new(&self.label, &limits));
+        store.limiter(|s| s);
+        store.epoch_deadline_trap();
+        // The deadline must be set before instantiation: a start function runs under it too.
+        store.set_epoch_deadline(ticks(limits.plan_deadline));
+        let bindings = self.pre.instantiate(&mut store)?;
+        Ok(Instance { store, bindings })
+    }
+
+    /// Runs `f` on a warm instance under `deadline`. Any error discards the instance.
+    pub fn call<R>(
+        &self,
+        call: &'static str,
+        deadline: Duration,
+        f: impl FnOnce(&mut Store<StoreState>, &PluginWorld) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginFault> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let pooled = self.idle.lock().pop();
+        let mut inst = match pooled {
+            Some(i) => i,
+            None => self.instantiate().map_err(|e| {
+                self.faults.fetch_add(1, Ordering::Relaxed);
+                PluginFault::Trap {
+                    call: "instantiate",
+                    message: format!("{e:#}"),
+                    last_log: None,
+                }
+            })?,
+        };
+        inst.store.set_epoch_deadline(ticks(deadline));
+        inst.store.data_mut().last_log = None;
+        match f(&mut inst.store, &inst.bindings) {
+            Ok(r) => {
+                let mut idle = self.idle.lock();
+                if idle.len() < MAX_IDLE_INSTANCES {
+                    idle.push(inst);
+                }
+                Ok(r)
+            }
+            Err(e) => {
+                self.faults.fetch_add(1, Ordering::Relaxed);
+                let fault = sandbox::classify(call, &e, inst.store.data(), deadline);
+                tracing::warn!(plugin = %self.label, %fault, "plugin call failed; instance discarded");
+                Err(fault)
+            }
+        }
+    }
+
+    /// `plan` under the plan deadline.
+    pub fn plan(&self, req: &wit::PlanRequest) -> Result<Result<wit::OpPlan, wit::OpError>, PluginFault> {
+        self.call("plan", self.runtime.limits.plan_deadline, |s, p| {
+            p.umd_plugin_operator().call_plan(s, req)
+        })
+    }
+
+    /// `kernel-source` under the plan deadline.
+    pub fn kernel_source(
+        &self,
+        module_id: &str,
+        target: &wit::Target,
+    ) -> Result<Result<wit::ModuleSource, wit::OpError>, PluginFault> {
+        self.call("kernel-source", self.runtime.limits.plan_deadline, |s, p| {
+            p.umd_plugin_operator().call_kernel_source(s, module_id, target)
+        })
+    }
+
+    /// `run-cpu` under the kernel deadline.
+    pub fn run_cpu(&self, call: &wit::CpuCall) -> Result<Result<Vec<wit::CpuWrite>, wit::OpError>, PluginFault> {
+        self.call("run-cpu", self.runtime.limits.kernel_deadline, |s, p| {
+            p.umd_plugin_operator().call_run_cpu(s, call)
+        })
+    }
+}
+
+fn ticks(d: Duration) -> u64 {
+    (d.as_micros() / TICK.as_micros()).max(1) as u64 + 1
+}
+
+/// The `.wasm` files of a directory, sorted by name.
+pub fn component_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
+        .collect();
+    files.sort();
+    Ok(files)
+}

@@ -1,0 +1,281 @@
+//! Host-side tensor descriptions, dtypes and attribute values: what requests are made of.
+//!
+//! Owns parsing of the many spellings clients use (`float32`, `f32`, `torch.float32`, …) and the
+//! request-level limits (rank, element count). Knows nothing of plugins or devices.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::RequestError;
+
+/// Highest rank a request may use.
+pub const MAX_RANK: usize = 8;
+/// Largest element count of one tensor a request may describe (2^40).
+pub const MAX_ELEMENTS: u64 = 1 << 40;
+
+/// Element type. The discriminant is the command-buffer code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Dtype {
+    F32 = 1,
+    F16 = 2,
+    Bf16 = 3,
+    F64 = 4,
+    I32 = 5,
+    I64 = 6,
+    I8 = 7,
+    U8 = 8,
+    Bool = 9,
+}
+
+impl Dtype {
+    pub const ALL: [Dtype; 9] = [
+        Dtype::F32,
+        Dtype::F16,
+        Dtype::Bf16,
+        Dtype::F64,
+        Dtype::I32,
+        Dtype::I64,
+        Dtype::I8,
+        Dtype::U8,
+        Dtype::Bool,
+    ];
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::F64 | Dtype::I64 => 8,
+            Dtype::F32 | Dtype::I32 => 4,
+            Dtype::F16 | Dtype::Bf16 => 2,
+            Dtype::I8 | Dtype::U8 | Dtype::Bool => 1,
+        }
+    }
+
+    /// Canonical short name (`f32`, `bf16`, `bool`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+            Dtype::F64 => "f64",
+            Dtype::I32 => "i32",
+            Dtype::I64 => "i64",
+            Dtype::I8 => "i8",
+            Dtype::U8 => "u8",
+            Dtype::Bool => "bool",
+        }
+    }
+
+    /// The dtype of a command-buffer code.
+    pub fn from_code(code: u8) -> Option<Dtype> {
+        Dtype::ALL.into_iter().find(|d| *d as u8 == code)
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, Dtype::F32 | Dtype::F16 | Dtype::Bf16 | Dtype::F64)
+    }
+}
+
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Dtype {
+    type Err = RequestError;
+
+    /// Accepts numpy, torch, ONNX and short spellings, case-insensitively:
+    /// `float32`, `f32`, `torch.float32`, `float`, `FLOAT`, `half`, `bfloat16`, `int32`, …
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.trim().to_ascii_lowercase();
+        let bare = lower
+            .strip_prefix("torch.")
+            .or_else(|| lower.strip_prefix("np."))
+            .or_else(|| lower.strip_prefix("numpy."))
+            .or_else(|| lower.strip_prefix("tensorproto."))
+            .unwrap_or(&lower);
+        Ok(match bare {
+            "f32" | "float32" | "float" | "fp32" => Dtype::F32,
+            "f16" | "float16" | "half" | "fp16" => Dtype::F16,
+            "bf16" | "bfloat16" => Dtype::Bf16,
+            "f64" | "float64" | "double" | "fp64" => Dtype::F64,
+            "i32" | "int32" | "int" => Dtype::I32,
+            "i64" | "int64" | "long" => Dtype::I64,
+            "i8" | "int8" => Dtype::I8,
+            "u8" | "uint8" => Dtype::U8,
+            "bool" | "boolean" => Dtype::Bool,
+            _ => return Err(RequestError::UnknownDtype(s.to_string())),
+        })
+    }
+}
+
+/// A tensor description: name, row-major shape, dtype.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TensorDesc {
+    pub name: String,
+    pub shape: Vec<u64>,
+    pub dtype: Dtype,
+}
+
+impl TensorDesc {
+    pub fn new(name: impl Into<String>, shape: impl Into<Vec<u64>>, dtype: Dtype) -> Self {
+        TensorDesc {
+            name: name.into(),
+            shape: shape.into(),
+            dtype,
+        }
+    }
+
+    /// Element count, refusing overflow.
+    pub fn numel(&self) -> Option<u64> {
+        self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))
+    }
+
+    /// Size in bytes, refusing overflow.
+    pub fn byte_size(&self) -> Option<u64> {
+        self.numel()?.checked_mul(self.dtype.size() as u64)
+    }
+
+    /// Checks rank and element count against the request limits.
+    pub fn validate(&self) -> Result<(), RequestError> {
+        if self.shape.len() > MAX_RANK {
+            return Err(RequestError::Shape(format!(
+                "tensor `{}` has rank {}, the maximum is {MAX_RANK}",
+                self.name,
+                self.shape.len()
+            )));
+        }
+        match self.numel() {
+            Some(n) if n <= MAX_ELEMENTS => Ok(()),
+            _ => Err(RequestError::Shape(format!(
+                "tensor `{}` of shape {:?} has more than {MAX_ELEMENTS} elements",
+                self.name, self.shape
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for TensorDesc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{:?}", self.dtype, self.shape)
+    }
+}
+
+/// Parses `f32[64,128]`, `name:f32[64,128]` or `f32[]` (a scalar).
+impl FromStr for TensorDesc {
+    type Err = RequestError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || RequestError::Shape(format!("`{s}` is not a tensor like f32[64,128]"));
+        let (name, rest) = match s.split_once(':') {
+            Some((n, r)) => (n.to_string(), r),
+            None => (String::new(), s),
+        };
+        let (dt, dims) = rest.split_once('[').ok_or_else(bad)?;
+        let dims = dims.strip_suffix(']').ok_or_else(bad)?;
+        let shape = dims
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .map(|d| d.parse::<u64>().map_err(|_| bad()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let desc = TensorDesc::new(name, shape, dt.parse()?);
+        desc.validate()?;
+        Ok(desc)
+    }
+}
+
+/// A typed attribute value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttrValue {
+    Int(i64),
+    Float(f64),
+    Text(String),
+    Ints(Vec<i64>),
+    Floats(Vec<f64>),
+    Bool(bool),
+}
+
+impl AttrValue {
+    /// Parses the string form clients send (`3`, `0.5`, `true`, `[1,2]`, `[0.5,1]`, anything else
+    /// is text).
+    pub fn parse(s: &str) -> AttrValue {
+        let t = s.trim();
+        if let Ok(v) = t.parse::<i64>() {
+            return AttrValue::Int(v);
+        }
+        if let Ok(v) = t.parse::<f64>() {
+            return AttrValue::Float(v);
+        }
+        match t {
+            "true" | "True" => return AttrValue::Bool(true),
+            "false" | "False" => return AttrValue::Bool(false),
+            _ => {}
+        }
+        if let Some(inner) = t.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+            let items: Vec<&str> = inner.split(',').map(str::trim).filter(|x| !x.is_empty()).collect();
+            if let Ok(v) = items.iter().map(|x| x.parse::<i64>()).collect::<Result<Vec<_>, _>>() {
+                return AttrValue::Ints(v);
+            }
+            if let Ok(v) = items.iter().map(|x| x.parse::<f64>()).collect::<Result<Vec<_>, _>>() {
+                return AttrValue::Floats(v);
+            }
+        }
+        AttrValue::Text(s.to_string())
+    }
+
+    /// Hashes the value (floats by bits) for the translation cache.
+    pub(crate) fn hash_into(&self, h: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        std::mem::discriminant(self).hash(h);
+        match self {
+            AttrValue::Int(v) => v.hash(h),
+            AttrValue::Float(v) => v.to_bits().hash(h),
+            AttrValue::Text(v) => v.hash(h),
+            AttrValue::Ints(v) => v.hash(h),
+            AttrValue::Floats(v) => v.iter().for_each(|x| x.to_bits().hash(h)),
+            AttrValue::Bool(v) => v.hash(h),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dtype_spellings() {
+        for s in ["float32", "f32", "torch.float32", "FLOAT", "np.float32", "TensorProto.FLOAT"] {
+            assert_eq!(s.parse::<Dtype>().unwrap(), Dtype::F32, "{s}");
+        }
+        assert_eq!("torch.bfloat16".parse::<Dtype>().unwrap(), Dtype::Bf16);
+        assert_eq!("half".parse::<Dtype>().unwrap(), Dtype::F16);
+        let e = "float33".parse::<Dtype>().unwrap_err();
+        assert!(e.to_string().contains("float33"));
+        for d in Dtype::ALL {
+            assert_eq!(Dtype::from_code(d as u8), Some(d));
+            assert_eq!(d.name().parse::<Dtype>().unwrap(), d);
+        }
+    }
+
+    #[test]
+    fn tensor_parsing_and_limits() {
+        let t: TensorDesc = "x:f16[2, 3]".parse().unwrap();
+        assert_eq!((t.name.as_str(), t.shape.clone(), t.dtype), ("x", vec![2, 3], Dtype::F16));
+        assert_eq!("f32[]".parse::<TensorDesc>().unwrap().shape, Vec::<u64>::new());
+        assert!("f32[2,-1]".parse::<TensorDesc>().is_err());
+        assert!("f32[1099511627777]".parse::<TensorDesc>().is_err(), "over MAX_ELEMENTS");
+        assert!("f32[1,1,1,1,1,1,1,1,1]".parse::<TensorDesc>().is_err(), "rank 9");
+        assert!("f32(2)".parse::<TensorDesc>().is_err());
+    }
+
+    #[test]
+    fn attribute_strings_become_typed() {
+        assert_eq!(AttrValue::parse("3"), AttrValue::Int(3));
+        assert_eq!(AttrValue::parse("0.5"), AttrValue::Float(0.5));
+        assert_eq!(AttrValue::parse("true"), AttrValue::Bool(true));
+        assert_eq!(AttrValue::parse("[1, 2]"), AttrValue::Ints(vec![1, 2]));
+        assert_eq!(AttrValue::parse("[1, 2.5]"), AttrValue::Floats(vec![1.0, 2.5]));
+        assert_eq!(AttrValue::parse("NCHW"), AttrValue::Text("NCHW".into()));
+    }
+}

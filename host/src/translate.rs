@@ -1,0 +1,281 @@
+//! Translation: request → validated request → cache → plugin `plan` → validated plan → command
+//! buffer (DESIGN §2 steps 1–7).
+//!
+//! Owns request validation, the fall-back order among candidate plugins, plan validation (a
+//! plugin is never trusted) and module identity. Knows nothing of devices; talks to plugins only
+//! through `LoadedPlugin` and the registry snapshot.
+
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use crate::cache::TranslationCache;
+use crate::cmdbuf::{Binding, CommandBuffer, LaunchCmd, ModuleRef, Role};
+use crate::error::{Error, PluginFault, RequestError, Result};
+use crate::plugin::convert::{self, Declined};
+use crate::plugin::{LoadedPlugin, wit};
+use crate::registry::{Registry, Snapshot};
+use crate::target::{Dim3, Target};
+use crate::tensor::{AttrValue, Dtype, MAX_ELEMENTS, TensorDesc};
+
+/// Largest workspace a plan may ask for (16 GiB).
+pub const MAX_WORKSPACE_BYTES: u64 = 16 << 30;
+/// Most outputs one op may produce.
+pub const MAX_OUTPUTS: usize = 64;
+
+/// One operation to translate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpRequest {
+    /// ONNX op name, matched case-insensitively.
+    pub op: String,
+    pub inputs: Vec<TensorDesc>,
+    /// Attributes in a stable order.
+    pub attributes: Vec<(String, AttrValue)>,
+    /// `None`: the host's default target (its device's).
+    pub target: Option<Target>,
+}
+
+impl OpRequest {
+    pub fn new(op: impl Into<String>, inputs: Vec<TensorDesc>) -> Self {
+        OpRequest {
+            op: op.into(),
+            inputs,
+            attributes: Vec::new(),
+            target: None,
+        }
+    }
+
+    pub fn attr(mut self, name: impl Into<String>, value: AttrValue) -> Self {
+        self.attributes.push((name.into(), value));
+        self
+    }
+
+    pub fn target(mut self, target: Target) -> Self {
+        self.target = Some(target);
+        self
+    }
+
+    fn validate(&self) -> Result<(), RequestError> {
+        if self.op.is_empty() || self.op.len() > 128 {
+            return Err(RequestError::Other("op name is empty or longer than 128 bytes".into()));
+        }
+        if self.inputs.len() > 64 {
+            return Err(RequestError::Other(format!("{} inputs; at most 64", self.inputs.len())));
+        }
+        for t in &self.inputs {
+            t.validate()?;
+        }
+        if self.attributes.len() > 64 {
+            return Err(RequestError::Attribute("more than 64 attributes".into()));
+        }
+        Ok(())
+    }
+}
+
+/// A translated op: its command buffer and what a caller needs to run it.
+#[derive(Debug)]
+pub struct Translation {
+    pub cmdbuf: Arc<CommandBuffer>,
+    /// The encoded `UMDCMD` bytes.
+    pub bytes: Arc<[u8]>,
+    pub outputs: Vec<TensorDesc>,
+    /// `name@version` of the plugin that planned it.
+    pub plugin: String,
+    /// Entry point of the first launch (the Translator protocol's `kernel_name`).
+    pub kernel_name: String,
+    /// Registry generation it was made under.
+    pub generation: u64,
+}
+
+/// Translates requests against a registry, with a cache in front.
+pub struct Translator {
+    registry: Arc<Registry>,
+    cache: TranslationCache,
+    default_target: Target,
+}
+
+impl Translator {
+    pub fn new(registry: Arc<Registry>, default_target: Target, cache_capacity: usize) -> Self {
+        Translator {
+            registry,
+            cache: TranslationCache::new(cache_capacity),
+            default_target,
+        }
+    }
+
+    pub fn cache(&self) -> &TranslationCache {
+        &self.cache
+    }
+
+    pub fn default_target(&self) -> &Target {
+        &self.default_target
+    }
+
+    /// Translates one request.
+    pub fn translate(&self, req: &OpRequest) -> Result<Arc<Translation>> {
+        let snapshot = self.registry.snapshot();
+        let target = req.target.as_ref().unwrap_or(&self.default_target);
+        if let Some(hit) = self.cache.get(req, target, snapshot.generation) {
+            return Ok(hit);
+        }
+        req.validate()?;
+        let t = Arc::new(self.translate_uncached(req, target, &snapshot)?);
+        self.cache.insert(req, target, snapshot.generation, t.clone());
+        Ok(t)
+    }
+
+    fn translate_uncached(&self, req: &OpRequest, target: &Target, snap: &Snapshot) -> Result<Translation> {
+        let candidates = snap.candidates(&req.op, target);
+        let wit_req = wit::PlanRequest {
+            op: req.op.clone(),
+            inputs: req.inputs.iter().map(convert::tensor_to_wit).collect(),
+            attributes: req.attributes.iter().map(|(k, v)| convert::attr_to_wit(k, v)).collect(),
+            target: convert::target_to_wit(target),
+        };
+        let mut declined = Vec::new();
+        for c in candidates {
+            let p = &c.plugin;
+            let fault = |fault| Error::Plugin {
+                plugin: p.label().to_string(),
+                fault,
+            };
+            match p.plan(&wit_req).map_err(fault)? {
+                Ok(plan) => {
+                    let cb = build_command_buffer(p, req, target, plan).map_err(fault)?;
+                    return Ok(finish(cb, p.label(), snap.generation));
+                }
+                Err(e) => match convert::op_error(e) {
+                    Declined::Unsupported(m) => declined.push(format!("{}: {m}", p.label())),
+                    Declined::Invalid(m) => {
+                        return Err(Error::Rejected {
+                            plugin: p.label().to_string(),
+                            message: m,
+                        });
+                    }
+                    Declined::Internal(m) => return Err(fault(PluginFault::Internal(m))),
+                },
+            }
+        }
+        Err(Error::Unsupported {
+            op: req.op.clone(),
+            target: target.name.clone(),
+            tried: declined,
+        })
+    }
+}
+
+fn finish(cb: CommandBuffer, plugin: &str, generation: u64) -> Translation {
+    let bytes: Arc<[u8]> = cb.encode().into();
+    let outputs = cb
+        .bindings
+        .iter()
+        .filter(|b| b.role == Role::Output)
+        .map(|b| b.desc.clone())
+        .collect();
+    let kernel_name = cb.launches.first().map(|l| l.entry_point.clone()).unwrap_or_default();
+    Translation {
+        cmdbuf: Arc::new(cb),
+        bytes,
+        outputs,
+        plugin: plugin.to_string(),
+        kernel_name,
+        generation,
+    }
+}
+
+/// Turns a plugin's plan into a validated command buffer (DESIGN §2 step 5).
+fn build_command_buffer(
+    plugin: &LoadedPlugin,
+    req: &OpRequest,
+    target: &Target,
+    plan: wit::OpPlan,
+) -> Result<CommandBuffer, PluginFault> {
+    let invalid = |m: String| PluginFault::InvalidPlan(m);
+    if plan.outputs.is_empty() || plan.outputs.len() > MAX_OUTPUTS {
+        return Err(invalid(format!("{} outputs (1 to {MAX_OUTPUTS} allowed)", plan.outputs.len())));
+    }
+    if plan.launches.is_empty() {
+        return Err(invalid("no launches".into()));
+    }
+    if plan.workspace_bytes > MAX_WORKSPACE_BYTES {
+        return Err(invalid(format!(
+            "workspace of {} bytes exceeds {MAX_WORKSPACE_BYTES}",
+            plan.workspace_bytes
+        )));
+    }
+    let mut bindings: Vec<Binding> = req
+        .inputs
+        .iter()
+        .map(|d| Binding {
+            role: Role::Input,
+            desc: d.clone(),
+        })
+        .collect();
+    for (i, o) in plan.outputs.into_iter().enumerate() {
+        let desc = convert::tensor_from_wit(o);
+        if desc.validate().is_err() || desc.numel().is_none_or(|n| n > MAX_ELEMENTS) {
+            return Err(invalid(format!("output {i} has an invalid shape {:?}", desc.shape)));
+        }
+        bindings.push(Binding {
+            role: Role::Output,
+            desc,
+        });
+    }
+    if plan.workspace_bytes > 0 {
+        bindings.push(Binding {
+            role: Role::Workspace,
+            desc: TensorDesc::new("workspace", vec![plan.workspace_bytes], Dtype::U8),
+        });
+    }
+    let launches = plan
+        .launches
+        .into_iter()
+        .map(|l| LaunchCmd {
+            module: ModuleRef {
+                plugin: plugin.label().to_string(),
+                hash: module_hash(plugin, &l.module_id, target),
+                id: l.module_id,
+            },
+            entry_point: l.entry_point,
+            grid: convert::dim3_from_wit(l.grid),
+            block: convert::dim3_from_wit(l.block),
+            shared_memory: l.shared_memory,
+            relocations: l.relocations.iter().map(convert::relocation_from_wit).collect(),
+            params: l.params,
+        })
+        .collect();
+    let cb = CommandBuffer {
+        target: target.name.clone(),
+        bindings,
+        launches,
+    };
+    cb.validate(Some(&target.limits)).map_err(|e| invalid(e.to_string()))?;
+    // Every output must be written by some launch, or it would be returned uninitialized.
+    for (i, b) in cb.bindings.iter().enumerate() {
+        let written = cb
+            .launches
+            .iter()
+            .flat_map(|l| &l.relocations)
+            .any(|r| r.binding as usize == i && r.access.writes());
+        if b.role == Role::Output && !written {
+            return Err(invalid(format!("output binding {i} is never written")));
+        }
+    }
+    Ok(cb)
+}
+
+/// The identity of a module: which plugin build provides it, which module, for which target.
+/// (GPU devices key their compiled-module cache by the kernel source itself.)
+fn module_hash(plugin: &LoadedPlugin, module_id: &str, target: &Target) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(plugin.wasm_hash());
+    h.update(module_id.as_bytes());
+    h.update([0]);
+    h.update(target.arch.as_bytes());
+    h.finalize().into()
+}
+
+/// The launch dimensions of a command buffer's first launch, for display.
+pub fn first_launch_shape(cb: &CommandBuffer) -> Option<(Dim3, Dim3)> {
+    cb.launches.first().map(|l| (l.grid, l.block))
+}
