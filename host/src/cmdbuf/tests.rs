@@ -47,7 +47,7 @@ fn each_rule_names_what_is_wrong() {
     assert!(err_of(|c| c.launches[0].block = Dim3::new(1, 1, 128)).contains("exceeds the target"));
     assert!(err_of(|c| c.launches[0].grid = Dim3::new(1, 70000, 1)).contains("grid"));
     assert!(err_of(|c| c.launches[0].shared_memory = 1 << 20).contains("shared memory"));
-    assert!(err_of(|c| c.launches[0].relocations[1].offset = 20).contains("outside"));
+    assert!(err_of(|c| c.launches[0].relocations[1].offset = 24).contains("outside"));
     assert!(err_of(|c| c.launches[0].relocations[1].offset = 4).contains("aligned"));
     assert!(err_of(|c| c.launches[0].relocations[1].binding = 9).contains("only 2"));
     assert!(err_of(|c| c.launches[0].relocations[0].access = Access::Write).contains("writes input"));

@@ -76,7 +76,8 @@ impl HostPool {
                 b
             }
             None => {
-                if g.stats.allocated_bytes + class > self.limit {
+                // Cached blocks hold real memory: they count against the limit.
+                if g.stats.allocated_bytes + g.stats.cached_bytes + class > self.limit {
                     // Free what is cached and retry once before giving up.
                     Self::drop_cached(&mut g);
                     if g.stats.allocated_bytes + class > self.limit {
