@@ -4,7 +4,7 @@ mod cli;
 
 use clap::Parser;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("UMD_LOG")
@@ -12,5 +12,12 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    cli::Cli::parse().run()
+    match cli::Cli::parse().run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // One line per cause, no backtrace: errors here are for the person at the terminal.
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

@@ -1,1 +1,62 @@
-fn main() {}
+//! Criterion benches: translate (cache miss and hit), and CPU-device Add throughput against a
+//! plain native Rust add of the same size in the same run (the baseline).
+//!
+//! Run: `cargo bench -p umd-tests --bench translate`. Figures go in BENCHMARKS.md.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use umd::{Dtype, Host, OpRequest, TensorDesc, data};
+
+fn add_request() -> OpRequest {
+    let a = TensorDesc::new("a", vec![1024, 1024], Dtype::F32);
+    OpRequest::new("Add", vec![a.clone(), a])
+}
+
+fn translate(c: &mut Criterion) {
+    let mut g = c.benchmark_group("translate");
+    let req = add_request();
+    // Cache disabled: every call enters the plugin (warm instance) and validates the plan.
+    let uncached = Host::builder().cache_capacity(0).build().unwrap();
+    g.bench_function("add_cache_miss", |b| b.iter(|| uncached.translate(black_box(&req)).unwrap()));
+    let cached = Host::builder().build().unwrap();
+    cached.translate(&req).unwrap();
+    g.bench_function("add_cache_hit", |b| b.iter(|| cached.translate(black_box(&req)).unwrap()));
+    g.finish();
+}
+
+fn cpu_add(c: &mut Criterion) {
+    for n in [1usize << 16, 1 << 20, 1 << 22] {
+        let mut g = c.benchmark_group(format!("add_f32_{n}"));
+        g.throughput(Throughput::Bytes((n * 12) as u64));
+        g.sample_size(20);
+
+        let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let b: Vec<f32> = (0..n).map(|i| (n - i) as f32).collect();
+        let mut out = vec![0f32; n];
+        g.bench_function("native_rust", |bench| {
+            bench.iter(|| {
+                for ((o, x), y) in out.iter_mut().zip(&a).zip(&b) {
+                    *o = x + y;
+                }
+                black_box(&mut out);
+            })
+        });
+
+        let host = Host::builder().build().unwrap();
+        let desc = TensorDesc::new("a", vec![n as u64], Dtype::F32);
+        let t = host.translate(&OpRequest::new("Add", vec![desc.clone(), desc.clone()])).unwrap();
+        let bufs: Vec<_> = (0..3).map(|_| host.alloc(&desc).unwrap()).collect();
+        let av: Vec<f64> = a.iter().map(|&x| x as f64).collect();
+        host.write(bufs[0], &data::encode(Dtype::F32, &av)).unwrap();
+        host.write(bufs[1], &data::encode(Dtype::F32, &av)).unwrap();
+        let stream = host.device().default_stream();
+        g.bench_function("umd_cpu_device", |bench| {
+            bench.iter(|| host.execute(&t, &bufs, stream).unwrap().wait().unwrap())
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, translate, cpu_add);
+criterion_main!(benches);
