@@ -9,6 +9,7 @@ use crate::device::cpu::CpuDevice;
 use crate::device::{BufferId, CpuKernels, Device, Fence, StreamId};
 use crate::error::{Error, LoadError, Result};
 use crate::plugin::convert::{self, Declined};
+use crate::plugin::kernel_call::{CpuBufferRef, CpuCallRef};
 use crate::plugin::{Runtime, SandboxLimits, component_files, wit};
 use crate::registry::Registry;
 use crate::translate::{OpRequest, Translation, Translator};
@@ -223,27 +224,29 @@ impl CpuKernels for RegistryKernels {
     fn run(
         &self,
         launch: &LaunchCmd,
-        buffers: &[(u32, u64, Option<Vec<u8>>)],
+        buffers: &[(u32, u64, Option<&[u8]>)],
     ) -> std::result::Result<Vec<(u32, Vec<u8>)>, String> {
         let snap = self.0.snapshot();
         let plugin = snap
             .by_label(&launch.module.plugin)
             .ok_or_else(|| format!("plugin {} is no longer loaded", launch.module.plugin))?;
-        let call = wit::CpuCall {
-            module_id: launch.module.id.clone(),
-            entry_point: launch.entry_point.clone(),
+        let relocations: Vec<wit::Relocation> = launch.relocations.iter().map(convert::relocation_to_wit).collect();
+        let buffers: Vec<CpuBufferRef<'_>> = buffers
+            .iter()
+            .map(|(binding, size, data)| CpuBufferRef {
+                binding: *binding,
+                size: *size,
+                data: data.unwrap_or_default(),
+            })
+            .collect();
+        let call = CpuCallRef {
+            module_id: &launch.module.id,
+            entry_point: &launch.entry_point,
             grid: convert::dim3_to_wit(launch.grid),
             block: convert::dim3_to_wit(launch.block),
-            params: launch.params.clone(),
-            relocations: launch.relocations.iter().map(convert::relocation_to_wit).collect(),
-            buffers: buffers
-                .iter()
-                .map(|(binding, size, data)| wit::CpuBuffer {
-                    binding: *binding,
-                    size: *size,
-                    data: data.clone().unwrap_or_default(),
-                })
-                .collect(),
+            params: &launch.params,
+            relocations: &relocations,
+            buffers: &buffers,
         };
         match plugin.run_cpu(&call) {
             Ok(Ok(writes)) => Ok(writes.into_iter().map(|w| (w.binding, w.data)).collect()),

@@ -271,17 +271,23 @@ fn run_launch(
         }
     }
     let binding_size = |b: u32| cmd.bindings[b as usize].desc.byte_size().unwrap_or(0);
-    let bound = used
+    // Read guards stay held for the call, so inputs are lowered straight from device memory.
+    // `read_recursive`: the same buffer may be bound twice while a writer waits.
+    let guards = used
         .iter()
         .map(|&(b, access)| {
-            let size = binding_size(b);
-            let data = access
-                .reads()
-                .then(|| buffers[b as usize].data.read()[..size as usize].to_vec());
-            (b, size, data)
+            let guard = access.reads().then(|| buffers[b as usize].data.read_recursive());
+            (b, binding_size(b), guard)
         })
         .collect::<Vec<_>>();
-    let writes = kernels.run(launch, &bound)?;
+    let views = guards
+        .iter()
+        .map(|(b, size, g)| (*b, *size, g.as_ref().map(|g| &g[..*size as usize])))
+        .collect::<Vec<_>>();
+    let writes = kernels.run(launch, &views);
+    drop(views);
+    drop(guards);
+    let writes = writes?;
     for (b, data) in writes {
         let allowed = used.iter().any(|&(u, a)| u == b && a.writes());
         if !allowed {

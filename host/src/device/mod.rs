@@ -51,12 +51,12 @@ pub enum DeviceError {
 
 /// Runs a launch on the CPU: implemented by the plugin registry.
 pub trait CpuKernels: Send + Sync {
-    /// Runs `launch` with the given binding contents: `inputs[i]` is `Some(bytes)` for bindings
-    /// the launch reads; returns (binding, new contents) for each binding it writes.
+    /// Runs `launch` on the bindings it uses: (binding, size, `Some(contents)` where the launch
+    /// reads it); returns (binding, new contents) for each binding it writes.
     fn run(
         &self,
         launch: &LaunchCmd,
-        buffers: &[(u32, u64, Option<Vec<u8>>)],
+        buffers: &[(u32, u64, Option<&[u8]>)],
     ) -> Result<Vec<(u32, Vec<u8>)>, String>;
 }
 

@@ -8,6 +8,7 @@
 
 mod bindings;
 pub mod convert;
+pub mod kernel_call;
 pub mod sandbox;
 
 use std::path::{Path, PathBuf};
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, ComponentExportIndex, HasSelf, Instance as ComponentInstance, Linker};
 use wasmtime::{Config, Engine, Store};
 
 pub use bindings::wit;
@@ -104,6 +105,13 @@ impl Runtime {
             reason: format!("{e:#}"),
         })?;
         let abi = self.check_interface(origin, &component)?;
+        let run_cpu_index = component
+            .get_export_index(None, &format!("{PACKAGE}/operator@{abi}"))
+            .and_then(|iface| component.get_export_index(Some(&iface), "run-cpu"))
+            .ok_or_else(|| LoadError::Interface {
+                path: origin.into(),
+                reason: "does not export operator.run-cpu".into(),
+            })?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -119,6 +127,7 @@ impl Runtime {
             abi,
             wasm_hash: Sha256::digest(bytes).into(),
             pre,
+            run_cpu_index,
             idle: Mutex::new(Vec::new()),
             info: wit::PluginInfo {
                 name: String::new(),
@@ -129,7 +138,7 @@ impl Runtime {
             calls: AtomicU64::new(0),
         };
         let info = plugin
-            .call("describe", self.limits.plan_deadline, |s, p| {
+            .call("describe", self.limits.plan_deadline, |s, _, p| {
                 p.umd_plugin_operator().call_describe(s)
             })
             .map_err(|e| LoadError::Instantiate {
@@ -223,6 +232,7 @@ fn validate_info(origin: &str, info: &wit::PluginInfo) -> Result<(), LoadError> 
 /// A warm instance: its own store (a trap makes a store unusable) and bindings.
 struct Instance {
     store: Store<StoreState>,
+    instance: ComponentInstance,
     bindings: PluginWorld,
 }
 
@@ -234,6 +244,7 @@ pub struct LoadedPlugin {
     abi: semver::Version,
     wasm_hash: [u8; 32],
     pre: PluginPre<StoreState>,
+    run_cpu_index: ComponentExportIndex,
     idle: Mutex<Vec<Instance>>,
     info: wit::PluginInfo,
     faults: AtomicU64,
@@ -290,8 +301,13 @@ impl LoadedPlugin {
         store.epoch_deadline_trap();
         // The deadline must be set before instantiation: a start function runs under it too.
         store.set_epoch_deadline(ticks(limits.plan_deadline));
-        let bindings = self.pre.instantiate(&mut store)?;
-        Ok(Instance { store, bindings })
+        let instance = self.pre.instance_pre().instantiate(&mut store)?;
+        let bindings = PluginWorld::new(&mut store, &instance)?;
+        Ok(Instance {
+            store,
+            instance,
+            bindings,
+        })
     }
 
     /// Runs `f` on a warm instance under `deadline`. Any error discards the instance.
@@ -299,7 +315,7 @@ impl LoadedPlugin {
         &self,
         call: &'static str,
         deadline: Duration,
-        f: impl FnOnce(&mut Store<StoreState>, &PluginWorld) -> wasmtime::Result<R>,
+        f: impl FnOnce(&mut Store<StoreState>, &ComponentInstance, &PluginWorld) -> wasmtime::Result<R>,
     ) -> Result<R, PluginFault> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let pooled = self.idle.lock().pop();
@@ -316,7 +332,7 @@ impl LoadedPlugin {
         };
         inst.store.set_epoch_deadline(ticks(deadline));
         inst.store.data_mut().last_log = None;
-        match f(&mut inst.store, &inst.bindings) {
+        match f(&mut inst.store, &inst.instance, &inst.bindings) {
             Ok(r) => {
                 let mut idle = self.idle.lock();
                 if idle.len() < MAX_IDLE_INSTANCES {
@@ -335,7 +351,7 @@ impl LoadedPlugin {
 
     /// `plan` under the plan deadline.
     pub fn plan(&self, req: &wit::PlanRequest) -> Result<Result<wit::OpPlan, wit::OpError>, PluginFault> {
-        self.call("plan", self.runtime.limits.plan_deadline, |s, p| {
+        self.call("plan", self.runtime.limits.plan_deadline, |s, _, p| {
             p.umd_plugin_operator().call_plan(s, req)
         })
     }
@@ -346,15 +362,17 @@ impl LoadedPlugin {
         module_id: &str,
         target: &wit::Target,
     ) -> Result<Result<wit::ModuleSource, wit::OpError>, PluginFault> {
-        self.call("kernel-source", self.runtime.limits.plan_deadline, |s, p| {
+        self.call("kernel-source", self.runtime.limits.plan_deadline, |s, _, p| {
             p.umd_plugin_operator().call_kernel_source(s, module_id, target)
         })
     }
 
-    /// `run-cpu` under the kernel deadline.
-    pub fn run_cpu(&self, call: &wit::CpuCall) -> Result<Result<Vec<wit::CpuWrite>, wit::OpError>, PluginFault> {
-        self.call("run-cpu", self.runtime.limits.kernel_deadline, |s, p| {
-            p.umd_plugin_operator().call_run_cpu(s, call)
+    /// `run-cpu` under the kernel deadline, lowering the borrowed buffers directly.
+    pub fn run_cpu(&self, call: &kernel_call::CpuCallRef<'_>) -> Result<kernel_call::RunCpuResult, PluginFault> {
+        let index = self.run_cpu_index;
+        self.call("run-cpu", self.runtime.limits.kernel_deadline, |s, inst, _| {
+            let f = inst.get_typed_func::<(&kernel_call::CpuCallRef<'_>,), (kernel_call::RunCpuResult,)>(&mut *s, index)?;
+            Ok(f.call(s, (call,))?.0)
         })
     }
 }
