@@ -6,7 +6,10 @@ fn main() {
         .plugin("plugins/elementwise")
         .plugin("plugins/matmul");
     for dir in ["plugins", "sdk/src", "sdk/Cargo.toml", "wit"] {
-        println!("cargo:rerun-if-changed={}", build.workspace().join(dir).display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            build.workspace().join(dir).display()
+        );
     }
     let built = match build.build() {
         Ok(b) => b,

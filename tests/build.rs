@@ -8,7 +8,10 @@ fn main() {
         build = build.plugin(format!("tests/fixtures/{f}"));
     }
     for dir in ["tests/fixtures", "sdk/src", "wit"] {
-        println!("cargo:rerun-if-changed={}", build.workspace().join(dir).display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            build.workspace().join(dir).display()
+        );
     }
     if let Err(e) = build.build() {
         panic!("building the fixture plugins failed: {e}");

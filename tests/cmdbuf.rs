@@ -2,7 +2,9 @@
 //! truncated, corrupted and crafted-hostile buffers, each refused with a precise error.
 
 use proptest::prelude::*;
-use umd::cmdbuf::{Access, Binding, CmdError, CommandBuffer, LaunchCmd, ModuleRef, Relocation, Role};
+use umd::cmdbuf::{
+    Access, Binding, CmdError, CommandBuffer, LaunchCmd, ModuleRef, Relocation, Role,
+};
 use umd::target::Dim3;
 use umd::{Dtype, Host, OpRequest, TensorDesc};
 
@@ -35,9 +37,17 @@ fn arb_cmdbuf() -> impl Strategy<Value = CommandBuffer> {
         "cpu|cuda:sm_[0-9]{2}",
     )
         .prop_map(|(ins, outs, ws, launches, target)| {
-            let mut bindings: Vec<Binding> =
-                ins.into_iter().map(|desc| Binding { role: Role::Input, desc }).collect();
-            bindings.extend(outs.into_iter().map(|desc| Binding { role: Role::Output, desc }));
+            let mut bindings: Vec<Binding> = ins
+                .into_iter()
+                .map(|desc| Binding {
+                    role: Role::Input,
+                    desc,
+                })
+                .collect();
+            bindings.extend(outs.into_iter().map(|desc| Binding {
+                role: Role::Output,
+                desc,
+            }));
             if let Some(bytes) = ws {
                 bindings.push(Binding {
                     role: Role::Workspace,
@@ -48,7 +58,8 @@ fn arb_cmdbuf() -> impl Strategy<Value = CommandBuffer> {
             let launches = launches
                 .into_iter()
                 .map(|(entry, hash, g, b, shared, slots, seed)| {
-                    let params: Vec<u8> = (0..slots * 8).map(|i| (seed >> (i % 64)) as u8).collect();
+                    let params: Vec<u8> =
+                        (0..slots * 8).map(|i| (seed >> (i % 64)) as u8).collect();
                     let relocations = (0..slots.min(nb as usize))
                         .map(|i| {
                             let binding = (seed as u32).wrapping_add(i as u32) % nb;
@@ -56,12 +67,20 @@ fn arb_cmdbuf() -> impl Strategy<Value = CommandBuffer> {
                             Relocation {
                                 offset: (i * 8) as u32,
                                 binding,
-                                access: if input { Access::Read } else { Access::ReadWrite },
+                                access: if input {
+                                    Access::Read
+                                } else {
+                                    Access::ReadWrite
+                                },
                             }
                         })
                         .collect();
                     LaunchCmd {
-                        module: ModuleRef { plugin: "p@1.0.0".into(), id: format!("mod_{entry}"), hash },
+                        module: ModuleRef {
+                            plugin: "p@1.0.0".into(),
+                            id: format!("mod_{entry}"),
+                            hash,
+                        },
                         entry_point: entry,
                         grid: Dim3::new(g.0, g.1, g.2),
                         block: Dim3::new(b.0, b.1, b.2),
@@ -71,7 +90,11 @@ fn arb_cmdbuf() -> impl Strategy<Value = CommandBuffer> {
                     }
                 })
                 .collect();
-            CommandBuffer { target, bindings, launches }
+            CommandBuffer {
+                target,
+                bindings,
+                launches,
+            }
         })
 }
 
@@ -110,7 +133,10 @@ fn real() -> Vec<u8> {
     let host = Host::builder().build().unwrap();
     let a = TensorDesc::new("a", vec![4, 8], Dtype::F32);
     let b = TensorDesc::new("b", vec![8], Dtype::F32);
-    host.translate(&OpRequest::new("Add", vec![a, b])).unwrap().bytes.to_vec()
+    host.translate(&OpRequest::new("Add", vec![a, b]))
+        .unwrap()
+        .bytes
+        .to_vec()
 }
 
 /// Re-seals a modified buffer: fixes the length field and checksum so the decoder reaches the
@@ -130,7 +156,11 @@ fn crc32(data: &[u8]) -> u32 {
     for &b in data {
         crc ^= b as u32;
         for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
         }
     }
     !crc
@@ -142,7 +172,10 @@ fn every_truncation_of_a_real_buffer_is_refused_as_such() {
     assert!(CommandBuffer::decode(&bytes).is_ok());
     for cut in 0..bytes.len() {
         let err = CommandBuffer::decode(&bytes[..cut]).unwrap_err();
-        let precise = matches!(err, CmdError::Truncated { .. } | CmdError::LengthMismatch { .. });
+        let precise = matches!(
+            err,
+            CmdError::Truncated { .. } | CmdError::LengthMismatch { .. }
+        );
         assert!(precise, "cut at {cut}: {err}");
     }
 }
@@ -152,23 +185,35 @@ fn crafted_corruptions_get_precise_errors() {
     let good = real();
     let mut bad_magic = good.clone();
     bad_magic[0] = b'X';
-    assert_eq!(CommandBuffer::decode(&bad_magic).unwrap_err(), CmdError::BadMagic);
+    assert_eq!(
+        CommandBuffer::decode(&bad_magic).unwrap_err(),
+        CmdError::BadMagic
+    );
 
     let mut version = good.clone();
     version[6] = 9;
     assert_eq!(
         CommandBuffer::decode(&version).unwrap_err(),
-        CmdError::UnsupportedVersion { found: 9, supported: 1 }
+        CmdError::UnsupportedVersion {
+            found: 9,
+            supported: 1
+        }
     );
 
     let mut flipped = good.clone();
     let last = flipped.len() - 10;
     flipped[last] ^= 0xff;
-    assert!(matches!(CommandBuffer::decode(&flipped).unwrap_err(), CmdError::Checksum { .. }));
+    assert!(matches!(
+        CommandBuffer::decode(&flipped).unwrap_err(),
+        CmdError::Checksum { .. }
+    ));
 
     let mut trailing = good.clone();
     trailing.push(0);
-    assert!(matches!(CommandBuffer::decode(&trailing).unwrap_err(), CmdError::LengthMismatch { .. }));
+    assert!(matches!(
+        CommandBuffer::decode(&trailing).unwrap_err(),
+        CmdError::LengthMismatch { .. }
+    ));
 
     // Structural lies behind a valid checksum.
     let target_len = u16::from_le_bytes([good[12], good[13]]) as usize;
@@ -176,20 +221,30 @@ fn crafted_corruptions_get_precise_errors() {
     let mut many = good.clone();
     many[nbind_at..nbind_at + 2].copy_from_slice(&60000u16.to_le_bytes());
     let err = CommandBuffer::decode(&reseal(many)).unwrap_err();
-    assert!(err.to_string().contains("binding count is 60000, the maximum is 256"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("binding count is 60000, the maximum is 256"),
+        "{err}"
+    );
 
     let mut role = good.clone();
     role[nbind_at + 2] = 7;
     assert_eq!(
         CommandBuffer::decode(&reseal(role)).unwrap_err(),
-        CmdError::BadCode { field: "binding role", value: 7 }
+        CmdError::BadCode {
+            field: "binding role",
+            value: 7
+        }
     );
 
     let mut dtype = good.clone();
     dtype[nbind_at + 3] = 200;
     assert_eq!(
         CommandBuffer::decode(&reseal(dtype)).unwrap_err(),
-        CmdError::BadCode { field: "binding dtype", value: 200 }
+        CmdError::BadCode {
+            field: "binding dtype",
+            value: 200
+        }
     );
 
     let mut rank = good.clone();
@@ -210,9 +265,15 @@ fn crafted_corruptions_get_precise_errors() {
     access[at] = 0;
     assert_eq!(
         CommandBuffer::decode(&reseal(access)).unwrap_err(),
-        CmdError::BadCode { field: "relocation access", value: 0 }
+        CmdError::BadCode {
+            field: "relocation access",
+            value: 0
+        }
     );
 
     let huge = vec![0u8; 17 << 20];
-    assert!(matches!(CommandBuffer::decode(&huge).unwrap_err(), CmdError::TooLarge { .. }));
+    assert!(matches!(
+        CommandBuffer::decode(&huge).unwrap_err(),
+        CmdError::TooLarge { .. }
+    ));
 }

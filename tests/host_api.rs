@@ -15,12 +15,19 @@ fn cache_hits_return_the_same_translation_and_ignore_op_case() {
     let host = Host::builder().build().unwrap();
     let req = OpRequest::new("Add", vec![f32t(&[2, 3]), f32t(&[3])]);
     let a = host.translate(&req).unwrap();
-    let b = host.translate(&OpRequest { op: "ADD".into(), ..req.clone() }).unwrap();
+    let b = host
+        .translate(&OpRequest {
+            op: "ADD".into(),
+            ..req.clone()
+        })
+        .unwrap();
     assert!(Arc::ptr_eq(&a, &b), "second translation is a cache hit");
     let s = host.translator().cache().stats();
     assert_eq!((s.hits, s.misses, s.entries), (1, 1, 1));
     // Another shape misses and produces a different buffer.
-    let c = host.translate(&OpRequest::new("add", vec![f32t(&[2, 3]), f32t(&[2, 3])])).unwrap();
+    let c = host
+        .translate(&OpRequest::new("add", vec![f32t(&[2, 3]), f32t(&[2, 3])]))
+        .unwrap();
     assert_ne!(c.bytes, a.bytes);
     assert_eq!(c.kernel_name, "add_f32");
     assert_eq!(a.kernel_name, "add_f32_bcast");
@@ -30,22 +37,38 @@ fn cache_hits_return_the_same_translation_and_ignore_op_case() {
 #[test]
 fn status_codes_and_messages() {
     let host = Host::builder().build().unwrap();
-    let err = host.translate(&OpRequest::new("Conv", vec![f32t(&[1])])).unwrap_err();
+    let err = host
+        .translate(&OpRequest::new("Conv", vec![f32t(&[1])]))
+        .unwrap_err();
     assert_eq!(err.status(), status::UNSUPPORTED);
-    assert!(err.to_string().contains("op `Conv` is not supported for target `cpu`"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("op `Conv` is not supported for target `cpu`"),
+        "{err}"
+    );
 
-    let err = host.translate(&OpRequest::new("Add", vec![f32t(&[2]), f32t(&[3])])).unwrap_err();
+    let err = host
+        .translate(&OpRequest::new("Add", vec![f32t(&[2]), f32t(&[3])]))
+        .unwrap_err();
     assert_eq!(err.status(), status::INVALID_INPUT);
     assert!(err.to_string().contains("cannot be broadcast"), "{err}");
 
     // The only plugin serving Add declines i64: unsupported, with the reason.
     let i64t = TensorDesc::new("x", vec![2], Dtype::I64);
-    let err = host.translate(&OpRequest::new("Add", vec![i64t.clone(), i64t])).unwrap_err();
+    let err = host
+        .translate(&OpRequest::new("Add", vec![i64t.clone(), i64t]))
+        .unwrap_err();
     assert_eq!(err.status(), status::UNSUPPORTED);
-    assert!(err.to_string().contains("elementwise@0.1.0: Add supports f32"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("elementwise@0.1.0: Add supports f32"),
+        "{err}"
+    );
 
     let huge = TensorDesc::new("x", vec![1 << 30, 1 << 20], Dtype::F32);
-    let err = host.translate(&OpRequest::new("Relu", vec![huge])).unwrap_err();
+    let err = host
+        .translate(&OpRequest::new("Relu", vec![huge]))
+        .unwrap_err();
     assert_eq!(err.status(), status::INVALID_INPUT);
     assert!(matches!(err, Error::Request(_)), "{err}");
 
@@ -56,28 +79,44 @@ fn status_codes_and_messages() {
 #[test]
 fn plans_for_a_gpu_target_without_a_gpu() {
     let host = Host::builder().build().unwrap();
-    let req = OpRequest::new("MatMul", vec![f32t(&[64, 32]), f32t(&[32, 48])]).target(Target::parse("cuda:sm_90").unwrap());
+    let req = OpRequest::new("MatMul", vec![f32t(&[64, 32]), f32t(&[32, 48])])
+        .target(Target::parse("cuda:sm_90").unwrap());
     let t = host.translate(&req).unwrap();
     assert_eq!(t.cmdbuf.target, "cuda:sm_90");
     let l = &t.cmdbuf.launches[0];
     assert_eq!((l.grid.x, l.grid.y, l.block.x, l.block.y), (3, 4, 16, 16));
     // The CPU device refuses to run it.
-    let bufs: Vec<_> = t.cmdbuf.bindings.iter().map(|b| host.alloc(&b.desc).unwrap()).collect();
-    let err = host.execute(&t, &bufs, host.device().default_stream()).unwrap_err();
+    let bufs: Vec<_> = t
+        .cmdbuf
+        .bindings
+        .iter()
+        .map(|b| host.alloc(&b.desc).unwrap())
+        .collect();
+    let err = host
+        .execute(&t, &bufs, host.device().default_stream())
+        .unwrap_err();
     assert!(err.to_string().contains("targets `cuda:sm_90`"), "{err}");
 }
 
 #[test]
 fn device_checks_bindings() {
     let host = Host::builder().build().unwrap();
-    let t = host.translate(&OpRequest::new("Relu", vec![f32t(&[8])])).unwrap();
+    let t = host
+        .translate(&OpRequest::new("Relu", vec![f32t(&[8])]))
+        .unwrap();
     let small = host.device().alloc(16).unwrap();
     let ok = host.alloc(&f32t(&[8])).unwrap();
     let s = host.device().default_stream();
     let err = host.execute(&t, &[ok], s).unwrap_err();
-    assert!(err.to_string().contains("2 buffers must be bound, got 1"), "{err}");
+    assert!(
+        err.to_string().contains("2 buffers must be bound, got 1"),
+        "{err}"
+    );
     let err = host.execute(&t, &[ok, small], s).unwrap_err();
-    assert!(err.to_string().contains("binding 1 needs 32 bytes"), "{err}");
+    assert!(
+        err.to_string().contains("binding 1 needs 32 bytes"),
+        "{err}"
+    );
     let err = host.device().write(ok, 30, &[0; 4]).unwrap_err();
     assert!(err.to_string().contains("outside its 32 bytes"), "{err}");
     host.free(ok).unwrap();
@@ -91,14 +130,22 @@ fn streams_run_in_order_and_events_fence_them() {
     let n = 1 << 16;
     let desc = f32t(&[n]);
     let x = host.alloc(&desc).unwrap();
-    host.write(x, &data::encode(Dtype::F32, &vec![1.0; n as usize])).unwrap();
-    let add = host.translate(&OpRequest::new("Add", vec![desc.clone(), desc.clone()])).unwrap();
+    host.write(x, &data::encode(Dtype::F32, &vec![1.0; n as usize]))
+        .unwrap();
+    let add = host
+        .translate(&OpRequest::new("Add", vec![desc.clone(), desc.clone()]))
+        .unwrap();
     let stream = dev.create_stream().unwrap();
     // x = x + x, eight times, queued without waiting: in order gives 2^8.
-    let fences: Vec<_> = (0..8).map(|_| host.execute(&add, &[x, x, x], stream).unwrap()).collect();
+    let fences: Vec<_> = (0..8)
+        .map(|_| host.execute(&add, &[x, x, x], stream).unwrap())
+        .collect();
     let event = dev.record_event(stream).unwrap();
     event.wait().unwrap();
-    assert!(fences.iter().all(|f| f.is_done()), "an event follows everything queued before it");
+    assert!(
+        fences.iter().all(|f| f.is_done()),
+        "an event follows everything queued before it"
+    );
     let got = data::decode(Dtype::F32, &host.read(x).unwrap());
     assert!(got.iter().all(|&v| v == 256.0), "{}", got[0]);
     let stats = dev.pool_stats();
@@ -108,11 +155,16 @@ fn streams_run_in_order_and_events_fence_them() {
 #[test]
 fn fences_can_be_awaited() {
     let host = Host::builder().build().unwrap();
-    let t = host.translate(&OpRequest::new("Neg", vec![f32t(&[4])])).unwrap();
+    let t = host
+        .translate(&OpRequest::new("Neg", vec![f32t(&[4])]))
+        .unwrap();
     let a = host.alloc(&f32t(&[4])).unwrap();
     let b = host.alloc(&f32t(&[4])).unwrap();
-    host.write(a, &data::encode(Dtype::F32, &[1.0, -2.0, 3.0, -4.0])).unwrap();
-    let fence = host.execute(&t, &[a, b], host.device().default_stream()).unwrap();
+    host.write(a, &data::encode(Dtype::F32, &[1.0, -2.0, 3.0, -4.0]))
+        .unwrap();
+    let fence = host
+        .execute(&t, &[a, b], host.device().default_stream())
+        .unwrap();
     // A minimal executor: park the thread until the waker fires.
     struct Unpark(std::thread::Thread);
     impl std::task::Wake for Unpark {
@@ -130,7 +182,10 @@ fn fences_can_be_awaited() {
         }
     };
     result.unwrap();
-    assert_eq!(data::decode(Dtype::F32, &host.read(b).unwrap()), vec![-1.0, 2.0, -3.0, 4.0]);
+    assert_eq!(
+        data::decode(Dtype::F32, &host.read(b).unwrap()),
+        vec![-1.0, 2.0, -3.0, 4.0]
+    );
 }
 
 #[test]
@@ -144,10 +199,13 @@ fn concurrent_clients_share_one_host() {
                     let n = 1 + (t * 25 + i) % 17;
                     let a: Vec<f64> = (0..n).map(|v| v as f64).collect();
                     let out = host
-                        .run("Mul", &[
-                            (f32t(&[n]), data::encode(Dtype::F32, &a)),
-                            (f32t(&[1]), data::encode(Dtype::F32, &[t as f64])),
-                        ])
+                        .run(
+                            "Mul",
+                            &[
+                                (f32t(&[n]), data::encode(Dtype::F32, &a)),
+                                (f32t(&[1]), data::encode(Dtype::F32, &[t as f64])),
+                            ],
+                        )
                         .unwrap();
                     let want: Vec<f64> = a.iter().map(|v| v * t as f64).collect();
                     assert_eq!(data::decode(Dtype::F32, &out[0].1), want);
@@ -158,6 +216,11 @@ fn concurrent_clients_share_one_host() {
     for t in threads {
         t.join().unwrap();
     }
-    let p = host.registry().snapshot().by_label("elementwise@0.1.0").cloned().unwrap();
+    let p = host
+        .registry()
+        .snapshot()
+        .by_label("elementwise@0.1.0")
+        .cloned()
+        .unwrap();
     assert_eq!(p.faults(), 0);
 }

@@ -26,7 +26,10 @@ fn broadcast_pair(rng: &mut StdRng) -> (Vec<u64>, Vec<u64>) {
     let rank = rng.random_range(0..=4);
     let a: Vec<u64> = (0..rank).map(|_| rng.random_range(1..=5)).collect();
     let drop = rng.random_range(0..=rank);
-    let mut b: Vec<u64> = a[drop..].iter().map(|&d| if rng.random_bool(0.3) { 1 } else { d }).collect();
+    let mut b: Vec<u64> = a[drop..]
+        .iter()
+        .map(|&d| if rng.random_bool(0.3) { 1 } else { d })
+        .collect();
     let mut a = a;
     if rng.random_bool(0.3) {
         // broadcast the other way too: a gets a 1 where b keeps its dim
@@ -55,13 +58,25 @@ fn binary_ops_match_the_reference_with_broadcasting() {
                 let b = random_values(dt, nb as usize, &mut rng);
                 let (shape, want) = binary_ref(op, dt, &a, &sa, &b, &sb);
                 let out = host
-                    .run(op, &[tensor("a", sa.clone(), dt, &a), tensor("b", sb.clone(), dt, &b)])
+                    .run(
+                        op,
+                        &[
+                            tensor("a", sa.clone(), dt, &a),
+                            tensor("b", sb.clone(), dt, &b),
+                        ],
+                    )
                     .unwrap_or_else(|e| panic!("case {case} {op} {dt} {sa:?} {sb:?}: {e}"));
                 assert_eq!(out[0].0.shape, shape, "case {case} {op} {dt} {sa:?} {sb:?}");
                 assert_eq!(out[0].0.dtype, dt);
                 let got = data::decode(dt, &out[0].1);
                 // Same f32 arithmetic and rounding as the reference: exact.
-                assert_close(&format!("case {case} {op} {sa:?} {sb:?}"), dt, &got, &want, 0.0);
+                assert_close(
+                    &format!("case {case} {op} {sa:?} {sb:?}"),
+                    dt,
+                    &got,
+                    &want,
+                    0.0,
+                );
             }
         }
     }
@@ -72,15 +87,26 @@ fn unary_ops_match_the_reference() {
     let host = host();
     let mut rng = StdRng::seed_from_u64(11);
     for case in 0..20 {
-        let shape: Vec<u64> = (0..rng.random_range(0..=3)).map(|_| rng.random_range(1..=7)).collect();
+        let shape: Vec<u64> = (0..rng.random_range(0..=3))
+            .map(|_| rng.random_range(1..=7))
+            .collect();
         let n: u64 = shape.iter().product();
         for dt in ELEMENTWISE_DTYPES {
             let x = random_values(dt, n as usize, &mut rng);
             for op in ["Relu", "Neg"] {
-                let want: Vec<f64> = x.iter().map(|&v| if op == "Relu" { v.max(0.0) } else { -v }).collect();
+                let want: Vec<f64> = x
+                    .iter()
+                    .map(|&v| if op == "Relu" { v.max(0.0) } else { -v })
+                    .collect();
                 let out = host.run(op, &[tensor("x", shape.clone(), dt, &x)]).unwrap();
                 assert_eq!(out[0].0.shape, shape);
-                assert_close(&format!("case {case} {op}"), dt, &data::decode(dt, &out[0].1), &want, 0.0);
+                assert_close(
+                    &format!("case {case} {op}"),
+                    dt,
+                    &data::decode(dt, &out[0].1),
+                    &want,
+                    0.0,
+                );
             }
         }
     }
@@ -91,11 +117,18 @@ fn matmul_matches_the_reference_batched_and_broadcast() {
     let host = host();
     let mut rng = StdRng::seed_from_u64(3);
     for case in 0..25 {
-        let (m, k, n) = (rng.random_range(1..=20), rng.random_range(1..=40), rng.random_range(1..=20));
+        let (m, k, n) = (
+            rng.random_range(1..=20),
+            rng.random_range(1..=40),
+            rng.random_range(1..=20),
+        );
         let batch_rank = rng.random_range(0..=2);
         let batch: Vec<u64> = (0..batch_rank).map(|_| rng.random_range(1..=3)).collect();
         let thin = |rng: &mut StdRng| -> Vec<u64> {
-            batch.iter().map(|&d| if rng.random_bool(0.3) { 1 } else { d }).collect()
+            batch
+                .iter()
+                .map(|&d| if rng.random_bool(0.3) { 1 } else { d })
+                .collect()
         };
         let mut sa = thin(&mut rng);
         let mut sb = thin(&mut rng);
@@ -110,7 +143,13 @@ fn matmul_matches_the_reference_batched_and_broadcast() {
             let (shape, want) = matmul_ref(&a, &sa, &b, &sb);
             let want: Vec<f64> = want.iter().map(|&v| store(dt, v)).collect();
             let out = host
-                .run("MatMul", &[tensor("a", sa.clone(), dt, &a), tensor("b", sb.clone(), dt, &b)])
+                .run(
+                    "MatMul",
+                    &[
+                        tensor("a", sa.clone(), dt, &a),
+                        tensor("b", sb.clone(), dt, &b),
+                    ],
+                )
                 .unwrap_or_else(|e| panic!("case {case} {dt} {sa:?} @ {sb:?}: {e}"));
             assert_eq!(out[0].0.shape, shape, "case {case} {sa:?} @ {sb:?}");
             // f32 accumulation vs the f64 reference; then the dtype's own rounding.
@@ -120,7 +159,13 @@ fn matmul_matches_the_reference_batched_and_broadcast() {
                 _ => 1.6e-2,
             };
             let got = data::decode(dt, &out[0].1);
-            assert_close(&format!("case {case} MatMul {sa:?} @ {sb:?}"), dt, &got, &want, tol);
+            assert_close(
+                &format!("case {case} MatMul {sa:?} @ {sb:?}"),
+                dt,
+                &got,
+                &want,
+                tol,
+            );
         }
     }
 }
@@ -131,7 +176,13 @@ fn matmul_of_vectors_drops_their_dimension() {
     let v = [1.0, 2.0, 3.0];
     let m = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0]; // [3, 2]
     let out = host
-        .run("matmul", &[tensor("v", vec![3], Dtype::F32, &v), tensor("m", vec![3, 2], Dtype::F32, &m)])
+        .run(
+            "matmul",
+            &[
+                tensor("v", vec![3], Dtype::F32, &v),
+                tensor("m", vec![3, 2], Dtype::F32, &m),
+            ],
+        )
         .unwrap();
     assert_eq!(out[0].0.shape, vec![2]);
     assert_eq!(data::decode(Dtype::F32, &out[0].1), vec![4.0, 5.0]);
@@ -144,7 +195,13 @@ fn large_contiguous_add_crosses_many_blocks() {
     let a: Vec<f64> = (0..n).map(|i| i as f64).collect();
     let b: Vec<f64> = (0..n).map(|i| (n - i) as f64).collect();
     let out = host
-        .run("Add", &[tensor("a", vec![n as u64], Dtype::F32, &a), tensor("b", vec![n as u64], Dtype::F32, &b)])
+        .run(
+            "Add",
+            &[
+                tensor("a", vec![n as u64], Dtype::F32, &a),
+                tensor("b", vec![n as u64], Dtype::F32, &b),
+            ],
+        )
         .unwrap();
     let got = data::decode(Dtype::F32, &out[0].1);
     assert!(got.iter().all(|&v| v == n as f64), "every element is n");

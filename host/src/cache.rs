@@ -78,7 +78,12 @@ impl TranslationCache {
         }
     }
 
-    pub fn get(&self, req: &OpRequest, target: &Target, generation: u64) -> Option<Arc<Translation>> {
+    pub fn get(
+        &self,
+        req: &OpRequest,
+        target: &Target,
+        generation: u64,
+    ) -> Option<Arc<Translation>> {
         let k = key(req, target, generation);
         let found = self
             .map
@@ -86,7 +91,11 @@ impl TranslationCache {
             .get(&k)
             .and_then(|v| v.iter().find(|e| e.matches(req, target, generation)))
             .map(|e| e.translation.clone());
-        let counter = if found.is_some() { &self.hits } else { &self.misses };
+        let counter = if found.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
         counter.fetch_add(1, Ordering::Relaxed);
         found
     }

@@ -73,6 +73,9 @@ mod tests {
                 assert_eq!(back[3], 3.0, "{d}");
             }
         }
-        assert_eq!(decode(Dtype::Bf16, &encode(Dtype::Bf16, &[-2.5])), vec![-2.5]);
+        assert_eq!(
+            decode(Dtype::Bf16, &encode(Dtype::Bf16, &[-2.5])),
+            vec![-2.5]
+        );
     }
 }

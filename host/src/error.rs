@@ -31,7 +31,10 @@ pub enum PluginFault {
         last_log: Option<String>,
     },
     #[error("exceeded its {deadline_ms} ms deadline in `{call}` and was interrupted")]
-    Deadline { call: &'static str, deadline_ms: u64 },
+    Deadline {
+        call: &'static str,
+        deadline_ms: u64,
+    },
     #[error("exceeded its memory limit of {limit_mib} MiB in `{call}`")]
     Memory { call: &'static str, limit_mib: u64 },
     #[error("returned an invalid plan: {0}")]

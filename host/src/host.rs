@@ -12,8 +12,8 @@ use crate::plugin::convert::{self, Declined};
 use crate::plugin::kernel_call::{CpuBufferRef, CpuCallRef};
 use crate::plugin::{Runtime, SandboxLimits, component_files, wit};
 use crate::registry::Registry;
-use crate::translate::{OpRequest, Translation, Translator};
 use crate::tensor::TensorDesc;
+use crate::translate::{OpRequest, Translation, Translator};
 
 /// What `umd plugins` shows for one plugin file.
 #[derive(Debug, Clone)]
@@ -77,28 +77,34 @@ impl HostBuilder {
         let runtime = Runtime::new(self.limits)?;
         let registry = Arc::new(Registry::default());
         let mut status = Vec::new();
-        let mut record = |origin: String, r: std::result::Result<Arc<crate::plugin::LoadedPlugin>, LoadError>| {
-            match r {
-                Ok(p) => {
-                    status.push(PluginStatus {
-                        origin,
-                        status: Ok(p.label().to_string()),
-                        abi: Some(p.abi().to_string()),
-                        ops: p.ops().iter().map(|o| (o.name.clone(), o.targets.clone(), o.priority)).collect(),
-                    });
-                    registry.insert(p);
+        let mut record =
+            |origin: String,
+             r: std::result::Result<Arc<crate::plugin::LoadedPlugin>, LoadError>| {
+                match r {
+                    Ok(p) => {
+                        status.push(PluginStatus {
+                            origin,
+                            status: Ok(p.label().to_string()),
+                            abi: Some(p.abi().to_string()),
+                            ops: p
+                                .ops()
+                                .iter()
+                                .map(|o| (o.name.clone(), o.targets.clone(), o.priority))
+                                .collect(),
+                        });
+                        registry.insert(p);
+                    }
+                    Err(e) => {
+                        tracing::warn!(%origin, error = %e, "plugin not loaded");
+                        status.push(PluginStatus {
+                            origin,
+                            status: Err(e.to_string()),
+                            abi: None,
+                            ops: Vec::new(),
+                        });
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(%origin, error = %e, "plugin not loaded");
-                    status.push(PluginStatus {
-                        origin,
-                        status: Err(e.to_string()),
-                        abi: None,
-                        ops: Vec::new(),
-                    });
-                }
-            }
-        };
+            };
         if self.bundled {
             for (name, bytes) in crate::BUNDLED_PLUGINS {
                 let origin = format!("bundled:{name}");
@@ -116,7 +122,11 @@ impl HostBuilder {
         }
         let kernels = Arc::new(RegistryKernels(registry.clone()));
         let device = CpuDevice::new(kernels, self.device_memory);
-        let translator = Translator::new(registry.clone(), device.target().clone(), self.cache_capacity);
+        let translator = Translator::new(
+            registry.clone(),
+            device.target().clone(),
+            self.cache_capacity,
+        );
         Ok(Host {
             runtime,
             registry,
@@ -164,9 +174,9 @@ impl Host {
 
     /// A device buffer large enough for `desc`.
     pub fn alloc(&self, desc: &TensorDesc) -> Result<BufferId> {
-        let bytes = desc.byte_size().ok_or_else(|| {
-            crate::error::RequestError::Shape(format!("tensor {desc} overflows"))
-        })?;
+        let bytes = desc
+            .byte_size()
+            .ok_or_else(|| crate::error::RequestError::Shape(format!("tensor {desc} overflows")))?;
         Ok(self.device.alloc(bytes)?)
     }
     pub fn free(&self, b: BufferId) -> Result<()> {
@@ -181,7 +191,12 @@ impl Host {
     }
 
     /// Queues a translation on `stream` with one buffer per binding (inputs, outputs, workspace).
-    pub fn execute(&self, t: &Translation, bindings: &[BufferId], stream: StreamId) -> Result<Fence> {
+    pub fn execute(
+        &self,
+        t: &Translation,
+        bindings: &[BufferId],
+        stream: StreamId,
+    ) -> Result<Fence> {
         Ok(self.device.submit(stream, t.cmdbuf.clone(), bindings)?)
     }
 
@@ -190,7 +205,11 @@ impl Host {
     }
 
     /// Translates and runs one op on host data; returns each output's description and bytes.
-    pub fn run(&self, op: &str, inputs: &[(TensorDesc, Vec<u8>)]) -> Result<Vec<(TensorDesc, Vec<u8>)>> {
+    pub fn run(
+        &self,
+        op: &str,
+        inputs: &[(TensorDesc, Vec<u8>)],
+    ) -> Result<Vec<(TensorDesc, Vec<u8>)>> {
         let req = OpRequest::new(op, inputs.iter().map(|(d, _)| d.clone()).collect());
         let t = self.translate(&req)?;
         let mut bufs = Vec::new();
@@ -203,7 +222,8 @@ impl Host {
             for b in &t.cmdbuf.bindings[inputs.len()..] {
                 bufs.push(self.alloc(&b.desc)?);
             }
-            self.execute(&t, &bufs, self.device.default_stream())?.wait()?;
+            self.execute(&t, &bufs, self.device.default_stream())?
+                .wait()?;
             t.outputs
                 .iter()
                 .zip(&bufs[inputs.len()..])
@@ -230,7 +250,11 @@ impl CpuKernels for RegistryKernels {
         let plugin = snap
             .by_label(&launch.module.plugin)
             .ok_or_else(|| format!("plugin {} is no longer loaded", launch.module.plugin))?;
-        let relocations: Vec<wit::Relocation> = launch.relocations.iter().map(convert::relocation_to_wit).collect();
+        let relocations: Vec<wit::Relocation> = launch
+            .relocations
+            .iter()
+            .map(convert::relocation_to_wit)
+            .collect();
         let buffers: Vec<CpuBufferRef<'_>> = buffers
             .iter()
             .map(|(binding, size, data)| CpuBufferRef {

@@ -71,7 +71,7 @@ impl Snapshot {
                 })
             })
             .collect();
-        out.sort_by(|a, b| (b.specificity, b.priority).cmp(&(a.specificity, a.priority)));
+        out.sort_by_key(|c| std::cmp::Reverse((c.specificity, c.priority)));
         out
     }
 

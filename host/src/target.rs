@@ -143,7 +143,10 @@ mod tests {
     #[test]
     fn parsing_and_matching() {
         let t = Target::parse("CUDA:sm_90").unwrap();
-        assert_eq!((t.name.as_str(), t.arch.as_str(), t.family()), ("cuda:sm_90", "sm_90", "cuda"));
+        assert_eq!(
+            (t.name.as_str(), t.arch.as_str(), t.family()),
+            ("cuda:sm_90", "sm_90", "cuda")
+        );
         assert_eq!(Target::parse("sm_80").unwrap().name, "cuda:sm_80");
         assert!(Target::parse("tpu").is_err());
         assert!(Target::parse("cuda:").is_err());

@@ -213,11 +213,23 @@ impl AttrValue {
             _ => {}
         }
         if let Some(inner) = t.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
-            let items: Vec<&str> = inner.split(',').map(str::trim).filter(|x| !x.is_empty()).collect();
-            if let Ok(v) = items.iter().map(|x| x.parse::<i64>()).collect::<Result<Vec<_>, _>>() {
+            let items: Vec<&str> = inner
+                .split(',')
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .collect();
+            if let Ok(v) = items
+                .iter()
+                .map(|x| x.parse::<i64>())
+                .collect::<Result<Vec<_>, _>>()
+            {
                 return AttrValue::Ints(v);
             }
-            if let Ok(v) = items.iter().map(|x| x.parse::<f64>()).collect::<Result<Vec<_>, _>>() {
+            if let Ok(v) = items
+                .iter()
+                .map(|x| x.parse::<f64>())
+                .collect::<Result<Vec<_>, _>>()
+            {
                 return AttrValue::Floats(v);
             }
         }
@@ -245,7 +257,14 @@ mod tests {
 
     #[test]
     fn dtype_spellings() {
-        for s in ["float32", "f32", "torch.float32", "FLOAT", "np.float32", "TensorProto.FLOAT"] {
+        for s in [
+            "float32",
+            "f32",
+            "torch.float32",
+            "FLOAT",
+            "np.float32",
+            "TensorProto.FLOAT",
+        ] {
             assert_eq!(s.parse::<Dtype>().unwrap(), Dtype::F32, "{s}");
         }
         assert_eq!("torch.bfloat16".parse::<Dtype>().unwrap(), Dtype::Bf16);
@@ -261,11 +280,23 @@ mod tests {
     #[test]
     fn tensor_parsing_and_limits() {
         let t: TensorDesc = "x:f16[2, 3]".parse().unwrap();
-        assert_eq!((t.name.as_str(), t.shape.clone(), t.dtype), ("x", vec![2, 3], Dtype::F16));
-        assert_eq!("f32[]".parse::<TensorDesc>().unwrap().shape, Vec::<u64>::new());
+        assert_eq!(
+            (t.name.as_str(), t.shape.clone(), t.dtype),
+            ("x", vec![2, 3], Dtype::F16)
+        );
+        assert_eq!(
+            "f32[]".parse::<TensorDesc>().unwrap().shape,
+            Vec::<u64>::new()
+        );
         assert!("f32[2,-1]".parse::<TensorDesc>().is_err());
-        assert!("f32[1099511627777]".parse::<TensorDesc>().is_err(), "over MAX_ELEMENTS");
-        assert!("f32[1,1,1,1,1,1,1,1,1]".parse::<TensorDesc>().is_err(), "rank 9");
+        assert!(
+            "f32[1099511627777]".parse::<TensorDesc>().is_err(),
+            "over MAX_ELEMENTS"
+        );
+        assert!(
+            "f32[1,1,1,1,1,1,1,1,1]".parse::<TensorDesc>().is_err(),
+            "rank 9"
+        );
         assert!("f32(2)".parse::<TensorDesc>().is_err());
     }
 
@@ -275,7 +306,10 @@ mod tests {
         assert_eq!(AttrValue::parse("0.5"), AttrValue::Float(0.5));
         assert_eq!(AttrValue::parse("true"), AttrValue::Bool(true));
         assert_eq!(AttrValue::parse("[1, 2]"), AttrValue::Ints(vec![1, 2]));
-        assert_eq!(AttrValue::parse("[1, 2.5]"), AttrValue::Floats(vec![1.0, 2.5]));
+        assert_eq!(
+            AttrValue::parse("[1, 2.5]"),
+            AttrValue::Floats(vec![1.0, 2.5])
+        );
         assert_eq!(AttrValue::parse("NCHW"), AttrValue::Text("NCHW".into()));
     }
 }

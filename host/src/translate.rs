@@ -57,10 +57,15 @@ impl OpRequest {
 
     fn validate(&self) -> Result<(), RequestError> {
         if self.op.is_empty() || self.op.len() > 128 {
-            return Err(RequestError::Other("op name is empty or longer than 128 bytes".into()));
+            return Err(RequestError::Other(
+                "op name is empty or longer than 128 bytes".into(),
+            ));
         }
         if self.inputs.len() > 64 {
-            return Err(RequestError::Other(format!("{} inputs; at most 64", self.inputs.len())));
+            return Err(RequestError::Other(format!(
+                "{} inputs; at most 64",
+                self.inputs.len()
+            )));
         }
         for t in &self.inputs {
             t.validate()?;
@@ -120,16 +125,26 @@ impl Translator {
         }
         req.validate()?;
         let t = Arc::new(self.translate_uncached(req, target, &snapshot)?);
-        self.cache.insert(req, target, snapshot.generation, t.clone());
+        self.cache
+            .insert(req, target, snapshot.generation, t.clone());
         Ok(t)
     }
 
-    fn translate_uncached(&self, req: &OpRequest, target: &Target, snap: &Snapshot) -> Result<Translation> {
+    fn translate_uncached(
+        &self,
+        req: &OpRequest,
+        target: &Target,
+        snap: &Snapshot,
+    ) -> Result<Translation> {
         let candidates = snap.candidates(&req.op, target);
         let wit_req = wit::PlanRequest {
             op: req.op.clone(),
             inputs: req.inputs.iter().map(convert::tensor_to_wit).collect(),
-            attributes: req.attributes.iter().map(|(k, v)| convert::attr_to_wit(k, v)).collect(),
+            attributes: req
+                .attributes
+                .iter()
+                .map(|(k, v)| convert::attr_to_wit(k, v))
+                .collect(),
             target: convert::target_to_wit(target),
         };
         let mut declined = Vec::new();
@@ -172,7 +187,11 @@ fn finish(cb: CommandBuffer, plugin: &str, generation: u64) -> Translation {
         .filter(|b| b.role == Role::Output)
         .map(|b| b.desc.clone())
         .collect();
-    let kernel_name = cb.launches.first().map(|l| l.entry_point.clone()).unwrap_or_default();
+    let kernel_name = cb
+        .launches
+        .first()
+        .map(|l| l.entry_point.clone())
+        .unwrap_or_default();
     Translation {
         cmdbuf: Arc::new(cb),
         bytes,
@@ -192,7 +211,10 @@ fn build_command_buffer(
 ) -> Result<CommandBuffer, PluginFault> {
     let invalid = |m: String| PluginFault::InvalidPlan(m);
     if plan.outputs.is_empty() || plan.outputs.len() > MAX_OUTPUTS {
-        return Err(invalid(format!("{} outputs (1 to {MAX_OUTPUTS} allowed)", plan.outputs.len())));
+        return Err(invalid(format!(
+            "{} outputs (1 to {MAX_OUTPUTS} allowed)",
+            plan.outputs.len()
+        )));
     }
     if plan.launches.is_empty() {
         return Err(invalid("no launches".into()));
@@ -214,7 +236,10 @@ fn build_command_buffer(
     for (i, o) in plan.outputs.into_iter().enumerate() {
         let desc = convert::tensor_from_wit(o);
         if desc.validate().is_err() || desc.numel().is_none_or(|n| n > MAX_ELEMENTS) {
-            return Err(invalid(format!("output {i} has an invalid shape {:?}", desc.shape)));
+            return Err(invalid(format!(
+                "output {i} has an invalid shape {:?}",
+                desc.shape
+            )));
         }
         bindings.push(Binding {
             role: Role::Output,
@@ -240,7 +265,11 @@ fn build_command_buffer(
             grid: convert::dim3_from_wit(l.grid),
             block: convert::dim3_from_wit(l.block),
             shared_memory: l.shared_memory,
-            relocations: l.relocations.iter().map(convert::relocation_from_wit).collect(),
+            relocations: l
+                .relocations
+                .iter()
+                .map(convert::relocation_from_wit)
+                .collect(),
             params: l.params,
         })
         .collect();
@@ -249,7 +278,8 @@ fn build_command_buffer(
         bindings,
         launches,
     };
-    cb.validate(Some(&target.limits)).map_err(|e| invalid(e.to_string()))?;
+    cb.validate(Some(&target.limits))
+        .map_err(|e| invalid(e.to_string()))?;
     // Every output must be written by some launch, or it would be returned uninitialized.
     for (i, b) in cb.bindings.iter().enumerate() {
         let written = cb

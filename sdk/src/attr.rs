@@ -94,15 +94,23 @@ mod tests {
     use super::*;
 
     fn a(name: &str, value: AttrValue) -> Attribute {
-        Attribute { name: name.into(), value }
+        Attribute {
+            name: name.into(),
+            value,
+        }
     }
 
     #[test]
     fn getters_name_what_is_wrong() {
-        let attrs = vec![a("k", AttrValue::Text("x".into())), a("b", AttrValue::Int(1))];
+        let attrs = vec![
+            a("k", AttrValue::Text("x".into())),
+            a("b", AttrValue::Int(1)),
+        ];
         let e = int(&attrs, "k").unwrap_err();
         assert!(matches!(&e, OpError::InvalidAttribute(m) if m.contains("`k` must be an int")));
-        assert!(matches!(int(&attrs, "z").unwrap_err(), OpError::InvalidAttribute(m) if m.contains("required")));
+        assert!(
+            matches!(int(&attrs, "z").unwrap_err(), OpError::InvalidAttribute(m) if m.contains("required"))
+        );
         assert!(bool_or(&attrs, "b", false).unwrap());
         assert_eq!(float_or(&attrs, "b", 0.0).unwrap(), 1.0);
         assert_eq!(text_or(&attrs, "k", "").unwrap(), "x");

@@ -143,7 +143,9 @@ macro_rules! half_element {
             type Compute = f32;
             #[inline(always)]
             fn load(b: &[u8]) -> Self {
-                <$t>::from_bits(u16::from_le_bytes(b.try_into().expect("element-sized slice")))
+                <$t>::from_bits(u16::from_le_bytes(
+                    b.try_into().expect("element-sized slice"),
+                ))
             }
             #[inline(always)]
             fn store(self, out: &mut [u8]) {
@@ -200,7 +202,10 @@ mod tests {
         assert_eq!(f16_bits_to_f32(f32_to_f16_bits(1.0 + 2f32.powi(-11))), 1.0);
         assert_eq!(bf16_bits_to_f32(f32_to_bf16_bits(3.0)), 3.0);
         // bf16 keeps 8 mantissa bits: 1 + 2^-8 ties to 1.0, 1 + 3*2^-9 rounds up
-        assert_eq!(bf16_bits_to_f32(f32_to_bf16_bits(1.0 + 2f32.powi(-8) / 2.0)), 1.0);
+        assert_eq!(
+            bf16_bits_to_f32(f32_to_bf16_bits(1.0 + 2f32.powi(-8) / 2.0)),
+            1.0
+        );
         assert!(f16_bits_to_f32(f32_to_f16_bits(1e6)).is_infinite());
     }
 

@@ -50,8 +50,16 @@ pub fn tiles_2d(
         }
     };
     let grid = Dim3 {
-        x: dim(blocks_for(cols, tile as u64), "grid x", limits.max_grid_dims.x)?,
-        y: dim(blocks_for(rows, tile as u64), "grid y", limits.max_grid_dims.y)?,
+        x: dim(
+            blocks_for(cols, tile as u64),
+            "grid x",
+            limits.max_grid_dims.x,
+        )?,
+        y: dim(
+            blocks_for(rows, tile as u64),
+            "grid y",
+            limits.max_grid_dims.y,
+        )?,
         z: dim(batch.max(1), "grid z (batch)", limits.max_grid_dims.z)?,
     };
     let block = Dim3 {
@@ -79,7 +87,10 @@ pub fn check(grid: Dim3, block: Dim3, shared: u32, limits: &TargetLimits) -> Res
     }
     let over = |d: Dim3, m: Dim3| d.x > m.x || d.y > m.y || d.z > m.z;
     if over(block, limits.max_block_dims) {
-        return fail(format!("block {block:?} exceeds {:?}", limits.max_block_dims));
+        return fail(format!(
+            "block {block:?} exceeds {:?}",
+            limits.max_block_dims
+        ));
     }
     if over(grid, limits.max_grid_dims) {
         return fail(format!("grid {grid:?} exceeds {:?}", limits.max_grid_dims));
@@ -100,8 +111,16 @@ mod tests {
     fn limits() -> TargetLimits {
         TargetLimits {
             max_threads_per_block: 1024,
-            max_block_dims: Dim3 { x: 1024, y: 1024, z: 64 },
-            max_grid_dims: Dim3 { x: 1000, y: 65535, z: 65535 },
+            max_block_dims: Dim3 {
+                x: 1024,
+                y: 1024,
+                z: 64,
+            },
+            max_grid_dims: Dim3 {
+                x: 1000,
+                y: 65535,
+                z: 65535,
+            },
             max_shared_memory: 49152,
             warp_size: 32,
             sm_count: 132,
@@ -124,6 +143,9 @@ mod tests {
         assert_eq!((g.x, g.y, g.z), (2, 3, 3));
         assert_eq!((b.x, b.y), (16, 16));
         assert!(tiles_2d(4, 4, 70_000, 16, &limits()).is_err());
-        assert!(tiles_2d(4, 4, 1, 64, &limits()).is_err(), "64x64 = 4096 threads");
+        assert!(
+            tiles_2d(4, 4, 1, 64, &limits()).is_err(),
+            "64x64 = 4096 threads"
+        );
     }
 }

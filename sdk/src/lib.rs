@@ -30,7 +30,7 @@ pub mod bindings {
 pub use bindings::exports::umd::plugin::operator::Guest;
 pub use bindings::umd::plugin::host::LogLevel;
 pub use bindings::umd::plugin::types::{
-    Access, AttrValue, Attribute, CpuBuffer, CpuCall, CpuWrite, Dim3, Dtype, ModuleSource, Launch,
+    Access, AttrValue, Attribute, CpuBuffer, CpuCall, CpuWrite, Dim3, Dtype, Launch, ModuleSource,
     OpError, OpInfo, OpPlan, PlanRequest, PluginInfo, Relocation, SourceLanguage, Target,
     TargetLimits, TensorDesc,
 };
@@ -141,7 +141,7 @@ macro_rules! export_plugin {
                     <$plugin as $crate::Plugin>::run_cpu(call)
                 }
             }
-            $crate::bindings::export_operator!(__UmdExport with_types_in $crate::bindings);
+    $crate::bindings::export_operator!(__UmdExport with_types_in $crate::bindings);
         };
     };
 }
@@ -153,5 +153,8 @@ pub fn op_is(request: &PlanRequest, name: &str) -> bool {
 
 /// The error for an op this plugin does not know.
 pub fn unsupported_op(request: &PlanRequest) -> OpError {
-    OpError::UnsupportedOp(format!("op `{}` is not provided by this plugin", request.op))
+    OpError::UnsupportedOp(format!(
+        "op `{}` is not provided by this plugin",
+        request.op
+    ))
 }

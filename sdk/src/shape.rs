@@ -15,8 +15,9 @@ pub const MAX_RANK: usize = 8;
 /// Number of elements of `shape` (1 for a scalar), refusing overflow.
 pub fn numel(shape: &[u64]) -> Result<u64, OpError> {
     shape.iter().try_fold(1u64, |acc, &d| {
-        acc.checked_mul(d)
-            .ok_or_else(|| OpError::shape(format!("element count of shape {shape:?} overflows u64")))
+        acc.checked_mul(d).ok_or_else(|| {
+            OpError::shape(format!("element count of shape {shape:?} overflows u64"))
+        })
     })
 }
 
@@ -32,8 +33,16 @@ pub fn broadcast(a: &[u64], b: &[u64]) -> Result<Vec<u64>, OpError> {
     let rank = a.len().max(b.len());
     let mut out = vec![0; rank];
     for i in 0..rank {
-        let da = if i < rank - a.len() { 1 } else { a[i - (rank - a.len())] };
-        let db = if i < rank - b.len() { 1 } else { b[i - (rank - b.len())] };
+        let da = if i < rank - a.len() {
+            1
+        } else {
+            a[i - (rank - a.len())]
+        };
+        let db = if i < rank - b.len() {
+            1
+        } else {
+            b[i - (rank - b.len())]
+        };
         out[i] = match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,

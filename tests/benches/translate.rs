@@ -18,10 +18,14 @@ fn translate(c: &mut Criterion) {
     let req = add_request();
     // Cache disabled: every call enters the plugin (warm instance) and validates the plan.
     let uncached = Host::builder().cache_capacity(0).build().unwrap();
-    g.bench_function("add_cache_miss", |b| b.iter(|| uncached.translate(black_box(&req)).unwrap()));
+    g.bench_function("add_cache_miss", |b| {
+        b.iter(|| uncached.translate(black_box(&req)).unwrap())
+    });
     let cached = Host::builder().build().unwrap();
     cached.translate(&req).unwrap();
-    g.bench_function("add_cache_hit", |b| b.iter(|| cached.translate(black_box(&req)).unwrap()));
+    g.bench_function("add_cache_hit", |b| {
+        b.iter(|| cached.translate(black_box(&req)).unwrap())
+    });
     g.finish();
 }
 
@@ -45,7 +49,9 @@ fn cpu_add(c: &mut Criterion) {
 
         let host = Host::builder().build().unwrap();
         let desc = TensorDesc::new("a", vec![n as u64], Dtype::F32);
-        let t = host.translate(&OpRequest::new("Add", vec![desc.clone(), desc.clone()])).unwrap();
+        let t = host
+            .translate(&OpRequest::new("Add", vec![desc.clone(), desc.clone()]))
+            .unwrap();
         let bufs: Vec<_> = (0..3).map(|_| host.alloc(&desc).unwrap()).collect();
         let av: Vec<f64> = a.iter().map(|&x| x as f64).collect();
         host.write(bufs[0], &data::encode(Dtype::F32, &av)).unwrap();

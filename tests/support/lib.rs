@@ -58,7 +58,13 @@ pub fn store(dtype: Dtype, v: f64) -> f64 {
 /// Numpy broadcasting of shapes, written out independently of the SDK.
 pub fn broadcast_shape(a: &[u64], b: &[u64]) -> Option<Vec<u64>> {
     let n = a.len().max(b.len());
-    let get = |s: &[u64], i: usize| if i + s.len() >= n { s[i + s.len() - n] } else { 1 };
+    let get = |s: &[u64], i: usize| {
+        if i + s.len() >= n {
+            s[i + s.len() - n]
+        } else {
+            1
+        }
+    };
     (0..n)
         .map(|i| match (get(a, i), get(b, i)) {
             (x, y) if x == y => Some(x),
@@ -97,7 +103,14 @@ pub fn indices(shape: &[u64]) -> Vec<Vec<u64>> {
 
 /// Naive elementwise binary op with numpy broadcasting, values in f64, each result rounded
 /// through f32 (as the kernels compute) and then to the dtype.
-pub fn binary_ref(op: &str, dt: Dtype, a: &[f64], sa: &[u64], b: &[f64], sb: &[u64]) -> (Vec<u64>, Vec<f64>) {
+pub fn binary_ref(
+    op: &str,
+    dt: Dtype,
+    a: &[f64],
+    sa: &[u64],
+    b: &[f64],
+    sb: &[u64],
+) -> (Vec<u64>, Vec<f64>) {
     let out = broadcast_shape(sa, sb).expect("broadcastable");
     let vals = indices(&out)
         .iter()
@@ -139,12 +152,16 @@ pub fn matmul_ref(a: &[f64], sa: &[u64], b: &[f64], sb: &[u64]) -> (Vec<u64>, Ve
     out_shape.extend([m, n]);
     let mut out = Vec::new();
     for bix in indices(&batch) {
-        let (oa, ob) = (source_index(ba, &batch, &bix), source_index(bb, &batch, &bix));
+        let (oa, ob) = (
+            source_index(ba, &batch, &bix),
+            source_index(bb, &batch, &bix),
+        );
         for i in 0..m {
             for j in 0..n {
                 let mut acc = 0.0;
                 for p in 0..k {
-                    acc += a[oa * (m * k) as usize + (i * k + p) as usize] * b[ob * (k * n) as usize + (p * n + j) as usize];
+                    acc += a[oa * (m * k) as usize + (i * k + p) as usize]
+                        * b[ob * (k * n) as usize + (p * n + j) as usize];
                 }
                 out.push(acc);
             }
@@ -158,6 +175,9 @@ pub fn assert_close(what: &str, dt: Dtype, got: &[f64], want: &[f64], tol: f64) 
     assert_eq!(got.len(), want.len(), "{what}: element count");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let ok = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= tol * (1.0 + w.abs());
-        assert!(ok, "{what} ({dt}): element {i}: got {g}, want {w} (tolerance {tol})");
+        assert!(
+            ok,
+            "{what} ({dt}): element {i}: got {g}, want {w} (tolerance {tol})"
+        );
     }
 }

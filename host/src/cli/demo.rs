@@ -41,11 +41,17 @@ fn upload(host: &Host, name: &str, shape: Vec<u64>, values: &[f64]) -> anyhow::R
 /// Translates and runs one op on device tensors, printing what happened.
 fn step(host: &Host, op: &str, inputs: &[&Tensor], name: &str) -> anyhow::Result<Tensor> {
     let start = Instant::now();
-    let t = host.translate(&OpRequest::new(op, inputs.iter().map(|t| t.desc.clone()).collect()))?;
+    let t = host.translate(&OpRequest::new(
+        op,
+        inputs.iter().map(|t| t.desc.clone()).collect(),
+    ))?;
     let translated = start.elapsed();
     let mut desc = t.outputs[0].clone();
     desc.name = name.to_string();
-    let out = Tensor { buf: host.alloc(&desc)?, desc };
+    let out = Tensor {
+        buf: host.alloc(&desc)?,
+        desc,
+    };
     let mut bindings: Vec<BufferId> = inputs.iter().map(|t| t.buf).collect();
     bindings.push(out.buf);
     let start = Instant::now();
@@ -56,7 +62,11 @@ fn step(host: &Host, op: &str, inputs: &[&Tensor], name: &str) -> anyhow::Result
     let l = &t.cmdbuf.launches[0];
     println!(
         "{op:<7} {:<22} -> {:<14} kernel {:<16} grid {:<14} block {:<12} cmdbuf {:>4} B  translate {:>8.1} µs  execute {:>8.3} ms",
-        inputs.iter().map(|t| t.desc.to_string()).collect::<Vec<_>>().join(" "),
+        inputs
+            .iter()
+            .map(|t| t.desc.to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
         out.desc.to_string(),
         l.entry_point,
         l.grid.to_string(),
@@ -69,7 +79,15 @@ fn step(host: &Host, op: &str, inputs: &[&Tensor], name: &str) -> anyhow::Result
 }
 
 /// Plain row-major reference: out[m][n] = Σ_k a[m][k] b[k][n] (+ bias[n], relu).
-fn reference_layer(a: &[f64], b: &[f64], bias: Option<&[f64]>, m: usize, k: usize, n: usize, relu: bool) -> Vec<f64> {
+fn reference_layer(
+    a: &[f64],
+    b: &[f64],
+    bias: Option<&[f64]>,
+    m: usize,
+    k: usize,
+    n: usize,
+    relu: bool,
+) -> Vec<f64> {
     let mut out = vec![0.0; m * n];
     for i in 0..m {
         for j in 0..n {
@@ -111,7 +129,9 @@ pub fn run(host: &Host, args: &DemoArgs) -> anyhow::Result<()> {
     let total = start.elapsed();
 
     let hidden = reference_layer(&x, &w1, Some(&b1), b as usize, i as usize, h as usize, true);
-    let want = reference_layer(&hidden, &w2, None, b as usize, h as usize, c as usize, false);
+    let want = reference_layer(
+        &hidden, &w2, None, b as usize, h as usize, c as usize, false,
+    );
     let max_err = got
         .iter()
         .zip(&want)
@@ -120,7 +140,10 @@ pub fn run(host: &Host, args: &DemoArgs) -> anyhow::Result<()> {
     println!(
         "output y {}: {:?} …",
         y.desc,
-        got.iter().take(4).map(|v| (v * 1e4).round() / 1e4).collect::<Vec<_>>()
+        got.iter()
+            .take(4)
+            .map(|v| (v * 1e4).round() / 1e4)
+            .collect::<Vec<_>>()
     );
     println!(
         "checked against a plain Rust reference: max relative error {max_err:.2e} over {} values; total {:.2} ms",
@@ -131,7 +154,9 @@ pub fn run(host: &Host, args: &DemoArgs) -> anyhow::Result<()> {
         host.free(t.buf)?;
     }
     if got.len() != want.len() || max_err > 1e-4 {
-        bail!("MISMATCH: the device result differs from the reference (max relative error {max_err:.2e})");
+        bail!(
+            "MISMATCH: the device result differs from the reference (max relative error {max_err:.2e})"
+        );
     }
     println!("OK");
     Ok(())

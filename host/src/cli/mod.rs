@@ -11,7 +11,11 @@ use umd::cmdbuf::CommandBuffer;
 use umd::{AttrValue, Host, OpRequest, Target, TensorDesc, data};
 
 #[derive(Parser)]
-#[command(name = "umd", version, about = "GPU user-mode driver host with sandboxed WebAssembly operator plugins")]
+#[command(
+    name = "umd",
+    version,
+    about = "GPU user-mode driver host with sandboxed WebAssembly operator plugins"
+)]
 pub struct Cli {
     #[command(flatten)]
     host: HostArgs,
@@ -91,9 +95,16 @@ struct OpArgs {
     attrs: Vec<String>,
 }
 
+/// Parsed `--input`/`--attr` arguments: descriptions, values where given, attributes.
+type ParsedOp = (
+    Vec<TensorDesc>,
+    Vec<Option<Vec<f64>>>,
+    Vec<(String, AttrValue)>,
+);
+
 impl OpArgs {
     /// The tensor descriptions, with data where given.
-    fn parse(&self) -> anyhow::Result<(Vec<TensorDesc>, Vec<Option<Vec<f64>>>, Vec<(String, AttrValue)>)> {
+    fn parse(&self) -> anyhow::Result<ParsedOp> {
         let mut descs = Vec::new();
         let mut values = Vec::new();
         for (i, s) in self.inputs.iter().enumerate() {
@@ -103,7 +114,9 @@ impl OpArgs {
                         .split(',')
                         .map(|x| x.trim().parse::<f64>())
                         .collect::<Result<Vec<_>, _>>()
-                        .with_context(|| format!("input {i}: data `{d}` is not a list of numbers"))?;
+                        .with_context(|| {
+                            format!("input {i}: data `{d}` is not a list of numbers")
+                        })?;
                     (spec, Some(v))
                 }
                 None => (s.as_str(), None),
@@ -115,7 +128,11 @@ impl OpArgs {
             if let Some(v) = &data
                 && v.len() as u64 != desc.numel().unwrap_or(0)
             {
-                bail!("input {i}: {} values given for {} elements", v.len(), desc.numel().unwrap_or(0));
+                bail!(
+                    "input {i}: {} values given for {} elements",
+                    v.len(),
+                    desc.numel().unwrap_or(0)
+                );
             }
             descs.push(desc);
             values.push(data);
@@ -144,7 +161,12 @@ impl Cli {
     pub fn run(self) -> anyhow::Result<()> {
         match self.command {
             Command::Demo(args) => demo::run(&self.host.host()?, &args),
-            Command::Translate { op, op_args, target, out } => {
+            Command::Translate {
+                op,
+                op_args,
+                target,
+                out,
+            } => {
                 let host = self.host.host()?;
                 let mut req = op_args.request(&op)?;
                 if let Some(t) = target {
@@ -156,14 +178,17 @@ impl Cli {
                 println!("{decoded}");
                 println!("{} bytes, planned by {}", t.bytes.len(), t.plugin);
                 if let Some(path) = out {
-                    std::fs::write(&path, &t.bytes).with_context(|| format!("writing {}", path.display()))?;
+                    std::fs::write(&path, &t.bytes)
+                        .with_context(|| format!("writing {}", path.display()))?;
                     println!("written to {}", path.display());
                 }
                 Ok(())
             }
             Command::Inspect { file } => {
-                let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-                let cb = CommandBuffer::decode(&bytes).with_context(|| format!("{} is not a valid command buffer", file.display()))?;
+                let bytes =
+                    std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+                let cb = CommandBuffer::decode(&bytes)
+                    .with_context(|| format!("{} is not a valid command buffer", file.display()))?;
                 println!("{cb}");
                 Ok(())
             }
@@ -175,7 +200,9 @@ impl Cli {
                     .zip(values)
                     .enumerate()
                     .map(|(i, (d, v))| {
-                        let v = v.unwrap_or_else(|| data::random(d.dtype, d.numel().unwrap_or(0) as usize, seed + i as u64));
+                        let v = v.unwrap_or_else(|| {
+                            data::random(d.dtype, d.numel().unwrap_or(0) as usize, seed + i as u64)
+                        });
                         let bytes = data::encode(d.dtype, &v);
                         (d, bytes)
                     })
@@ -186,7 +213,11 @@ impl Cli {
                 for (d, bytes) in outputs {
                     println!("{}", summary(&d, &data::decode(d.dtype, &bytes)));
                 }
-                println!("ran on {} in {:.3} ms", host.device().name(), took.as_secs_f64() * 1e3);
+                println!(
+                    "ran on {} in {:.3} ms",
+                    host.device().name(),
+                    took.as_secs_f64() * 1e3
+                );
                 Ok(())
             }
             Command::Plugins => {
@@ -194,9 +225,16 @@ impl Cli {
                 for p in host.plugin_status() {
                     match &p.status {
                         Ok(label) => {
-                            println!("{label}  (ABI {})  from {}", p.abi.as_deref().unwrap_or("?"), p.origin);
+                            println!(
+                                "{label}  (ABI {})  from {}",
+                                p.abi.as_deref().unwrap_or("?"),
+                                p.origin
+                            );
                             for (op, targets, prio) in &p.ops {
-                                println!("    {op:<10} targets {:<20} priority {prio}", targets.join(","));
+                                println!(
+                                    "    {op:<10} targets {:<20} priority {prio}",
+                                    targets.join(",")
+                                );
                             }
                             println!("    status: loaded");
                         }
@@ -211,9 +249,17 @@ impl Cli {
 
 /// `out f32[2, 3]: min -1 max 2 mean 0.1 [0.5, …]`
 fn summary(d: &TensorDesc, v: &[f64]) -> String {
-    let (min, max) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
+    let (min, max) = v
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        });
     let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
     let head: Vec<String> = v.iter().take(8).map(|x| format!("{x:.4}")).collect();
     let more = if v.len() > 8 { ", …" } else { "" };
-    format!("{} {d}: min {min:.4} max {max:.4} mean {mean:.4} [{}{more}]", d.name, head.join(", "))
+    format!(
+        "{} {d}: min {min:.4} max {max:.4} mean {mean:.4} [{}{more}]",
+        d.name,
+        head.join(", ")
+    )
 }

@@ -10,7 +10,12 @@ fn hex(bytes: &[u8]) -> String {
 
 impl fmt::Display for CommandBuffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "UMDCMD v{} target {}", super::FORMAT_VERSION, self.target)?;
+        writeln!(
+            f,
+            "UMDCMD v{} target {}",
+            super::FORMAT_VERSION,
+            self.target
+        )?;
         writeln!(f, "bindings ({}):", self.bindings.len())?;
         for (i, b) in self.bindings.iter().enumerate() {
             let role = match b.role {
@@ -19,7 +24,11 @@ impl fmt::Display for CommandBuffer {
                 Role::Workspace => "workspace",
             };
             let bytes = b.desc.byte_size().unwrap_or(0);
-            writeln!(f, "  #{i} {role:<9} {:<8} {} ({bytes} bytes)", b.desc.name, b.desc)?;
+            writeln!(
+                f,
+                "  #{i} {role:<9} {:<8} {} ({bytes} bytes)",
+                b.desc.name, b.desc
+            )?;
         }
         writeln!(f, "launches ({}):", self.launches.len())?;
         for (i, l) in self.launches.iter().enumerate() {
@@ -40,7 +49,11 @@ impl fmt::Display for CommandBuffer {
                 l.params.len()
             )?;
             for r in &l.relocations {
-                writeln!(f, "      @{:<4} -> binding #{} ({:?})", r.offset, r.binding, r.access)?;
+                writeln!(
+                    f,
+                    "      @{:<4} -> binding #{} ({:?})",
+                    r.offset, r.binding, r.access
+                )?;
             }
             for (row, chunk) in l.params.chunks(32).enumerate() {
                 writeln!(f, "      {:04x}: {}", row * 32, hex(chunk))?;

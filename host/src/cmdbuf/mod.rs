@@ -143,11 +143,7 @@ pub enum CmdError {
     #[error("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
     Checksum { stored: u32, computed: u32 },
     #[error("{what} is {value}, the maximum is {max}")]
-    TooLarge {
-        what: String,
-        value: u64,
-        max: u64,
-    },
+    TooLarge { what: String, value: u64, max: u64 },
     #[error("{field}: invalid code {value}")]
     BadCode { field: &'static str, value: u8 },
     #[error("{field}: not valid UTF-8")]
@@ -192,7 +188,11 @@ impl CommandBuffer {
             return Err(CmdError::Invalid("target name is empty or too long".into()));
         }
         if self.bindings.len() > MAX_BINDINGS {
-            return Err(too_large("binding count", self.bindings.len(), MAX_BINDINGS));
+            return Err(too_large(
+                "binding count",
+                self.bindings.len(),
+                MAX_BINDINGS,
+            ));
         }
         if self.launches.len() > MAX_LAUNCHES {
             return Err(too_large("launch count", self.launches.len(), MAX_LAUNCHES));
@@ -207,7 +207,11 @@ impl CommandBuffer {
             }
             last_role = b.role;
             if b.desc.shape.len() > MAX_RANK {
-                return Err(too_large(format!("binding {i} rank"), b.desc.shape.len(), MAX_RANK));
+                return Err(too_large(
+                    format!("binding {i} rank"),
+                    b.desc.shape.len(),
+                    MAX_RANK,
+                ));
             }
             if b.desc.byte_size().is_none() {
                 return Err(CmdError::Invalid(format!(
@@ -232,7 +236,12 @@ fn validate_launch(
     l: &LaunchCmd,
     target: Option<&TargetLimits>,
 ) -> Result<(), CmdError> {
-    let bad = |m: String| Err(CmdError::Invalid(format!("launch {li} (`{}`): {m}", l.entry_point)));
+    let bad = |m: String| {
+        Err(CmdError::Invalid(format!(
+            "launch {li} (`{}`): {m}",
+            l.entry_point
+        )))
+    };
     if l.entry_point.is_empty() || l.module.id.is_empty() || l.module.plugin.is_empty() {
         return bad("empty module, plugin or entry point name".into());
     }
@@ -247,12 +256,19 @@ fn validate_launch(
         ));
     }
     if l.relocations.len() > limits::MAX_RELOCATIONS {
-        return bad(format!("{} relocations exceed {}", l.relocations.len(), limits::MAX_RELOCATIONS));
+        return bad(format!(
+            "{} relocations exceed {}",
+            l.relocations.len(),
+            limits::MAX_RELOCATIONS
+        ));
     }
     let mut slots: Vec<u32> = Vec::with_capacity(l.relocations.len());
     for (ri, r) in l.relocations.iter().enumerate() {
         if r.offset % 8 != 0 {
-            return bad(format!("relocation {ri} at offset {} is not 8-byte aligned", r.offset));
+            return bad(format!(
+                "relocation {ri} at offset {} is not 8-byte aligned",
+                r.offset
+            ));
         }
         if r.offset as usize + 8 > l.params.len() {
             return bad(format!(
@@ -269,7 +285,10 @@ fn validate_launch(
             ));
         };
         if binding.role == Role::Input && r.access.writes() {
-            return bad(format!("relocation {ri} writes input binding {}", r.binding));
+            return bad(format!(
+                "relocation {ri} writes input binding {}",
+                r.binding
+            ));
         }
         if slots.contains(&r.offset) {
             return bad(format!("two relocations patch offset {}", r.offset));
@@ -286,10 +305,16 @@ fn validate_launch(
             ));
         }
         if l.block.exceeds(&t.max_block_dims) {
-            return bad(format!("block {} exceeds the target's {}", l.block, t.max_block_dims));
+            return bad(format!(
+                "block {} exceeds the target's {}",
+                l.block, t.max_block_dims
+            ));
         }
         if l.grid.exceeds(&t.max_grid_dims) {
-            return bad(format!("grid {} exceeds the target's {}", l.grid, t.max_grid_dims));
+            return bad(format!(
+                "grid {} exceeds the target's {}",
+                l.grid, t.max_grid_dims
+            ));
         }
         if l.shared_memory > t.max_shared_memory {
             return bad(format!(

@@ -8,19 +8,37 @@ fn sample() -> CommandBuffer {
     CommandBuffer {
         target: "cpu".into(),
         bindings: vec![
-            Binding { role: Role::Input, desc: TensorDesc::new("a", vec![4], Dtype::F32) },
-            Binding { role: Role::Output, desc: TensorDesc::new("out", vec![4], Dtype::F32) },
+            Binding {
+                role: Role::Input,
+                desc: TensorDesc::new("a", vec![4], Dtype::F32),
+            },
+            Binding {
+                role: Role::Output,
+                desc: TensorDesc::new("out", vec![4], Dtype::F32),
+            },
         ],
         launches: vec![LaunchCmd {
-            module: ModuleRef { plugin: "p@1.0.0".into(), id: "m".into(), hash: [7; 32] },
+            module: ModuleRef {
+                plugin: "p@1.0.0".into(),
+                id: "m".into(),
+                hash: [7; 32],
+            },
             entry_point: "relu_f32".into(),
             grid: Dim3::new(1, 1, 1),
             block: Dim3::new(256, 1, 1),
             shared_memory: 0,
             params: vec![0; 24],
             relocations: vec![
-                Relocation { offset: 0, binding: 0, access: Access::Read },
-                Relocation { offset: 8, binding: 1, access: Access::Write },
+                Relocation {
+                    offset: 0,
+                    binding: 0,
+                    access: Access::Read,
+                },
+                Relocation {
+                    offset: 8,
+                    binding: 1,
+                    access: Access::Write,
+                },
             ],
         }],
     }
@@ -29,13 +47,16 @@ fn sample() -> CommandBuffer {
 fn err_of(f: impl FnOnce(&mut CommandBuffer)) -> String {
     let mut cb = sample();
     f(&mut cb);
-    cb.validate(Some(&TargetLimits::cuda(2, 48 * 1024))).unwrap_err().to_string()
+    cb.validate(Some(&TargetLimits::cuda(2, 48 * 1024)))
+        .unwrap_err()
+        .to_string()
 }
 
 #[test]
 fn sample_is_valid_and_round_trips() {
     let cb = sample();
-    cb.validate(Some(&TargetLimits::cuda(2, 48 * 1024))).unwrap();
+    cb.validate(Some(&TargetLimits::cuda(2, 48 * 1024)))
+        .unwrap();
     assert_eq!(CommandBuffer::decode(&cb.encode()).unwrap(), cb);
     assert!(cb.to_string().contains("relu_f32"));
 }
@@ -50,7 +71,9 @@ fn each_rule_names_what_is_wrong() {
     assert!(err_of(|c| c.launches[0].relocations[1].offset = 24).contains("outside"));
     assert!(err_of(|c| c.launches[0].relocations[1].offset = 4).contains("aligned"));
     assert!(err_of(|c| c.launches[0].relocations[1].binding = 9).contains("only 2"));
-    assert!(err_of(|c| c.launches[0].relocations[0].access = Access::Write).contains("writes input"));
+    assert!(
+        err_of(|c| c.launches[0].relocations[0].access = Access::Write).contains("writes input")
+    );
     assert!(err_of(|c| c.launches[0].relocations[1].offset = 0).contains("two relocations"));
     assert!(err_of(|c| c.launches[0].params = vec![0; 5000]).contains("5000 bytes"));
     assert!(err_of(|c| c.bindings.swap(0, 1)).contains("order"));

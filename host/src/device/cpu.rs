@@ -236,17 +236,15 @@ fn worker(rx: mpsc::Receiver<Job>, kernels: Arc<dyn CpuKernels>) {
                 buffers,
                 fence,
             } => {
-                let result = cmd
-                    .launches
-                    .iter()
-                    .enumerate()
-                    .try_for_each(|(i, l)| run_launch(&*kernels, &cmd, l, &buffers).map_err(|message| {
+                let result = cmd.launches.iter().enumerate().try_for_each(|(i, l)| {
+                    run_launch(&*kernels, &cmd, l, &buffers).map_err(|message| {
                         DeviceError::Launch {
                             launch: i,
                             entry: l.entry_point.clone(),
                             message,
                         }
-                    }));
+                    })
+                });
                 drop(buffers);
                 fence.signal(result);
             }
@@ -276,7 +274,9 @@ fn run_launch(
     let guards = used
         .iter()
         .map(|&(b, access)| {
-            let guard = access.reads().then(|| buffers[b as usize].data.read_recursive());
+            let guard = access
+                .reads()
+                .then(|| buffers[b as usize].data.read_recursive());
             (b, binding_size(b), guard)
         })
         .collect::<Vec<_>>();
@@ -291,7 +291,9 @@ fn run_launch(
     for (b, data) in writes {
         let allowed = used.iter().any(|&(u, a)| u == b && a.writes());
         if !allowed {
-            return Err(format!("kernel wrote binding {b}, which the launch does not write"));
+            return Err(format!(
+                "kernel wrote binding {b}, which the launch does not write"
+            ));
         }
         let size = binding_size(b);
         if data.len() as u64 != size {

@@ -34,17 +34,35 @@ pub enum DeviceError {
     #[error("unknown stream {0:?}")]
     UnknownStream(StreamId),
     #[error("out of memory: {requested} bytes requested, limit {limit}, in use {in_use}")]
-    OutOfMemory { requested: u64, limit: u64, in_use: u64 },
+    OutOfMemory {
+        requested: u64,
+        limit: u64,
+        in_use: u64,
+    },
     #[error("access to {buffer:?} bytes {offset}..{end} is outside its {size} bytes")]
-    OutOfBounds { buffer: BufferId, offset: u64, end: u64, size: u64 },
+    OutOfBounds {
+        buffer: BufferId,
+        offset: u64,
+        end: u64,
+        size: u64,
+    },
     #[error("command buffer targets `{found}`, this device runs `{expected}`")]
     WrongTarget { expected: String, found: String },
     #[error("{expected} buffers must be bound, got {found}")]
     BindingCount { expected: usize, found: usize },
     #[error("binding {index} needs {needed} bytes, buffer {buffer:?} has {size}")]
-    BindingTooSmall { index: usize, buffer: BufferId, needed: u64, size: u64 },
+    BindingTooSmall {
+        index: usize,
+        buffer: BufferId,
+        needed: u64,
+        size: u64,
+    },
     #[error("launch {launch} (`{entry}`) failed: {message}")]
-    Launch { launch: usize, entry: String, message: String },
+    Launch {
+        launch: usize,
+        entry: String,
+        message: String,
+    },
     #[error("device is shut down")]
     ShutDown,
 }

@@ -26,7 +26,11 @@ pub struct Fence(Arc<Inner>);
 
 impl std::fmt::Debug for Fence {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Fence({})", if self.is_done() { "done" } else { "pending" })
+        write!(
+            f,
+            "Fence({})",
+            if self.is_done() { "done" } else { "pending" }
+        )
     }
 }
 
@@ -120,7 +124,11 @@ mod tests {
         assert!(!f.is_done());
         f.signal(Err(DeviceError::ShutDown));
         f.signal(Ok(()));
-        assert_eq!(t.join().unwrap(), Err(DeviceError::ShutDown), "first signal wins");
+        assert_eq!(
+            t.join().unwrap(),
+            Err(DeviceError::ShutDown),
+            "first signal wins"
+        );
     }
 
     #[test]
@@ -138,7 +146,10 @@ mod tests {
         let mut cx = Context::from_waker(&waker);
         assert!(fut.as_mut().poll(&mut cx).is_pending());
         f.signal(Ok(()));
-        assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst), "waker called");
+        assert!(
+            flag.0.load(std::sync::atomic::Ordering::SeqCst),
+            "waker called"
+        );
         assert_eq!(fut.as_mut().poll(&mut cx), Poll::Ready(Ok(())));
     }
 }

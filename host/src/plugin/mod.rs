@@ -18,7 +18,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, ComponentExportIndex, HasSelf, Instance as ComponentInstance, Linker};
+use wasmtime::component::{
+    Component, ComponentExportIndex, HasSelf, Instance as ComponentInstance, Linker,
+};
 use wasmtime::{Config, Engine, Store};
 
 pub use bindings::wit;
@@ -99,14 +101,18 @@ impl Runtime {
     }
 
     /// Loads a plugin component from bytes; `origin` names it in errors.
-    pub fn load_bytes(self: &Arc<Self>, origin: &str, bytes: &[u8]) -> Result<Arc<LoadedPlugin>, LoadError> {
+    pub fn load_bytes(
+        self: &Arc<Self>,
+        origin: &str,
+        bytes: &[u8],
+    ) -> Result<Arc<LoadedPlugin>, LoadError> {
         let component = Component::new(&self.engine, bytes).map_err(|e| LoadError::Compile {
             path: origin.into(),
             reason: format!("{e:#}"),
         })?;
         let abi = self.check_interface(origin, &component)?;
         let run_cpu_index = component
-            .get_export_index(None, &format!("{PACKAGE}/operator@{abi}"))
+            .get_export_index(None, &*format!("{PACKAGE}/operator@{abi}"))
             .and_then(|iface| component.get_export_index(Some(&iface), "run-cpu"))
             .ok_or_else(|| LoadError::Interface {
                 path: origin.into(),
@@ -155,7 +161,11 @@ impl Runtime {
     }
 
     /// Checks the component's ABI version and that it imports nothing but `umd:plugin/host`.
-    fn check_interface(&self, origin: &str, component: &Component) -> Result<semver::Version, LoadError> {
+    fn check_interface(
+        &self,
+        origin: &str,
+        component: &Component,
+    ) -> Result<semver::Version, LoadError> {
         let ty = component.component_type();
         let iface = |e: String| LoadError::Interface {
             path: origin.into(),
@@ -173,7 +183,10 @@ impl Runtime {
             }
         }
         let Some(abi) = abi else {
-            let names: Vec<String> = ty.exports(&self.engine).map(|(n, _)| n.to_string()).collect();
+            let names: Vec<String> = ty
+                .exports(&self.engine)
+                .map(|(n, _)| n.to_string())
+                .collect();
             return Err(iface(format!(
                 "does not export {PACKAGE}/operator (exports: {names:?}); is it a umd plugin?"
             )));
@@ -188,7 +201,10 @@ impl Runtime {
         for (name, _) in ty.imports(&self.engine) {
             let allowed = name
                 .strip_prefix(PACKAGE)
-                .and_then(|r| r.strip_prefix("/host@").or_else(|| r.strip_prefix("/types@")))
+                .and_then(|r| {
+                    r.strip_prefix("/host@")
+                        .or_else(|| r.strip_prefix("/types@"))
+                })
                 .and_then(|v| semver::Version::parse(v).ok())
                 .is_some_and(|v| v.major == HOST_ABI.major);
             if !allowed {
@@ -210,7 +226,10 @@ fn validate_info(origin: &str, info: &wit::PluginInfo) -> Result<(), LoadError> 
         })
     };
     let name_ok = |s: &str| {
-        !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        !s.is_empty()
+            && s.len() <= 64
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     };
     if !name_ok(&info.name) {
         return fail("name must be 1-64 characters of [A-Za-z0-9-_.]".into());
@@ -223,7 +242,10 @@ fn validate_info(origin: &str, info: &wit::PluginInfo) -> Result<(), LoadError> 
     }
     for op in &info.ops {
         if !name_ok(&op.name) || op.targets.is_empty() {
-            return fail(format!("op `{}` has an invalid name or no targets", op.name));
+            return fail(format!(
+                "op `{}` has an invalid name or no targets",
+                op.name
+            ));
         }
     }
     Ok(())
@@ -350,7 +372,10 @@ impl LoadedPlugin {
     }
 
     /// `plan` under the plan deadline.
-    pub fn plan(&self, req: &wit::PlanRequest) -> Result<Result<wit::OpPlan, wit::OpError>, PluginFault> {
+    pub fn plan(
+        &self,
+        req: &wit::PlanRequest,
+    ) -> Result<Result<wit::OpPlan, wit::OpError>, PluginFault> {
         self.call("plan", self.runtime.limits.plan_deadline, |s, _, p| {
             p.umd_plugin_operator().call_plan(s, req)
         })
@@ -362,13 +387,21 @@ impl LoadedPlugin {
         module_id: &str,
         target: &wit::Target,
     ) -> Result<Result<wit::ModuleSource, wit::OpError>, PluginFault> {
-        self.call("kernel-source", self.runtime.limits.plan_deadline, |s, _, p| {
-            p.umd_plugin_operator().call_kernel_source(s, module_id, target)
-        })
+        self.call(
+            "kernel-source",
+            self.runtime.limits.plan_deadline,
+            |s, _, p| {
+                p.umd_plugin_operator()
+                    .call_kernel_source(s, module_id, target)
+            },
+        )
     }
 
     /// `run-cpu` under the kernel deadline, lowering the borrowed buffers directly.
-    pub fn run_cpu(&self, call: &kernel_call::CpuCallRef<'_>) -> Result<kernel_call::RunCpuResult, PluginFault> {
+    pub fn run_cpu(
+        &self,
+        call: &kernel_call::CpuCallRef<'_>,
+    ) -> Result<kernel_call::RunCpuResult, PluginFault> {
         let index = self.run_cpu_index;
         self.call("run-cpu", self.runtime.limits.kernel_deadline, |s, inst, _| {
             let f = inst.get_typed_func::<(&kernel_call::CpuCallRef<'_>,), (kernel_call::RunCpuResult,)>(&mut *s, index)?;

@@ -56,9 +56,16 @@ impl Arith for i32 {
 /// Runs one launch: entry points are `{op}_{dtype}` or `{op}_{dtype}_bcast`.
 pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     let mut parts = call.entry_point.split('_');
-    let (op, dt, bcast) = (parts.next(), parts.next().and_then(dtype::from_name), parts.next());
+    let (op, dt, bcast) = (
+        parts.next(),
+        parts.next().and_then(dtype::from_name),
+        parts.next(),
+    );
     let (Some(op), Some(dt)) = (op, dt) else {
-        return Err(OpError::internal(format!("unknown entry point `{}`", call.entry_point)));
+        return Err(OpError::internal(format!(
+            "unknown entry point `{}`",
+            call.entry_point
+        )));
     };
     let bcast = bcast == Some("bcast");
     match dt {
@@ -66,7 +73,10 @@ pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
         Dtype::F16 => run_typed::<f16>(call, op, bcast),
         Dtype::Bf16 => run_typed::<bf16>(call, op, bcast),
         Dtype::I32 => run_typed::<i32>(call, op, bcast),
-        other => Err(OpError::dtype(format!("no CPU kernel for {}", dtype::name(other)))),
+        other => Err(OpError::dtype(format!(
+            "no CPU kernel for {}",
+            dtype::name(other)
+        ))),
     }
 }
 
@@ -82,7 +92,11 @@ where
             let (x, out, n) = (r.ptr()?, r.ptr()?, r.u64()?);
             let x = bufs.input(x, n * size)?;
             let mut w = bufs.output(out, n * size)?;
-            let f = if op == "relu" { Arith::relu } else { Arith::neg };
+            let f = if op == "relu" {
+                Arith::relu
+            } else {
+                Arith::neg
+            };
             unary::<T>(x, &mut w.data, f);
             Ok(vec![w])
         }
@@ -97,18 +111,32 @@ where
                     return Err(OpError::internal(format!("rank {rank} over {MAX_RANK}")));
                 }
                 let extent = |s: &[u64; MAX_RANK]| {
-                    (0..rank).map(|d| (shape[d].saturating_sub(1)) * s[d]).sum::<u64>() + 1
+                    (0..rank)
+                        .map(|d| (shape[d].saturating_sub(1)) * s[d])
+                        .sum::<u64>()
+                        + 1
                 };
                 let a = bufs.input(a, extent(&sa) * size)?;
                 let b = bufs.input(b, extent(&sb) * size)?;
-                broadcast::<T>(op, a, b, &mut w.data, &shape[..rank], &sa[..rank], &sb[..rank]);
+                broadcast::<T>(
+                    op,
+                    a,
+                    b,
+                    &mut w.data,
+                    &shape[..rank],
+                    &sa[..rank],
+                    &sb[..rank],
+                );
             } else {
                 let (a, b) = (bufs.input(a, n * size)?, bufs.input(b, n * size)?);
                 contiguous::<T>(op, a, b, &mut w.data);
             }
             Ok(vec![w])
         }
-        _ => Err(OpError::internal(format!("unknown entry point `{}`", call.entry_point))),
+        _ => Err(OpError::internal(format!(
+            "unknown entry point `{}`",
+            call.entry_point
+        ))),
     }
 }
 
@@ -124,9 +152,18 @@ where
     T::Compute: Arith,
 {
     // One monomorphic loop per op, so the compiler vectorizes it.
-    fn body<T: Element>(a: &[u8], b: &[u8], out: &mut [u8], f: impl Fn(T::Compute, T::Compute) -> T::Compute) {
+    fn body<T: Element>(
+        a: &[u8],
+        b: &[u8],
+        out: &mut [u8],
+        f: impl Fn(T::Compute, T::Compute) -> T::Compute,
+    ) {
         let s = std::mem::size_of::<T>();
-        for ((o, x), y) in out.chunks_exact_mut(s).zip(a.chunks_exact(s)).zip(b.chunks_exact(s)) {
+        for ((o, x), y) in out
+            .chunks_exact_mut(s)
+            .zip(a.chunks_exact(s))
+            .zip(b.chunks_exact(s))
+        {
             T::from_compute(f(T::load(x).to_compute(), T::load(y).to_compute())).store(o);
         }
     }
@@ -138,8 +175,15 @@ where
     }
 }
 
-fn broadcast<T: Element>(op: &str, a: &[u8], b: &[u8], out: &mut [u8], shape: &[u64], sa: &[u64], sb: &[u64])
-where
+fn broadcast<T: Element>(
+    op: &str,
+    a: &[u8],
+    b: &[u8],
+    out: &mut [u8],
+    shape: &[u64],
+    sa: &[u64],
+    sb: &[u64],
+) where
     T::Compute: Arith,
 {
     let s = std::mem::size_of::<T>();

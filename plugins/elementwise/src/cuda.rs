@@ -29,8 +29,12 @@ fn unary_expr(kernel: &str, int: bool) -> &'static str {
 
 /// The module `elementwise_{dtype}`.
 pub fn module(dt: Dtype) -> ModuleSource {
-    let CudaType { storage: t, compute: c, load, store } =
-        dtype::cuda_type(dt).expect("elementwise dtypes all have a CUDA type");
+    let CudaType {
+        storage: t,
+        compute: c,
+        load,
+        store,
+    } = dtype::cuda_type(dt).expect("elementwise dtypes all have a CUDA type");
     let name = dtype::name(dt);
     let int = dt == Dtype::I32;
     let ld = |v: &str| load.replace('X', v);

@@ -12,12 +12,17 @@ mod cuda;
 use umd_sdk::params::ParamPacker;
 use umd_sdk::shape::{self, MAX_RANK};
 use umd_sdk::{
-    Access, CpuCall, CpuWrite, Dtype, ModuleSource, Launch, OpError, OpInfo, OpPlan, PlanRequest,
+    Access, CpuCall, CpuWrite, Dtype, Launch, ModuleSource, OpError, OpInfo, OpPlan, PlanRequest,
     Plugin, PluginInfo, Target, TensorDesc, dtype, launch,
 };
 
 /// Binary ops: (ONNX name, kernel name).
-pub const BINARY: [(&str, &str); 4] = [("Add", "add"), ("Sub", "sub"), ("Mul", "mul"), ("Div", "div")];
+pub const BINARY: [(&str, &str); 4] = [
+    ("Add", "add"),
+    ("Sub", "sub"),
+    ("Mul", "mul"),
+    ("Div", "div"),
+];
 /// Unary ops: (ONNX name, kernel name).
 pub const UNARY: [(&str, &str); 2] = [("Relu", "relu"), ("Neg", "neg")];
 /// Dtypes every op supports.
@@ -146,14 +151,23 @@ fn plan_binary(request: &PlanRequest, kernel: &str) -> Result<OpPlan, OpError> {
     let out_shape = shape::broadcast(&a.shape, &b.shape)?;
     let n = shape::byte_size(&out_shape, dt).map(|_| shape::numel(&out_shape))??;
     let mut p = ParamPacker::new();
-    p.ptr(0, Access::Read).ptr(1, Access::Read).ptr(2, Access::Write).u64(n);
+    p.ptr(0, Access::Read)
+        .ptr(1, Access::Read)
+        .ptr(2, Access::Write)
+        .u64(n);
     let entry = if a.shape == out_shape && b.shape == out_shape {
         format!("{kernel}_{}", dtype::name(dt))
     } else {
         p.u32(out_shape.len() as u32)
             .u64_array(&shape::padded::<MAX_RANK>(&out_shape, 1)?)
-            .u64_array(&shape::padded::<MAX_RANK>(&shape::broadcast_strides(&a.shape, &out_shape), 0)?)
-            .u64_array(&shape::padded::<MAX_RANK>(&shape::broadcast_strides(&b.shape, &out_shape), 0)?);
+            .u64_array(&shape::padded::<MAX_RANK>(
+                &shape::broadcast_strides(&a.shape, &out_shape),
+                0,
+            )?)
+            .u64_array(&shape::padded::<MAX_RANK>(
+                &shape::broadcast_strides(&b.shape, &out_shape),
+                0,
+            )?);
         format!("{kernel}_{}_bcast", dtype::name(dt))
     };
     Ok(OpPlan {
@@ -171,7 +185,13 @@ fn plan_unary(request: &PlanRequest, kernel: &str) -> Result<OpPlan, OpError> {
     p.ptr(0, Access::Read).ptr(1, Access::Write).u64(n);
     Ok(OpPlan {
         outputs: vec![TensorDesc::new("out", x.shape.clone(), dt)],
-        launches: vec![make_launch(request, dt, format!("{kernel}_{}", dtype::name(dt)), n, p)?],
+        launches: vec![make_launch(
+            request,
+            dt,
+            format!("{kernel}_{}", dtype::name(dt)),
+            n,
+            p,
+        )?],
         workspace_bytes: 0,
     })
 }

@@ -10,7 +10,7 @@ use umd_sdk::dtype::{self, CUDA_PRELUDE, CudaType, Element};
 use umd_sdk::params::{ParamPacker, ParamReader};
 use umd_sdk::shape::{self, MAX_RANK};
 use umd_sdk::{
-    Access, CpuCall, CpuWrite, Dtype, ModuleSource, Launch, OpError, OpInfo, OpPlan, PlanRequest,
+    Access, CpuCall, CpuWrite, Dtype, Launch, ModuleSource, OpError, OpInfo, OpPlan, PlanRequest,
     Plugin, PluginInfo, SourceLanguage, Target, TensorDesc, launch,
 };
 
@@ -50,11 +50,18 @@ impl Plugin for MatMul {
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
-        match call.entry_point.strip_prefix("matmul_").and_then(dtype::from_name) {
+        match call
+            .entry_point
+            .strip_prefix("matmul_")
+            .and_then(dtype::from_name)
+        {
             Some(Dtype::F32) => run_cpu::<f32>(&call),
             Some(Dtype::F16) => run_cpu::<f16>(&call),
             Some(Dtype::Bf16) => run_cpu::<bf16>(&call),
-            _ => Err(OpError::internal(format!("unknown entry point `{}`", call.entry_point))),
+            _ => Err(OpError::internal(format!(
+                "unknown entry point `{}`",
+                call.entry_point
+            ))),
         }
     }
 }
@@ -79,7 +86,10 @@ pub fn plan(request: &PlanRequest) -> Result<OpPlan, OpError> {
     }
     umd_sdk::attr::only(&request.attributes, &[])?;
     let [a, b] = &request.inputs[..] else {
-        return Err(OpError::shape(format!("MatMul takes 2 inputs, got {}", request.inputs.len())));
+        return Err(OpError::shape(format!(
+            "MatMul takes 2 inputs, got {}",
+            request.inputs.len()
+        )));
     };
     let dt = a.dtype;
     if b.dtype != dt || !DTYPES.contains(&dt) {
@@ -91,15 +101,30 @@ pub fn plan(request: &PlanRequest) -> Result<OpPlan, OpError> {
     }
     let view = |t: &TensorDesc, vector_is_row: bool| -> Result<Operand, OpError> {
         match t.shape.len() {
-            0 => Err(OpError::shape(format!("MatMul input `{}` is a scalar", t.name))),
-            1 if vector_is_row => Ok(Operand { batch: vec![], rows: 1, cols: t.shape[0] }),
-            1 => Ok(Operand { batch: vec![], rows: t.shape[0], cols: 1 }),
+            0 => Err(OpError::shape(format!(
+                "MatMul input `{}` is a scalar",
+                t.name
+            ))),
+            1 if vector_is_row => Ok(Operand {
+                batch: vec![],
+                rows: 1,
+                cols: t.shape[0],
+            }),
+            1 => Ok(Operand {
+                batch: vec![],
+                rows: t.shape[0],
+                cols: 1,
+            }),
             r if r - 2 > MAX_BATCH_RANK => Err(OpError::shape(format!(
                 "MatMul input `{}` has {} batch dims, the maximum is {MAX_BATCH_RANK}",
                 t.name,
                 r - 2
             ))),
-            r => Ok(Operand { batch: t.shape[..r - 2].to_vec(), rows: t.shape[r - 2], cols: t.shape[r - 1] }),
+            r => Ok(Operand {
+                batch: t.shape[..r - 2].to_vec(),
+                rows: t.shape[r - 2],
+                cols: t.shape[r - 1],
+            }),
         }
     };
     let (va, vb) = (view(a, true)?, view(b, false)?);
@@ -158,8 +183,12 @@ pub fn plan(request: &PlanRequest) -> Result<OpPlan, OpError> {
 
 /// The CUDA module `matmul_{dtype}`.
 pub fn cuda_module(dt: Dtype) -> ModuleSource {
-    let CudaType { storage: t, load, store, .. } =
-        dtype::cuda_type(dt).expect("matmul dtypes all have a CUDA type");
+    let CudaType {
+        storage: t,
+        load,
+        store,
+        ..
+    } = dtype::cuda_type(dt).expect("matmul dtypes all have a CUDA type");
     let name = dtype::name(dt);
     let code = format!(
         "{CUDA_PRELUDE}
@@ -210,14 +239,23 @@ fn run_cpu<T: Element<Compute = f32>>(call: &CpuCall) -> Result<Vec<CpuWrite>, O
     let (a, b, c) = (r.ptr()?, r.ptr()?, r.ptr()?);
     let (m, n, k) = (r.u32()? as usize, r.u32()? as usize, r.u32()? as usize);
     let brank = r.u32()? as usize;
-    let (bshape, sa, sb) = (r.u64_array::<MAX_RANK>()?, r.u64_array::<MAX_RANK>()?, r.u64_array::<MAX_RANK>()?);
+    let (bshape, sa, sb) = (
+        r.u64_array::<MAX_RANK>()?,
+        r.u64_array::<MAX_RANK>()?,
+        r.u64_array::<MAX_RANK>()?,
+    );
     if brank > MAX_RANK {
-        return Err(OpError::internal(format!("batch rank {brank} over {MAX_RANK}")));
+        return Err(OpError::internal(format!(
+            "batch rank {brank} over {MAX_RANK}"
+        )));
     }
     let batch: u64 = bshape[..brank].iter().product();
     let s = std::mem::size_of::<T>();
     let extent = |st: &[u64; MAX_RANK], mat: usize| {
-        (0..brank).map(|d| (bshape[d].saturating_sub(1)) * st[d]).sum::<u64>() as usize + mat
+        (0..brank)
+            .map(|d| (bshape[d].saturating_sub(1)) * st[d])
+            .sum::<u64>() as usize
+            + mat
     };
     let a = bufs.input(a, (extent(&sa, m * k) * s) as u64)?;
     let b = bufs.input(b, (extent(&sb, k * n) * s) as u64)?;

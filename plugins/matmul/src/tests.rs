@@ -9,8 +9,16 @@ fn target() -> Target {
         arch: "cpu".into(),
         limits: TargetLimits {
             max_threads_per_block: 1024,
-            max_block_dims: Dim3 { x: 1024, y: 1024, z: 64 },
-            max_grid_dims: Dim3 { x: i32::MAX as u32, y: 65535, z: 65535 },
+            max_block_dims: Dim3 {
+                x: 1024,
+                y: 1024,
+                z: 64,
+            },
+            max_grid_dims: Dim3 {
+                x: i32::MAX as u32,
+                y: 65535,
+                z: 65535,
+            },
             max_shared_memory: 48 * 1024,
             warp_size: 32,
             sm_count: 2,
@@ -22,7 +30,10 @@ fn target() -> Target {
 fn req(a: Vec<u64>, b: Vec<u64>) -> PlanRequest {
     PlanRequest {
         op: "matmul".into(),
-        inputs: vec![TensorDesc::new("a", a, Dtype::F32), TensorDesc::new("b", b, Dtype::F32)],
+        inputs: vec![
+            TensorDesc::new("a", a, Dtype::F32),
+            TensorDesc::new("b", b, Dtype::F32),
+        ],
         attributes: vec![],
         target: target(),
     }
@@ -32,7 +43,10 @@ fn req(a: Vec<u64>, b: Vec<u64>) -> PlanRequest {
 fn shapes_follow_numpy_matmul() {
     let out = |a, b| plan(&req(a, b)).map(|p| p.outputs[0].shape.clone());
     assert_eq!(out(vec![2, 3], vec![3, 4]).unwrap(), vec![2, 4]);
-    assert_eq!(out(vec![5, 1, 2, 3], vec![4, 3, 7]).unwrap(), vec![5, 4, 2, 7]);
+    assert_eq!(
+        out(vec![5, 1, 2, 3], vec![4, 3, 7]).unwrap(),
+        vec![5, 4, 2, 7]
+    );
     assert_eq!(out(vec![3], vec![3, 4]).unwrap(), vec![4]);
     assert_eq!(out(vec![2, 3], vec![3]).unwrap(), vec![2]);
     assert_eq!(out(vec![3], vec![3]).unwrap(), Vec::<u64>::new());
@@ -56,9 +70,21 @@ fn cpu_kernel_multiplies_with_batch_broadcast() {
         params: l.params.clone(),
         relocations: l.relocations.clone(),
         buffers: vec![
-            CpuBuffer { binding: 0, size: 16, data: f(&[1., 2., 3., 4.]) },
-            CpuBuffer { binding: 1, size: 8, data: f(&[10., 100.]) },
-            CpuBuffer { binding: 2, size: 8, data: vec![] },
+            CpuBuffer {
+                binding: 0,
+                size: 16,
+                data: f(&[1., 2., 3., 4.]),
+            },
+            CpuBuffer {
+                binding: 1,
+                size: 8,
+                data: f(&[10., 100.]),
+            },
+            CpuBuffer {
+                binding: 2,
+                size: 8,
+                data: vec![],
+            },
         ],
     };
     let out = MatMul::run_cpu(call).unwrap();

@@ -124,7 +124,14 @@ impl PluginBuild {
             .collect::<Result<Vec<_>, _>>()?;
         let mut cmd = cargo();
         cmd.current_dir(&self.workspace)
-            .args(["build", "--quiet", "--target", WASM_TARGET, "--profile", PROFILE])
+            .args([
+                "build",
+                "--quiet",
+                "--target",
+                WASM_TARGET,
+                "--profile",
+                PROFILE,
+            ])
             .arg("--target-dir")
             .arg(&target_dir);
         for n in &names {
@@ -153,7 +160,8 @@ impl PluginBuild {
                 .join(format!("{file}.wasm"));
             let bytes = std::fs::read(&module)
                 .map_err(|e| BuildError::Io(format!("reading {}", module.display()), e))?;
-            let component = componentize(&bytes).map_err(|e| BuildError::Componentize(name.clone(), e))?;
+            let component =
+                componentize(&bytes).map_err(|e| BuildError::Componentize(name.clone(), e))?;
             let dest = out_dir.join(format!("{file}.wasm"));
             if std::fs::read(&dest).ok().as_deref() != Some(&component[..]) {
                 std::fs::write(&dest, &component)
@@ -218,7 +226,9 @@ fn ensure_wasm_target() -> Result<(), BuildError> {
     let libdir = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if out.status.success() && Path::new(&libdir).join("libstd.rlib").exists()
         || std::fs::read_dir(&libdir)
-            .map(|mut d| d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("libstd-"))))
+            .map(|mut d| {
+                d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("libstd-")))
+            })
             .unwrap_or(false)
     {
         return Ok(());
