@@ -1,6 +1,8 @@
-//! Builds the bundled plugins (plugins/*) into components and embeds them in the `umd` binary.
+//! Builds the bundled plugins (plugins/*) into components and embeds them in the `umd` binary,
+//! and generates the gRPC code from `proto/umd.proto` (with protox: no protoc needed).
 
 fn main() {
+    proto();
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let build = umd_sdk_build::PluginBuild::new(&manifest)
         .plugin("plugins/elementwise")
@@ -26,4 +28,20 @@ fn main() {
     list.push(']');
     let out = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("bundled.rs");
     std::fs::write(out, list).expect("writing bundled.rs");
+}
+
+fn proto() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let proto = root.join("proto/umd.proto");
+    println!("cargo:rerun-if-changed={}", proto.display());
+    let fds = protox::compile([&proto], [root.join("proto")]).expect("proto/umd.proto compiles");
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    std::fs::write(
+        out.join("umd_descriptor.bin"),
+        prost::Message::encode_to_vec(&fds),
+    )
+    .expect("writing the descriptor set");
+    tonic_prost_build::configure()
+        .compile_fds(fds)
+        .expect("generating gRPC code");
 }

@@ -197,7 +197,7 @@ fn a_plugin_for_another_major_is_refused_naming_both_versions() {
     let (host, _d) = host_with(&["abi2"]);
     let refused = host
         .plugin_status()
-        .iter()
+        .into_iter()
         .find(|p| p.origin.ends_with("abi2.wasm"))
         .expect("abi2 listed");
     let msg = refused.status.clone().unwrap_err();

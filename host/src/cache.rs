@@ -78,11 +78,32 @@ impl TranslationCache {
         }
     }
 
+    /// Looks a request up, counting a hit or a miss.
     pub fn get(
         &self,
         req: &OpRequest,
         target: &Target,
         generation: u64,
+    ) -> Option<Arc<Translation>> {
+        self.lookup(req, target, generation, true)
+    }
+
+    /// Looks a request up, counting only a hit (for a probe followed by a counted `get`).
+    pub fn peek(
+        &self,
+        req: &OpRequest,
+        target: &Target,
+        generation: u64,
+    ) -> Option<Arc<Translation>> {
+        self.lookup(req, target, generation, false)
+    }
+
+    fn lookup(
+        &self,
+        req: &OpRequest,
+        target: &Target,
+        generation: u64,
+        count_miss: bool,
     ) -> Option<Arc<Translation>> {
         let k = key(req, target, generation);
         let found = self
@@ -91,12 +112,11 @@ impl TranslationCache {
             .get(&k)
             .and_then(|v| v.iter().find(|e| e.matches(req, target, generation)))
             .map(|e| e.translation.clone());
-        let counter = if found.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        if found.is_some() {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+        } else if count_miss {
+            self.misses.fetch_add(1, Ordering::Relaxed);
+        }
         found
     }
 

@@ -122,6 +122,8 @@ pub mod status {
     pub const INVALID_COMMAND_BUFFER: i32 = 5;
     /// The device failed.
     pub const DEVICE: i32 = 6;
+    /// Something failed inside the host itself.
+    pub const INTERNAL: i32 = 7;
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -4,13 +4,15 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use crate::cmdbuf::LaunchCmd;
 use crate::device::cpu::CpuDevice;
 use crate::device::{BufferId, CpuKernels, Device, Fence, StreamId};
 use crate::error::{Error, LoadError, Result};
 use crate::plugin::convert::{self, Declined};
 use crate::plugin::kernel_call::{CpuBufferRef, CpuCallRef};
-use crate::plugin::{Runtime, SandboxLimits, component_files, wit};
+use crate::plugin::{LoadedPlugin, Runtime, SandboxLimits, component_files, wit};
 use crate::registry::Registry;
 use crate::tensor::TensorDesc;
 use crate::translate::{OpRequest, Translation, Translator};
@@ -23,6 +25,36 @@ pub struct PluginStatus {
     pub status: std::result::Result<String, String>,
     pub abi: Option<String>,
     pub ops: Vec<(String, Vec<String>, i32)>,
+    pub calls: u64,
+    pub faults: u64,
+}
+
+impl PluginStatus {
+    fn loaded(p: &LoadedPlugin) -> Self {
+        PluginStatus {
+            origin: p.origin().to_string(),
+            status: Ok(p.label().to_string()),
+            abi: Some(p.abi().to_string()),
+            ops: p
+                .ops()
+                .iter()
+                .map(|o| (o.name.clone(), o.targets.clone(), o.priority))
+                .collect(),
+            calls: p.calls(),
+            faults: p.faults(),
+        }
+    }
+
+    fn refused(origin: String, e: &LoadError) -> Self {
+        PluginStatus {
+            origin,
+            status: Err(e.to_string()),
+            abi: None,
+            ops: Vec::new(),
+            calls: 0,
+            faults: 0,
+        }
+    }
 }
 
 /// Builds a [`Host`].
@@ -76,33 +108,13 @@ impl HostBuilder {
     pub fn build(self) -> Result<Host> {
         let runtime = Runtime::new(self.limits)?;
         let registry = Arc::new(Registry::default());
-        let mut status = Vec::new();
+        let mut failures = Vec::new();
         let mut record =
-            |origin: String,
-             r: std::result::Result<Arc<crate::plugin::LoadedPlugin>, LoadError>| {
-                match r {
-                    Ok(p) => {
-                        status.push(PluginStatus {
-                            origin,
-                            status: Ok(p.label().to_string()),
-                            abi: Some(p.abi().to_string()),
-                            ops: p
-                                .ops()
-                                .iter()
-                                .map(|o| (o.name.clone(), o.targets.clone(), o.priority))
-                                .collect(),
-                        });
-                        registry.insert(p);
-                    }
-                    Err(e) => {
-                        tracing::warn!(%origin, error = %e, "plugin not loaded");
-                        status.push(PluginStatus {
-                            origin,
-                            status: Err(e.to_string()),
-                            abi: None,
-                            ops: Vec::new(),
-                        });
-                    }
+            |origin: String, r: std::result::Result<Arc<LoadedPlugin>, LoadError>| match r {
+                Ok(p) => registry.insert(p),
+                Err(e) => {
+                    tracing::warn!(%origin, error = %e, "plugin not loaded");
+                    failures.push(PluginStatus::refused(origin, &e));
                 }
             };
         if self.bundled {
@@ -132,7 +144,7 @@ impl HostBuilder {
             registry,
             translator,
             device,
-            status,
+            failures: Mutex::new(failures),
         })
     }
 }
@@ -143,7 +155,8 @@ pub struct Host {
     registry: Arc<Registry>,
     translator: Translator,
     device: Arc<dyn Device>,
-    status: Vec<PluginStatus>,
+    /// Plugin files that were refused, most recent last.
+    failures: Mutex<Vec<PluginStatus>>,
 }
 
 impl Host {
@@ -167,9 +180,42 @@ impl Host {
     pub fn device(&self) -> &Arc<dyn Device> {
         &self.device
     }
-    /// Every plugin file seen at build time, loaded or not.
-    pub fn plugin_status(&self) -> &[PluginStatus] {
-        &self.status
+    /// Every loaded plugin, then every refused plugin file.
+    pub fn plugin_status(&self) -> Vec<PluginStatus> {
+        let snap = self.registry.snapshot();
+        let mut out: Vec<PluginStatus> = snap
+            .plugins()
+            .iter()
+            .map(|p| PluginStatus::loaded(p))
+            .collect();
+        out.extend(self.failures.lock().iter().cloned());
+        out
+    }
+
+    /// Loads (or replaces, by name) a plugin from a file. A file that fails to load is recorded
+    /// in [`Host::plugin_status`] and the working version, if any, keeps serving.
+    pub fn load_plugin(
+        &self,
+        path: &std::path::Path,
+    ) -> std::result::Result<PluginStatus, LoadError> {
+        match self.runtime.load_file(path) {
+            Ok(p) => {
+                self.registry.insert(p.clone());
+                Ok(PluginStatus::loaded(&p))
+            }
+            Err(e) => {
+                self.failures
+                    .lock()
+                    .push(PluginStatus::refused(path.display().to_string(), &e));
+                Err(e)
+            }
+        }
+    }
+
+    /// Unloads the plugin named `name`; calls in flight finish on it. Returns whether it was
+    /// loaded.
+    pub fn unload_plugin(&self, name: &str) -> bool {
+        self.registry.remove(name)
     }
 
     /// A device buffer large enough for `desc`.

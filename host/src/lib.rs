@@ -28,6 +28,7 @@ pub mod error;
 mod host;
 pub mod plugin;
 pub mod registry;
+pub mod service;
 pub mod target;
 pub mod tensor;
 pub mod translate;

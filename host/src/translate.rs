@@ -116,6 +116,13 @@ impl Translator {
         &self.default_target
     }
 
+    /// The cached translation of `req`, if any (never enters a plugin).
+    pub fn cached(&self, req: &OpRequest) -> Option<Arc<Translation>> {
+        let target = req.target.as_ref().unwrap_or(&self.default_target);
+        self.cache
+            .peek(req, target, self.registry.snapshot().generation)
+    }
+
     /// Translates one request.
     pub fn translate(&self, req: &OpRequest) -> Result<Arc<Translation>> {
         let snapshot = self.registry.snapshot();

@@ -6,5 +6,5 @@ wasmtime::component::bindgen!({
     anyhow: true,
 });
 
-pub use umd::plugin::host as host_iface;
-pub use umd::plugin::types as wit;
+pub use self::umd::plugin::host as host_iface;
+pub use self::umd::plugin::types as wit;

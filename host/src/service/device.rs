@@ -1,0 +1,346 @@
+//! `umd.Device`: remote buffers and execution.
+//!
+//! Buffers are named by 128-bit random handles, returned only to the client that created them
+//! (or that an execution created them for): a client can reach no buffer it was not given.
+//! Data moves in chunks, so tensors larger than one message work.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rand::Rng;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+use super::convert::{request_from_proto, tensor_to_proto};
+use super::metrics::Metrics;
+use super::proto::{self, *};
+use crate::Host;
+use crate::cmdbuf::CommandBuffer;
+use crate::device::{BufferId, DeviceError, StreamId};
+use crate::error::{Error, status};
+
+/// Default read chunk size.
+const READ_CHUNK: usize = 1 << 20;
+
+/// The handle table: handle → (device buffer, size).
+#[derive(Default)]
+pub struct Buffers(Mutex<HashMap<String, (BufferId, u64)>>);
+
+impl Buffers {
+    fn insert(&self, id: BufferId, bytes: u64) -> String {
+        let handle = format!("buf-{:032x}", rand::rng().random::<u128>());
+        self.0.lock().insert(handle.clone(), (id, bytes));
+        handle
+    }
+
+    fn get(&self, handle: &str) -> Result<(BufferId, u64), Status> {
+        self.0.lock().get(handle).copied().ok_or_else(|| {
+            Status::not_found(format!(
+                "no buffer `{handle}` (handles are per client; was it freed?)"
+            ))
+        })
+    }
+
+    fn remove(&self, handle: &str) -> Option<(BufferId, u64)> {
+        self.0.lock().remove(handle)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.lock().len()
+    }
+
+    /// Frees every buffer (shutdown).
+    pub fn free_all(&self, dev: &dyn crate::device::Device) {
+        for (_, (id, _)) in self.0.lock().drain() {
+            let _ = dev.free(id);
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct DeviceService {
+    host: Arc<Host>,
+    buffers: Arc<Buffers>,
+    metrics: Arc<Metrics>,
+}
+
+impl DeviceService {
+    pub fn new(host: Arc<Host>, buffers: Arc<Buffers>, metrics: Arc<Metrics>) -> Self {
+        DeviceService {
+            host,
+            buffers,
+            metrics,
+        }
+    }
+
+    /// Checks the device a request names (empty = the server's).
+    fn device(&self, name: &str) -> Result<Arc<dyn crate::device::Device>, Status> {
+        let dev = self.host.device();
+        if name.is_empty() || name == dev.name() {
+            Ok(dev.clone())
+        } else {
+            Err(Status::not_found(format!(
+                "no device `{name}` (this server has `{}`)",
+                dev.name()
+            )))
+        }
+    }
+
+    async fn blocking<T: Send + 'static>(
+        f: impl FnOnce() -> Result<T, DeviceError> + Send + 'static,
+    ) -> Result<T, Status> {
+        tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(device_status)
+    }
+
+    async fn execute_inner(&self, r: ExecuteRequest) -> Result<ExecuteResponse, Error> {
+        let dev = self.host.device().clone();
+        let (cmd, kernel_name) = match (&r.op, r.command_buffer.is_empty()) {
+            (Some(op), true) => {
+                let t = super::translator::translate(&self.host, request_from_proto(op)?).await?;
+                (t.cmdbuf.clone(), t.kernel_name.clone())
+            }
+            (None, false) => {
+                let cb = CommandBuffer::decode(&r.command_buffer)?;
+                let name = cb
+                    .launches
+                    .first()
+                    .map(|l| l.entry_point.clone())
+                    .unwrap_or_default();
+                (Arc::new(cb), name)
+            }
+            _ => {
+                return Err(crate::error::RequestError::Other(
+                    "give exactly one of `op` and `command_buffer`".into(),
+                )
+                .into());
+            }
+        };
+        let n_in = cmd.count(crate::cmdbuf::Role::Input);
+        if r.inputs.len() != n_in {
+            return Err(crate::error::RequestError::Other(format!(
+                "{n_in} input buffers needed, {} given",
+                r.inputs.len()
+            ))
+            .into());
+        }
+        let mut bindings = Vec::with_capacity(cmd.bindings.len());
+        for h in &r.inputs {
+            bindings.push(self.buffers.get(h).map_err(status_error)?.0);
+        }
+        let mut outputs = r.outputs.clone();
+        if outputs.is_empty() {
+            for b in &cmd.bindings[n_in..] {
+                let bytes = b.desc.byte_size().unwrap_or(0);
+                let id = dev.alloc(bytes)?;
+                outputs.push(self.buffers.insert(id, bytes));
+            }
+        }
+        for h in &outputs {
+            bindings.push(self.buffers.get(h).map_err(status_error)?.0);
+        }
+        let fence = dev.submit(StreamId(r.stream), cmd.clone(), &bindings)?;
+        if r.wait {
+            fence.wait_async().await?;
+        }
+        Ok(ExecuteResponse {
+            status: status::OK,
+            msg: String::new(),
+            output_descs: cmd.bindings[n_in..]
+                .iter()
+                .map(|b| tensor_to_proto(&b.desc))
+                .collect(),
+            outputs,
+            kernel_name,
+        })
+    }
+}
+
+fn device_status(e: DeviceError) -> Status {
+    match e {
+        DeviceError::UnknownBuffer(_) | DeviceError::UnknownStream(_) => {
+            Status::not_found(e.to_string())
+        }
+        DeviceError::OutOfMemory { .. } => Status::resource_exhausted(e.to_string()),
+        DeviceError::OutOfBounds { .. } => Status::out_of_range(e.to_string()),
+        _ => Status::failed_precondition(e.to_string()),
+    }
+}
+
+/// A handle lookup failure inside an execution, as a request error.
+fn status_error(s: Status) -> Error {
+    crate::error::RequestError::Other(s.message().to_string()).into()
+}
+
+type ReadStream = Pin<Box<dyn Stream<Item = Result<ReadChunk, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl proto::device_server::Device for DeviceService {
+    async fn info(&self, request: Request<InfoRequest>) -> Result<Response<InfoResponse>, Status> {
+        let dev = self.device(&request.get_ref().device)?;
+        let s = dev.pool_stats();
+        Ok(Response::new(InfoResponse {
+            device: dev.name().to_string(),
+            target: dev.target().name.clone(),
+            allocated_bytes: s.allocated_bytes,
+            cached_bytes: s.cached_bytes,
+            peak_bytes: s.peak_bytes,
+            pool_hits: s.hits,
+            pool_misses: s.misses,
+            live_buffers: self.buffers.len() as u64,
+        }))
+    }
+
+    async fn create_buffer(
+        &self,
+        request: Request<CreateBufferRequest>,
+    ) -> Result<Response<BufferResponse>, Status> {
+        let r = request.into_inner();
+        let dev = self.device(&r.device)?;
+        let id = dev.alloc(r.bytes).map_err(device_status)?;
+        let handle = self.buffers.insert(id, r.bytes);
+        Ok(Response::new(BufferResponse {
+            status: status::OK,
+            msg: String::new(),
+            handle,
+            bytes: r.bytes,
+        }))
+    }
+
+    async fn free_buffer(
+        &self,
+        request: Request<BufferRequest>,
+    ) -> Result<Response<StatusResponse>, Status> {
+        let r = request.into_inner();
+        let dev = self.device(&r.device)?;
+        self.buffers.get(&r.handle)?;
+        let (id, _) = self
+            .buffers
+            .remove(&r.handle)
+            .ok_or_else(|| Status::not_found("freed concurrently"))?;
+        dev.free(id).map_err(device_status)?;
+        Ok(Response::new(StatusResponse {
+            status: status::OK,
+            msg: String::new(),
+        }))
+    }
+
+    async fn write_buffer(
+        &self,
+        request: Request<Streaming<WriteChunk>>,
+    ) -> Result<Response<StatusResponse>, Status> {
+        let mut chunks = request.into_inner();
+        let first = chunks
+            .next()
+            .await
+            .ok_or_else(|| Status::invalid_argument("WriteBuffer needs at least one chunk"))??;
+        let dev = self.device(&first.device)?;
+        let (id, _) = self.buffers.get(&first.handle)?;
+        let mut offset = first.offset;
+        let mut chunk = Some(first);
+        while let Some(c) = chunk.take() {
+            let len = c.data.len() as u64;
+            let d = dev.clone();
+            Self::blocking(move || d.write(id, offset, &c.data)).await?;
+            offset += len;
+            chunk = chunks.next().await.transpose()?;
+        }
+        Ok(Response::new(StatusResponse {
+            status: status::OK,
+            msg: String::new(),
+        }))
+    }
+
+    type ReadBufferStream = ReadStream;
+
+    async fn read_buffer(
+        &self,
+        request: Request<ReadRequest>,
+    ) -> Result<Response<Self::ReadBufferStream>, Status> {
+        let r = request.into_inner();
+        let dev = self.device(&r.device)?;
+        let (id, size) = self.buffers.get(&r.handle)?;
+        let end = if r.length == 0 {
+            size
+        } else {
+            r.offset.saturating_add(r.length)
+        };
+        if r.offset > end || end > size {
+            return Err(Status::out_of_range(format!(
+                "read of {}..{end} outside the buffer's {size} bytes",
+                r.offset
+            )));
+        }
+        let chunk = if r.chunk_bytes == 0 {
+            READ_CHUNK
+        } else {
+            r.chunk_bytes as usize
+        } as u64;
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let mut offset = r.offset;
+        tokio::spawn(async move {
+            while offset < end {
+                let len = chunk.min(end - offset);
+                let d = dev.clone();
+                let data = Self::blocking(move || d.read(id, offset, len)).await;
+                let failed = data.is_err();
+                if tx.send(data.map(|data| ReadChunk { data })).await.is_err() || failed {
+                    break;
+                }
+                offset += len;
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+
+    async fn execute(
+        &self,
+        request: Request<ExecuteRequest>,
+    ) -> Result<Response<ExecuteResponse>, Status> {
+        let r = request.into_inner();
+        self.device(&r.device)?;
+        let op =
+            r.op.as_ref()
+                .map(|o| o.op_type.clone())
+                .unwrap_or_else(|| "<cmdbuf>".into());
+        let start = std::time::Instant::now();
+        let resp = self
+            .execute_inner(r)
+            .await
+            .unwrap_or_else(|e| ExecuteResponse {
+                status: e.status(),
+                msg: e.to_string(),
+                ..Default::default()
+            });
+        self.metrics.record(&op, resp.status, start.elapsed());
+        Ok(Response::new(resp))
+    }
+
+    async fn synchronize(
+        &self,
+        request: Request<SyncRequest>,
+    ) -> Result<Response<StatusResponse>, Status> {
+        let r = request.into_inner();
+        let dev = self.device(&r.device)?;
+        let fence = dev
+            .record_event(StreamId(r.stream))
+            .map_err(device_status)?;
+        let resp = match fence.wait_async().await {
+            Ok(()) => StatusResponse {
+                status: status::OK,
+                msg: String::new(),
+            },
+            Err(e) => StatusResponse {
+                status: status::DEVICE,
+                msg: e.to_string(),
+            },
+        };
+        Ok(Response::new(resp))
+    }
+}

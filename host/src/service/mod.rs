@@ -1,0 +1,161 @@
+//! The gRPC service: `umd.Translator` (wire-compatible with the seed protocol), `umd.Device`
+//! (remote execution), `umd.Plugins` (administration, opt-in), gRPC health and reflection, and
+//! Prometheus metrics.
+//!
+//! Owns the network side only: request conversion, status codes, streaming, buffer handles and
+//! shutdown. Translation and execution are the [`Host`]'s.
+
+mod admin;
+mod convert;
+mod device;
+pub mod metrics;
+mod translator;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tonic::transport::server::TcpIncoming;
+
+use crate::Host;
+pub use metrics::Metrics;
+
+/// Generated protocol types, clients and servers (`proto/umd.proto`).
+pub mod proto {
+    tonic::include_proto!("umd");
+    /// The encoded descriptor set, for server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/umd_descriptor.bin"));
+}
+
+/// How `umd serve` runs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Largest gRPC message accepted or sent (default 64 MiB).
+    pub max_message_bytes: usize,
+    /// Serve `umd.Plugins`.
+    pub admin: bool,
+    /// With `admin`, the token clients must send as `authorization: Bearer TOKEN`; without one,
+    /// administration is served only on a loopback address.
+    pub admin_token: Option<String>,
+    /// Where to serve Prometheus metrics (`None`: not served).
+    pub metrics_addr: Option<SocketAddr>,
+    /// Interval of the throughput/latency log line (`None`: no log line).
+    pub log_interval: Option<Duration>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            max_message_bytes: 64 << 20,
+            admin: false,
+            admin_token: None,
+            metrics_addr: None,
+            log_interval: Some(Duration::from_secs(10)),
+        }
+    }
+}
+
+/// Serves on `listener` until `shutdown` resolves; then stops accepting, lets in-flight calls
+/// and streams finish, waits for the device, frees every client buffer and returns.
+pub async fn serve(
+    host: Arc<Host>,
+    config: ServeConfig,
+    listener: TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let local = listener.local_addr()?;
+    if config.admin && config.admin_token.is_none() && !local.ip().is_loopback() {
+        anyhow::bail!(
+            "refusing to serve administration on non-loopback address {local} without --admin-token"
+        );
+    }
+    let metrics = Arc::new(Metrics::default());
+    let buffers = Arc::new(device::Buffers::default());
+    let max = config.max_message_bytes;
+
+    let translator = translator::TranslatorService::new(host.clone(), metrics.clone());
+    let device = device::DeviceService::new(host.clone(), buffers.clone(), metrics.clone());
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<proto::translator_server::TranslatorServer<translator::TranslatorService>>()
+        .await;
+    health_reporter
+        .set_serving::<proto::device_server::DeviceServer<device::DeviceService>>()
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let admin = config
+        .admin
+        .then(|| admin::service(host.clone(), config.admin_token.clone(), max));
+
+    let mut background = Vec::new();
+    if let Some(addr) = config.metrics_addr {
+        let l = TcpListener::bind(addr).await?;
+        tracing::info!(addr = %l.local_addr()?, "metrics served");
+        background.push(tokio::spawn(metrics::serve_http(
+            l,
+            host.clone(),
+            metrics.clone(),
+        )));
+    }
+    if let Some(every) = config.log_interval {
+        background.push(tokio::spawn(metrics::log_periodically(
+            metrics.clone(),
+            every,
+        )));
+    }
+
+    tracing::info!(addr = %local, device = host.device().name(), admin = config.admin, "umd serving");
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    tonic::transport::Server::builder()
+        .add_service(health)
+        .add_service(reflection)
+        .add_service(
+            proto::translator_server::TranslatorServer::new(translator)
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .add_service(
+            proto::device_server::DeviceServer::new(device)
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .add_optional_service(admin)
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await?;
+
+    tracing::info!("draining: waiting for the device, freeing client buffers");
+    for task in background {
+        task.abort();
+    }
+    let host2 = host.clone();
+    tokio::task::spawn_blocking(move || {
+        let dev = host2.device();
+        let _ = dev.synchronize(dev.default_stream());
+        buffers.free_all(&**dev);
+        dev.trim();
+    })
+    .await?;
+    tracing::info!("umd stopped");
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,127 @@
+//! `umd.Translator`: `Translate` and the pipelined `SubmitBatch`.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+use super::convert::{error_response, request_from_proto, translation_response};
+use super::metrics::Metrics;
+use super::proto::{self, SubmitRequest, SubmitResponse, TranslateRequest, TranslateResponse};
+use crate::error::{Error, RequestError};
+use crate::{Host, Translation};
+
+/// Responses computed ahead of the one being sent, per stream (back-pressure beyond).
+const PIPELINE_DEPTH: usize = 256;
+
+#[derive(Clone)]
+pub struct TranslatorService {
+    host: Arc<Host>,
+    metrics: Arc<Metrics>,
+}
+
+impl TranslatorService {
+    pub fn new(host: Arc<Host>, metrics: Arc<Metrics>) -> Self {
+        TranslatorService { host, metrics }
+    }
+}
+
+/// Translates on the calling task when the cache has it, on the blocking pool otherwise (a
+/// plugin call may run up to its deadline and must not hold an async worker).
+pub async fn translate(host: &Arc<Host>, req: crate::OpRequest) -> Result<Arc<Translation>, Error> {
+    if let Some(hit) = host.translator().cached(&req) {
+        return Ok(hit);
+    }
+    let host = host.clone();
+    tokio::task::spawn_blocking(move || host.translate(&req))
+        .await
+        .unwrap_or_else(
+            |e| Err(RequestError::Other(format!("translation task failed: {e}")).into()),
+        )
+}
+
+impl TranslatorService {
+    async fn translate_one(&self, r: TranslateRequest) -> TranslateResponse {
+        let start = Instant::now();
+        let resp = match request_from_proto(&r) {
+            Err(e) => error_response(&e.into(), r.request_id),
+            Ok(req) => match translate(&self.host, req).await {
+                Ok(t) => translation_response(&t, r.request_id),
+                Err(e) => error_response(&e, r.request_id),
+            },
+        };
+        self.metrics
+            .record(&r.op_type, resp.status, start.elapsed());
+        resp
+    }
+}
+
+type SubmitStream = Pin<Box<dyn Stream<Item = Result<SubmitResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl proto::translator_server::Translator for TranslatorService {
+    async fn translate(
+        &self,
+        request: Request<TranslateRequest>,
+    ) -> Result<Response<TranslateResponse>, Status> {
+        Ok(Response::new(
+            self.translate_one(request.into_inner()).await,
+        ))
+    }
+
+    type SubmitBatchStream = SubmitStream;
+
+    /// Each item is translated as soon as it arrives (concurrently); a writer task sends the
+    /// responses in request order as each becomes ready.
+    async fn submit_batch(
+        &self,
+        request: Request<Streaming<SubmitRequest>>,
+    ) -> Result<Response<Self::SubmitBatchStream>, Status> {
+        let mut inbound = request.into_inner();
+        let (order_tx, mut order_rx) = mpsc::channel(PIPELINE_DEPTH);
+        let (out_tx, out_rx) = mpsc::channel(PIPELINE_DEPTH);
+        let this = self.clone();
+        tokio::spawn(async move {
+            while let Some(item) = inbound.next().await {
+                let Ok(item) = item else { break };
+                let this = this.clone();
+                let task = tokio::spawn(async move {
+                    match item.request {
+                        Some(r) => this.translate_one(r).await,
+                        None => TranslateResponse {
+                            status: crate::error::status::INVALID_INPUT,
+                            msg: "SubmitRequest carries no request".into(),
+                            ..Default::default()
+                        },
+                    }
+                });
+                if order_tx.send(task).await.is_err() {
+                    break;
+                }
+            }
+        });
+        tokio::spawn(async move {
+            while let Some(task) = order_rx.recv().await {
+                let response = task.await.unwrap_or_else(|e| TranslateResponse {
+                    status: crate::error::status::INTERNAL,
+                    msg: format!("translation task failed: {e}"),
+                    ..Default::default()
+                });
+                if out_tx
+                    .send(Ok(SubmitResponse {
+                        response: Some(response),
+                    }))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(out_rx))))
+    }
+}
