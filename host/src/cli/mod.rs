@@ -1,6 +1,7 @@
 //! Command-line parsing and the small commands; `demo` has its own module.
 
 mod demo;
+mod serve;
 
 use std::path::PathBuf;
 
@@ -83,6 +84,17 @@ enum Command {
     },
     /// List plugins: file, name, version, ABI, ops, targets, status.
     Plugins,
+    /// Serve the gRPC Translator, Device (and, with --admin, Plugins) services.
+    Serve(serve::ServeArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// N Adds as sequential unary Translate calls and as one SubmitBatch stream.
+    Grpc(serve::GrpcBenchArgs),
 }
 
 #[derive(Args)]
@@ -161,6 +173,8 @@ impl Cli {
     pub fn run(self) -> anyhow::Result<()> {
         match self.command {
             Command::Demo(args) => demo::run(&self.host.host()?, &args),
+            Command::Serve(args) => serve::run(self.host.host()?, &args),
+            Command::Bench(BenchCommand::Grpc(args)) => serve::bench_grpc(self.host.host()?, &args),
             Command::Translate {
                 op,
                 op_args,

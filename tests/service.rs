@@ -1,0 +1,611 @@
+//! The gRPC service against a server on an ephemeral loopback port: every RPC, status codes,
+//! a 1000-item stream with one bad item, a 64 MiB tensor round trip, deadlines, shutdown with a
+//! stream in flight, buffer isolation between clients, administration and metrics.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tonic::transport::Channel;
+use umd::cmdbuf::CommandBuffer;
+use umd::service::proto::device_client::DeviceClient;
+use umd::service::proto::plugins_client::PluginsClient;
+use umd::service::proto::translator_client::TranslatorClient;
+use umd::service::proto::*;
+use umd::service::{ServeConfig, serve};
+use umd::{Dtype, Host, data};
+use umd_tests::fixture_dir;
+
+struct Server {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Server {
+    async fn start(host: Host, config: ServeConfig) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve(Arc::new(host), config, listener, async {
+            let _ = rx.await;
+        }));
+        Server {
+            addr,
+            stop: Some(tx),
+            task,
+        }
+    }
+
+    async fn default() -> Server {
+        Server::start(Host::builder().build().unwrap(), quiet()).await
+    }
+
+    async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap()
+    }
+
+    async fn shutdown(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+fn quiet() -> ServeConfig {
+    ServeConfig {
+        log_interval: None,
+        ..Default::default()
+    }
+}
+
+fn desc(shape: &[i32], dtype: &str) -> TensorDesc {
+    TensorDesc {
+        name: "t".into(),
+        shape: shape.to_vec(),
+        dtype: dtype.into(),
+    }
+}
+
+fn req(op: &str, inputs: Vec<TensorDesc>, id: i64) -> TranslateRequest {
+    TranslateRequest {
+        op_type: op.into(),
+        inputs,
+        request_id: id,
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn translate_status_codes() {
+    let server = Server::default().await;
+    let mut c = TranslatorClient::new(server.channel().await);
+
+    let ok = c
+        .translate(req(
+            "add",
+            vec![desc(&[2, 3], "torch.float32"), desc(&[3], "f32")],
+            7,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (ok.status, ok.request_id, ok.kernel_name.as_str()),
+        (0, 7, "add_f32_bcast"),
+        "{}",
+        ok.msg
+    );
+    let cb = CommandBuffer::decode(&ok.command_buffer).unwrap();
+    assert_eq!(cb.launches.len(), 1);
+    assert_eq!(ok.outputs[0].shape, vec![2, 3]);
+    assert_eq!(ok.plugin, "elementwise@0.1.0");
+
+    let unsupported = c
+        .translate(req("Conv", vec![desc(&[1], "f32")], 1))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        unsupported.status, 2,
+        "clients test for 2: {}",
+        unsupported.msg
+    );
+    assert!(unsupported.command_buffer.is_empty());
+
+    let bad_dtype = c
+        .translate(req(
+            "Add",
+            vec![desc(&[1], "float33"), desc(&[1], "f32")],
+            2,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(bad_dtype.status, 3);
+    assert!(bad_dtype.msg.contains("float33"), "{}", bad_dtype.msg);
+
+    let negative = c
+        .translate(req("Relu", vec![desc(&[2, -1], "f32")], 3))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(negative.status, 3);
+    assert!(
+        negative.msg.contains("negative dimension -1"),
+        "{}",
+        negative.msg
+    );
+
+    let mut with_attr = req("Relu", vec![desc(&[2], "f32")], 4);
+    with_attr.attributes.insert("alpha".into(), "0.1".into());
+    let r = c.translate(with_attr).await.unwrap().into_inner();
+    assert_eq!(r.status, 3);
+    assert!(r.msg.contains("unknown attribute `alpha`"), "{}", r.msg);
+
+    let mut gpu = req(
+        "MatMul",
+        vec![desc(&[8, 4], "f16"), desc(&[4, 2], "half")],
+        5,
+    );
+    gpu.target = "cuda:sm_90".into();
+    let r = c.translate(gpu).await.unwrap().into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+    assert_eq!(
+        CommandBuffer::decode(&r.command_buffer).unwrap().target,
+        "cuda:sm_90"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_1000_item_stream_keeps_order_and_survives_a_bad_item() {
+    let server = Server::default().await;
+    let mut c = TranslatorClient::new(server.channel().await);
+    let items: Vec<SubmitRequest> = (0..1000)
+        .map(|i| {
+            let dtype = if i == 500 { "not-a-dtype" } else { "float32" };
+            SubmitRequest {
+                request: Some(req("Add", vec![desc(&[4, 4], dtype), desc(&[4], dtype)], i)),
+            }
+        })
+        .collect();
+    let mut stream = c
+        .submit_batch(tokio_stream::iter(items))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut seen = Vec::new();
+    while let Some(item) = stream.message().await.unwrap() {
+        let r = item.response.unwrap();
+        seen.push((r.request_id, r.status));
+    }
+    assert_eq!(seen.len(), 1000);
+    for (i, (id, status)) in seen.iter().enumerate() {
+        assert_eq!(*id, i as i64, "responses in request order");
+        assert_eq!(*status, if i == 500 { 3 } else { 0 });
+    }
+    server.shutdown().await;
+}
+
+async fn write(c: &mut DeviceClient<Channel>, handle: &str, bytes: &[u8], chunk: usize) {
+    let chunks: Vec<WriteChunk> = bytes
+        .chunks(chunk)
+        .enumerate()
+        .map(|(i, d)| WriteChunk {
+            handle: if i == 0 { handle.into() } else { String::new() },
+            data: d.to_vec(),
+            ..Default::default()
+        })
+        .collect();
+    let r = c
+        .write_buffer(tokio_stream::iter(chunks))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+}
+
+async fn read(c: &mut DeviceClient<Channel>, handle: &str) -> Vec<u8> {
+    let mut s = c
+        .read_buffer(ReadRequest {
+            handle: handle.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut out = Vec::new();
+    while let Some(chunk) = s.message().await.unwrap() {
+        out.extend(chunk.data);
+    }
+    out
+}
+
+async fn create(c: &mut DeviceClient<Channel>, bytes: u64) -> String {
+    let r = c
+        .create_buffer(CreateBufferRequest {
+            device: "cpu".into(),
+            bytes,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0);
+    r.handle
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_64_mib_tensor_round_trips_in_chunks() {
+    let server = Server::default().await;
+    let mut c = DeviceClient::new(server.channel().await);
+    let n = 64 << 20;
+    let data: Vec<u8> = (0..n).map(|i: usize| (i * 31 % 251) as u8).collect();
+    let h = create(&mut c, n as u64).await;
+    write(&mut c, &h, &data, 1 << 20).await; // each message well under the 4 MiB default
+    let back = read(&mut c, &h).await;
+    assert!(back == data, "64 MiB came back identical");
+    let info = c.info(InfoRequest::default()).await.unwrap().into_inner();
+    assert!(info.allocated_bytes >= n as u64);
+    assert_eq!(info.live_buffers, 1);
+    c.free_buffer(BufferRequest {
+        handle: h.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let gone = c
+        .read_buffer(ReadRequest {
+            handle: h,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), tonic::Code::NotFound);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_execution_of_add_and_matmul() {
+    let server = Server::default().await;
+    let mut c = DeviceClient::new(server.channel().await);
+    let a = data::encode(Dtype::F32, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]); // [2, 3]
+    let b = data::encode(Dtype::F32, &[1.0, 0.0, 0.0, 1.0, 1.0, 1.0]); // [3, 2]
+    let (ha, hb) = (create(&mut c, 24).await, create(&mut c, 24).await);
+    write(&mut c, &ha, &a, 1 << 20).await;
+    write(&mut c, &hb, &b, 1 << 20).await;
+    let r = c
+        .execute(ExecuteRequest {
+            op: Some(req(
+                "MatMul",
+                vec![desc(&[2, 3], "f32"), desc(&[3, 2], "f32")],
+                0,
+            )),
+            inputs: vec![ha.clone(), hb.clone()],
+            wait: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+    assert_eq!(r.output_descs[0].shape, vec![2, 2]);
+    let out = data::decode(Dtype::F32, &read(&mut c, &r.outputs[0]).await);
+    assert_eq!(out, vec![4.0, 5.0, 10.0, 11.0]);
+
+    // Add via a command buffer from Translate, into an output buffer the client made, then
+    // Synchronize instead of waiting.
+    let mut t = TranslatorClient::new(server.channel().await);
+    let tr = t
+        .translate(req(
+            "Add",
+            vec![desc(&[2, 3], "f32"), desc(&[2, 3], "f32")],
+            0,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let hout = create(&mut c, 24).await;
+    let r = c
+        .execute(ExecuteRequest {
+            command_buffer: tr.command_buffer,
+            inputs: vec![ha.clone(), ha.clone()],
+            outputs: vec![hout.clone()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+    let s = c
+        .synchronize(SyncRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.status, 0);
+    assert_eq!(
+        data::decode(Dtype::F32, &read(&mut c, &hout).await),
+        vec![2.0, 4.0, 6.0, 8.0, 10.0, 12.0]
+    );
+
+    // Wrong input count and a corrupt command buffer are statuses, not crashes.
+    let r = c
+        .execute(ExecuteRequest {
+            command_buffer: b"UMDCMD junk".to_vec(),
+            inputs: vec![ha.clone()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 5, "{}", r.msg);
+    let r = c
+        .execute(ExecuteRequest {
+            op: Some(req("Relu", vec![desc(&[6], "f32")], 0)),
+            inputs: vec![ha.clone(), hb.clone()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 3);
+    assert!(
+        r.msg.contains("1 input buffers needed, 2 given"),
+        "{}",
+        r.msg
+    );
+    let e = c
+        .info(InfoRequest {
+            device: "cuda:7".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_client_cannot_touch_the_first_clients_buffers() {
+    let server = Server::default().await;
+    let mut alice = DeviceClient::new(server.channel().await);
+    let mut bob = DeviceClient::new(server.channel().await);
+    let h = create(&mut alice, 16).await;
+    write(&mut alice, &h, &[7; 16], 16).await;
+    assert!(h.len() >= 32 + 4, "handles carry 128 random bits: {h}");
+    // Bob cannot guess: neighbours of Alice's handle, and the simplest handles, are unknown.
+    let mut guesses = vec![
+        "buf-0".to_string(),
+        "buf-00000000000000000000000000000001".to_string(),
+        String::new(),
+    ];
+    let mut flipped = h.clone().into_bytes();
+    let last = flipped.len() - 1;
+    flipped[last] = if flipped[last] == b'0' { b'1' } else { b'0' };
+    guesses.push(String::from_utf8(flipped).unwrap());
+    for g in guesses {
+        let e = bob
+            .read_buffer(ReadRequest {
+                handle: g.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound, "{g}");
+        let e = bob
+            .free_buffer(BufferRequest {
+                handle: g.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound, "{g}");
+        let r = bob
+            .execute(ExecuteRequest {
+                op: Some(req("Neg", vec![desc(&[4], "f32")], 0)),
+                inputs: vec![g.clone()],
+                outputs: vec![h.clone()[..h.len() - 1].to_string()],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_ne!(r.status, 0, "{g}");
+    }
+    assert_eq!(
+        read(&mut alice, &h).await,
+        vec![7; 16],
+        "Alice's data untouched"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlines_are_honoured() {
+    let dir = fixture_dir(&["spin"]);
+    let host = Host::builder().plugin_dir(dir.path()).build().unwrap();
+    let server = Server::start(host, quiet()).await;
+    let mut c = TranslatorClient::new(server.channel().await);
+    let mut r = tonic::Request::new(req("Spin", vec![desc(&[1], "f32")], 1));
+    r.set_timeout(Duration::from_millis(150));
+    let started = std::time::Instant::now();
+    let e = c.translate(r).await.unwrap_err();
+    assert!(
+        matches!(
+            e.code(),
+            tonic::Code::DeadlineExceeded | tonic::Code::Cancelled
+        ),
+        "{e:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "answered at the client's deadline, not the plugin's"
+    );
+    // The server still serves; the plugin call itself is stopped by its own deadline.
+    let ok = c
+        .translate(req("Add", vec![desc(&[1], "f32"), desc(&[1], "f32")], 2))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ok.status, 0);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_finishes_a_stream_in_flight() {
+    let server = Server::default().await;
+    let mut c = TranslatorClient::new(server.channel().await);
+    let items: Vec<SubmitRequest> = (0..300)
+        .map(|i| SubmitRequest {
+            request: Some(req(
+                "Mul",
+                vec![desc(&[8], "f32"), desc(&[i % 7 + 1, 1], "f32")],
+                i as i64,
+            )),
+        })
+        .collect();
+    let mut stream = c
+        .submit_batch(tokio_stream::iter(items))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap();
+    assert_eq!(first.response.unwrap().request_id, 0);
+    // Shut down while the stream is in flight: every response still arrives.
+    let Server { addr, stop, task } = server;
+    let _ = stop.unwrap().send(());
+    let mut n = 1;
+    while let Some(item) = stream.message().await.unwrap() {
+        let r = item.response.unwrap();
+        assert_eq!((r.request_id, r.status), (n, 0));
+        n += 1;
+    }
+    assert_eq!(n, 300);
+    task.await.unwrap().unwrap();
+    assert!(
+        TranslatorClient::connect(format!("http://{addr}"))
+            .await
+            .is_err(),
+        "no longer accepting"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_admin_and_metrics() {
+    // Without --admin there is no Plugins service.
+    let server = Server::default().await;
+    let mut admin = PluginsClient::new(server.channel().await);
+    assert_eq!(
+        admin.list(ListRequest {}).await.unwrap_err().code(),
+        tonic::Code::Unimplemented
+    );
+    let mut health = tonic_health::pb::health_client::HealthClient::new(server.channel().await);
+    let h = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "umd.Translator".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        h.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+    server.shutdown().await;
+
+    // With --admin, a token and metrics.
+    let metrics_port = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let config = ServeConfig {
+        admin: true,
+        admin_token: Some("s3cret".into()),
+        metrics_addr: Some(metrics_port),
+        ..quiet()
+    };
+    let server = Server::start(Host::builder().build().unwrap(), config).await;
+    let mut admin = PluginsClient::new(server.channel().await);
+    assert_eq!(
+        admin.list(ListRequest {}).await.unwrap_err().code(),
+        tonic::Code::Unauthenticated
+    );
+    let authed = |msg| {
+        let mut r = tonic::Request::new(msg);
+        r.metadata_mut()
+            .insert("authorization", "Bearer s3cret".parse().unwrap());
+        r
+    };
+    let list = admin
+        .list(authed(ListRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        list.plugins
+            .iter()
+            .any(|p| p.name == "elementwise" && p.status == "loaded" && p.abi == "1.0.0")
+    );
+
+    let mut t = TranslatorClient::new(server.channel().await);
+    let add = || req("Add", vec![desc(&[2], "f32"), desc(&[2], "f32")], 0);
+    assert_eq!(t.translate(add()).await.unwrap().into_inner().status, 0);
+    let mut unload = tonic::Request::new(UnloadRequest {
+        name: "elementwise".into(),
+    });
+    unload
+        .metadata_mut()
+        .insert("authorization", "Bearer s3cret".parse().unwrap());
+    assert_eq!(admin.unload(unload).await.unwrap().into_inner().status, 0);
+    assert_eq!(
+        t.translate(add()).await.unwrap().into_inner().status,
+        2,
+        "unloaded ops are gone"
+    );
+    let bad = admin
+        .load({
+            let mut r = tonic::Request::new(LoadRequest {
+                path: "/nonexistent/x.wasm".into(),
+            });
+            r.metadata_mut()
+                .insert("authorization", "Bearer s3cret".parse().unwrap());
+            r
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_ne!(bad.status, 0);
+    assert!(bad.msg.contains("/nonexistent/x.wasm"), "{}", bad.msg);
+
+    // Metrics: plain HTTP GET.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(metrics_port).await.unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).await.unwrap();
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    assert!(
+        text.contains("umd_requests_total{op=\"add\",status=\"0\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("umd_requests_total{op=\"add\",status=\"2\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("umd_request_latency_seconds_count 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("umd_pool_bytes_in_use{device=\"cpu\"}"),
+        "{text}"
+    );
+    server.shutdown().await;
+}
