@@ -1,0 +1,101 @@
+"""The generated client against a real `umd serve` process: translate, batch, execute Add and
+MatMul with numpy-checked results, and the torch example where torch is installed."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from umd_client import STATUS_UNSUPPORTED, Client, UmdError  # noqa: E402
+from umd_client import umd_pb2 as pb  # noqa: E402
+
+ROOT = HERE.parents[2]
+UMD_BIN = os.environ.get("UMD_BIN", str(ROOT / "target" / "debug" / "umd"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    proc = subprocess.Popen([UMD_BIN, "serve", "--addr", f"127.0.0.1:{port}", "--log-interval", "0"],
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"umd serve exited: {proc.stderr.read()}")
+            time.sleep(0.05)
+    yield f"127.0.0.1:{port}"
+    proc.terminate()
+    assert proc.wait(timeout=20) == 0, "SIGTERM drains and exits 0"
+
+
+@pytest.fixture()
+def client(server):
+    with Client(server) as c:
+        yield c
+
+
+def test_translate_returns_a_command_buffer(client):
+    t = client.translate("Add", [pb.TensorDesc(shape=[2, 3], dtype="torch.float32"),
+                                 pb.TensorDesc(shape=[3], dtype="float32")], request_id=9)
+    assert t.command_buffer[:6] == b"UMDCMD"
+    assert t.kernel_name == "add_f32_bcast"
+    assert t.request_id == 9
+    assert list(t.outputs[0].shape) == [2, 3]
+
+
+def test_unsupported_op_is_status_2(client):
+    with pytest.raises(UmdError) as e:
+        client.translate("Conv", [pb.TensorDesc(shape=[1], dtype="f32")])
+    assert e.value.status == STATUS_UNSUPPORTED
+
+
+def test_batch_streams_in_order_with_a_bad_item(client):
+    items = [("Add", [np.zeros((4,), np.float32), np.zeros((4,), np.float32)]) for _ in range(50)]
+    items[20] = ("Add", [pb.TensorDesc(shape=[4], dtype="nope"), pb.TensorDesc(shape=[4], dtype="f32")])
+    got = list(client.batch(items))
+    assert [r.request_id for r in got] == list(range(50))
+    assert [r.status for r in got].count(0) == 49
+    assert got[20].status == 3 and "nope" in got[20].msg
+
+
+def test_execute_add_and_matmul_match_numpy(client):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 7), dtype=np.float32)
+    bias = rng.standard_normal((7,), dtype=np.float32)
+    (z,) = client.run("Add", a, bias)
+    np.testing.assert_array_equal(z, a + bias)
+
+    x = rng.standard_normal((3, 4, 6), dtype=np.float32)
+    w = rng.standard_normal((6, 5), dtype=np.float32)
+    (y,) = client.run("MatMul", x, w)
+    np.testing.assert_allclose(y, x @ w, rtol=1e-5, atol=1e-5)
+
+    big = rng.standard_normal((1 << 20,), dtype=np.float32)  # 4 MiB: several chunks
+    (r,) = client.run("Relu", big)
+    np.testing.assert_array_equal(r, np.maximum(big, 0))
+
+
+def test_torch_example_where_installed(server):
+    pytest.importorskip("torch")
+    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    out = subprocess.run([sys.executable, str(HERE.parent / "examples" / "torch_add.py"), server],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr

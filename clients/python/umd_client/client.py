@@ -1,0 +1,159 @@
+"""A small typed wrapper over the generated umd stubs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence
+
+import grpc
+import numpy as np
+
+from . import umd_pb2 as pb
+from . import umd_pb2_grpc as rpc
+
+STATUS_OK = 0
+STATUS_UNSUPPORTED = 2
+
+_NP_DTYPES = {
+    "float32": "f32",
+    "float16": "f16",
+    "float64": "f64",
+    "int32": "i32",
+    "int64": "i64",
+    "int8": "i8",
+    "uint8": "u8",
+    "bool": "bool",
+}
+_UMD_TO_NP = {v: k for k, v in _NP_DTYPES.items()}
+
+#: Bytes per WriteBuffer message (well under gRPC's 4 MiB default).
+CHUNK = 1 << 20
+
+
+class UmdError(RuntimeError):
+    """A non-zero umd status, with its readable message."""
+
+    def __init__(self, status: int, msg: str):
+        super().__init__(f"umd status {status}: {msg}")
+        self.status = status
+        self.msg = msg
+
+
+@dataclass
+class Translation:
+    command_buffer: bytes
+    kernel_name: str
+    plugin: str
+    outputs: List[pb.TensorDesc]
+    request_id: int
+
+
+def desc(array_or_shape, dtype: Optional[str] = None, name: str = "") -> pb.TensorDesc:
+    """A TensorDesc from a numpy array, or from a shape and a dtype name."""
+    if isinstance(array_or_shape, np.ndarray):
+        shape = array_or_shape.shape
+        dtype = dtype or _NP_DTYPES[str(array_or_shape.dtype)]
+    else:
+        shape = tuple(array_or_shape)
+    return pb.TensorDesc(name=name, shape=list(shape), dtype=dtype or "float32")
+
+
+def _request(op: str, inputs: Sequence, attributes: Optional[Dict[str, object]], request_id: int,
+             target: str = "") -> pb.TranslateRequest:
+    descs = [x if isinstance(x, pb.TensorDesc) else desc(x) for x in inputs]
+    attrs = {k: str(v) for k, v in (attributes or {}).items()}
+    return pb.TranslateRequest(op_type=op, inputs=descs, attributes=attrs, request_id=request_id,
+                               target=target)
+
+
+class Client:
+    """A connection to ``umd serve``."""
+
+    def __init__(self, address: str = "127.0.0.1:50051", device: str = ""):
+        self.channel = grpc.insecure_channel(address)
+        self.translator = rpc.TranslatorStub(self.channel)
+        self.device_stub = rpc.DeviceStub(self.channel)
+        self.device = device
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- translation ---------------------------------------------------------------------------
+
+    def translate(self, op: str, inputs: Sequence, attributes: Optional[Dict[str, object]] = None,
+                  request_id: int = 0, target: str = "") -> Translation:
+        """Translates one op; raises UmdError on a non-zero status."""
+        r = self.translator.Translate(_request(op, inputs, attributes, request_id, target))
+        if r.status != STATUS_OK:
+            raise UmdError(r.status, r.msg)
+        return Translation(r.command_buffer, r.kernel_name, r.plugin, list(r.outputs), r.request_id)
+
+    def batch(self, requests: Iterable[tuple]) -> Iterator[pb.TranslateResponse]:
+        """Streams (op, inputs[, attributes]) tuples through SubmitBatch; yields each response
+        (with its own status) in request order as it arrives."""
+
+        def items():
+            for i, item in enumerate(requests):
+                op, inputs, *rest = item
+                yield pb.SubmitRequest(request=_request(op, inputs, rest[0] if rest else None, i))
+
+        for resp in self.translator.SubmitBatch(items()):
+            yield resp.response
+
+    # -- buffers and execution ---------------------------------------------------------------
+
+    def upload(self, array: np.ndarray) -> str:
+        """Copies an array into a new device buffer; returns its handle."""
+        data = np.ascontiguousarray(array).tobytes()
+        r = self.device_stub.CreateBuffer(pb.CreateBufferRequest(device=self.device, bytes=len(data)))
+        if r.status != STATUS_OK:
+            raise UmdError(r.status, r.msg)
+
+        def chunks():
+            yield pb.WriteChunk(device=self.device, handle=r.handle, data=data[:CHUNK])
+            for off in range(CHUNK, len(data), CHUNK):
+                yield pb.WriteChunk(data=data[off:off + CHUNK])
+
+        w = self.device_stub.WriteBuffer(chunks())
+        if w.status != STATUS_OK:
+            raise UmdError(w.status, w.msg)
+        return r.handle
+
+    def download(self, handle: str, shape: Sequence[int], dtype: str) -> np.ndarray:
+        """Reads a device buffer into an array of `shape` and umd dtype name `dtype`."""
+        data = b"".join(c.data for c in self.device_stub.ReadBuffer(
+            pb.ReadRequest(device=self.device, handle=handle)))
+        return np.frombuffer(data, dtype=_UMD_TO_NP[dtype]).reshape(tuple(shape)).copy()
+
+    def free(self, handle: str) -> None:
+        self.device_stub.FreeBuffer(pb.BufferRequest(device=self.device, handle=handle))
+
+    def execute(self, op: str, handles: Sequence[str], descs: Sequence[pb.TensorDesc],
+                attributes: Optional[Dict[str, object]] = None) -> pb.ExecuteResponse:
+        """Runs an op on device buffers and waits; returns output handles and descriptions."""
+        r = self.device_stub.Execute(pb.ExecuteRequest(
+            device=self.device, op=_request(op, descs, attributes, 0), inputs=list(handles),
+            wait=True))
+        if r.status != STATUS_OK:
+            raise UmdError(r.status, r.msg)
+        return r
+
+    def run(self, op: str, *arrays: np.ndarray, attributes: Optional[Dict[str, object]] = None
+            ) -> List[np.ndarray]:
+        """Uploads the arrays, runs the op, downloads every output, frees everything."""
+        handles = [self.upload(a) for a in arrays]
+        try:
+            r = self.execute(op, handles, [desc(a) for a in arrays], attributes)
+            outs = [self.download(h, d.shape, d.dtype) for h, d in zip(r.outputs, r.output_descs)]
+            for h in r.outputs:
+                self.free(h)
+            return outs
+        finally:
+            for h in handles:
+                self.free(h)
