@@ -4,7 +4,15 @@ fn main() {
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let out = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("fixtures");
     let mut build = umd_sdk_build::PluginBuild::new(&manifest).out_dir(&out);
-    for f in ["panicky", "spin", "hog", "badplans", "abi2"] {
+    for f in [
+        "panicky",
+        "spin",
+        "hog",
+        "badplans",
+        "abi2",
+        "tagger-v1",
+        "tagger-v2",
+    ] {
         build = build.plugin(format!("tests/fixtures/{f}"));
     }
     for dir in ["tests/fixtures", "sdk/src", "wit"] {

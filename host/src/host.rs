@@ -10,6 +10,7 @@ use crate::cmdbuf::LaunchCmd;
 use crate::device::cpu::CpuDevice;
 use crate::device::{BufferId, CpuKernels, Device, Fence, StreamId};
 use crate::error::{Error, LoadError, Result};
+use crate::plugin::artifacts::ArtifactCache;
 use crate::plugin::convert::{self, Declined};
 use crate::plugin::kernel_call::{CpuBufferRef, CpuCallRef};
 use crate::plugin::{LoadedPlugin, Runtime, SandboxLimits, component_files, wit};
@@ -64,6 +65,7 @@ pub struct HostBuilder {
     limits: SandboxLimits,
     cache_capacity: usize,
     device_memory: u64,
+    artifact_dir: Option<PathBuf>,
 }
 
 impl Default for HostBuilder {
@@ -74,6 +76,7 @@ impl Default for HostBuilder {
             limits: SandboxLimits::default(),
             cache_capacity: 4096,
             device_memory: 8 << 30,
+            artifact_dir: ArtifactCache::default_dir(),
         }
     }
 }
@@ -97,6 +100,12 @@ impl HostBuilder {
         self.cache_capacity = n;
         self
     }
+    /// Where compiled components are cached (`None`: compile every load). Default:
+    /// `$XDG_CACHE_HOME/umd/components` or `~/.cache/umd/components`.
+    pub fn artifact_cache(mut self, dir: Option<PathBuf>) -> Self {
+        self.artifact_dir = dir;
+        self
+    }
     /// Most bytes the CPU device's buffers may hold at once.
     pub fn device_memory(mut self, bytes: u64) -> Self {
         self.device_memory = bytes;
@@ -106,7 +115,7 @@ impl HostBuilder {
     /// Loads the plugins and opens the CPU device. A plugin that fails to load is reported in
     /// [`Host::plugin_status`] and does not stop the others.
     pub fn build(self) -> Result<Host> {
-        let runtime = Runtime::new(self.limits)?;
+        let runtime = Runtime::new(self.limits, self.artifact_dir.clone())?;
         let registry = Arc::new(Registry::default());
         let mut failures = Vec::new();
         let mut record =
@@ -145,6 +154,7 @@ impl HostBuilder {
             translator,
             device,
             failures: Mutex::new(failures),
+            plugin_dirs: self.plugin_dirs,
         })
     }
 }
@@ -157,6 +167,7 @@ pub struct Host {
     device: Arc<dyn Device>,
     /// Plugin files that were refused, most recent last.
     failures: Mutex<Vec<PluginStatus>>,
+    plugin_dirs: Vec<PathBuf>,
 }
 
 impl Host {
@@ -201,15 +212,48 @@ impl Host {
         match self.runtime.load_file(path) {
             Ok(p) => {
                 self.registry.insert(p.clone());
+                self.failures.lock().retain(|f| f.origin != p.origin());
                 Ok(PluginStatus::loaded(&p))
             }
             Err(e) => {
-                self.failures
-                    .lock()
-                    .push(PluginStatus::refused(path.display().to_string(), &e));
+                let mut failures = self.failures.lock();
+                if failures.len() >= 100 {
+                    failures.remove(0);
+                }
+                failures.push(PluginStatus::refused(path.display().to_string(), &e));
                 Err(e)
             }
         }
+    }
+
+    /// Applies a change to a plugin file: (re)loads it when it exists, unloads the plugin
+    /// loaded from it when it is gone. Used by the directory watcher and reload requests.
+    pub fn apply_change(&self, path: &std::path::Path) {
+        if path.is_file() {
+            match self.load_plugin(path) {
+                Ok(p) => {
+                    tracing::info!(path = %path.display(), plugin = ?p.status, "plugin loaded")
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "plugin replacement refused; the loaded version keeps serving")
+                }
+            }
+        } else {
+            let origin = path.display().to_string();
+            let snap = self.registry.snapshot();
+            if let Some(p) = snap.plugins().iter().find(|p| p.origin() == origin) {
+                tracing::info!(plugin = p.label(), "plugin file removed; unloading");
+                self.registry.remove(p.name());
+            }
+        }
+    }
+
+    /// Watches the plugin directories given to the builder (and `extra`), reloading on change
+    /// until the returned watcher is dropped.
+    pub fn watch(self: &Arc<Self>, extra: &[PathBuf]) -> notify::Result<crate::watch::Watcher> {
+        let mut dirs = self.plugin_dirs.clone();
+        dirs.extend_from_slice(extra);
+        crate::watch::watch(self.clone(), &dirs)
     }
 
     /// Unloads the plugin named `name`; calls in flight finish on it. Returns whether it was
@@ -292,9 +336,9 @@ impl CpuKernels for RegistryKernels {
         launch: &LaunchCmd,
         buffers: &[(u32, u64, Option<&[u8]>)],
     ) -> std::result::Result<Vec<(u32, Vec<u8>)>, String> {
-        let snap = self.0.snapshot();
-        let plugin = snap
-            .by_label(&launch.module.plugin)
+        let plugin = self
+            .0
+            .find_label(&launch.module.plugin)
             .ok_or_else(|| format!("plugin {} is no longer loaded", launch.module.plugin))?;
         let relocations: Vec<wit::Relocation> = launch
             .relocations

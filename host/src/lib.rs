@@ -32,6 +32,7 @@ pub mod service;
 pub mod target;
 pub mod tensor;
 pub mod translate;
+pub mod watch;
 
 pub use error::{Error, Result};
 pub use host::{Host, HostBuilder, PluginStatus};

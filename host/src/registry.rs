@@ -6,7 +6,7 @@
 //! state beyond the `Arc<LoadedPlugin>`s it lists.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -86,6 +86,9 @@ pub struct Registry {
     current: ArcSwap<Snapshot>,
     /// Serializes writers; readers never take it.
     write: Mutex<()>,
+    /// Every version ever inserted, by label, while something (a translation, a call in
+    /// flight) still holds it: work planned by a replaced version still runs on it.
+    known: Mutex<HashMap<String, Weak<LoadedPlugin>>>,
 }
 
 impl Default for Registry {
@@ -93,6 +96,7 @@ impl Default for Registry {
         Registry {
             current: ArcSwap::from_pointee(Snapshot::default()),
             write: Mutex::new(()),
+            known: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -102,8 +106,21 @@ impl Registry {
         self.current.load_full()
     }
 
+    /// The plugin `name@version`: the live one, or a replaced one still held by earlier work.
+    pub fn find_label(&self, label: &str) -> Option<Arc<LoadedPlugin>> {
+        if let Some(p) = self.snapshot().by_label(label) {
+            return Some(p.clone());
+        }
+        self.known.lock().get(label).and_then(Weak::upgrade)
+    }
+
     /// Adds a plugin; one with the same name is replaced (its in-flight calls finish on it).
     pub fn insert(&self, plugin: Arc<LoadedPlugin>) {
+        {
+            let mut known = self.known.lock();
+            known.retain(|_, w| w.strong_count() > 0);
+            known.insert(plugin.label().to_string(), Arc::downgrade(&plugin));
+        }
         self.update(|plugins| {
             plugins.retain(|p| p.name() != plugin.name());
             plugins.push(plugin);

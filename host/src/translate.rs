@@ -90,6 +90,9 @@ pub struct Translation {
     pub kernel_name: String,
     /// Registry generation it was made under.
     pub generation: u64,
+    /// The plugin version that planned it, kept alive so the translation can run on it even
+    /// after a hot reload replaced it.
+    pub planner: Arc<LoadedPlugin>,
 }
 
 /// Translates requests against a registry, with a cache in front.
@@ -164,7 +167,7 @@ impl Translator {
             match p.plan(&wit_req).map_err(fault)? {
                 Ok(plan) => {
                     let cb = build_command_buffer(p, req, target, plan).map_err(fault)?;
-                    return Ok(finish(cb, p.label(), snap.generation));
+                    return Ok(finish(cb, p.clone(), snap.generation));
                 }
                 Err(e) => match convert::op_error(e) {
                     Declined::Unsupported(m) => declined.push(format!("{}: {m}", p.label())),
@@ -186,7 +189,7 @@ impl Translator {
     }
 }
 
-fn finish(cb: CommandBuffer, plugin: &str, generation: u64) -> Translation {
+fn finish(cb: CommandBuffer, planner: Arc<LoadedPlugin>, generation: u64) -> Translation {
     let bytes: Arc<[u8]> = cb.encode().into();
     let outputs = cb
         .bindings
@@ -203,9 +206,10 @@ fn finish(cb: CommandBuffer, plugin: &str, generation: u64) -> Translation {
         cmdbuf: Arc::new(cb),
         bytes,
         outputs,
-        plugin: plugin.to_string(),
+        plugin: planner.label().to_string(),
         kernel_name,
         generation,
+        planner,
     }
 }
 

@@ -4,7 +4,10 @@
 //! A device owns memory, streams and execution. It receives validated command buffers and the
 //! buffers bound to them; it never plans anything and never knows an operator. The CPU device
 //! runs a launch by calling the providing plugin's CPU kernel through [`CpuKernels`].
+//! [`caching`] is the device-memory allocator policy for GPU backends (tested with a fake raw
+//! allocator; the CUDA backend that will use it is not built yet).
 
+pub mod caching;
 pub mod cpu;
 pub mod pool;
 pub mod sync;
@@ -24,7 +27,7 @@ use crate::target::Target;
 pub struct BufferId(pub u64);
 
 /// A stream handle: work submitted to one stream runs in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StreamId(pub u32);
 
 #[derive(Debug, Error, Clone, PartialEq)]

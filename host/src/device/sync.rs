@@ -93,6 +93,13 @@ impl Fence {
     }
 }
 
+/// An allocator can wait for a fence before reusing memory another stream used.
+impl super::caching::EventQuery for Fence {
+    fn is_complete(&self) -> bool {
+        self.is_done()
+    }
+}
+
 struct FenceFuture(Fence);
 
 impl Future for FenceFuture {

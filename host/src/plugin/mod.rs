@@ -6,6 +6,7 @@
 //! on success; on any error the instance — its whole `Store` — is dropped, so a trap poisons
 //! nothing else. Knows nothing of devices, caches or command buffers.
 
+pub mod artifacts;
 mod bindings;
 pub mod convert;
 pub mod kernel_call;
@@ -44,6 +45,7 @@ pub struct Runtime {
     engine: Engine,
     linker: Linker<StoreState>,
     limits: SandboxLimits,
+    artifacts: Option<artifacts::ArtifactCache>,
     stop_ticker: Arc<AtomicBool>,
 }
 
@@ -54,8 +56,12 @@ impl Drop for Runtime {
 }
 
 impl Runtime {
-    /// A runtime with an epoch ticker thread driving call deadlines.
-    pub fn new(limits: SandboxLimits) -> Result<Arc<Runtime>, LoadError> {
+    /// A runtime with an epoch ticker thread driving call deadlines; compiled components are
+    /// cached in `cache_dir` when given.
+    pub fn new(
+        limits: SandboxLimits,
+        cache_dir: Option<PathBuf>,
+    ) -> Result<Arc<Runtime>, LoadError> {
         let mut config = Config::new();
         config.wasm_component_model(true).epoch_interruption(true);
         let engine = Engine::new(&config).map_err(|e| LoadError::Compile {
@@ -79,10 +85,12 @@ impl Runtime {
                 }
             })
             .expect("spawning the epoch thread");
+        let artifacts = cache_dir.map(|d| artifacts::ArtifactCache::new(d, &engine));
         Ok(Arc::new(Runtime {
             engine,
             linker,
             limits,
+            artifacts,
             stop_ticker: stop,
         }))
     }
@@ -106,10 +114,21 @@ impl Runtime {
         origin: &str,
         bytes: &[u8],
     ) -> Result<Arc<LoadedPlugin>, LoadError> {
-        let component = Component::new(&self.engine, bytes).map_err(|e| LoadError::Compile {
+        let started = std::time::Instant::now();
+        let wasm_hash: [u8; 32] = Sha256::digest(bytes).into();
+        let compiled = match &self.artifacts {
+            Some(cache) => cache.load_or_compile(&self.engine, bytes, &wasm_hash),
+            None => {
+                Component::new(&self.engine, bytes).map(|c| (c, artifacts::Provenance::Compiled))
+            }
+        };
+        let (component, provenance) = compiled.map_err(|e| LoadError::Compile {
             path: origin.into(),
             reason: format!("{e:#}"),
         })?;
+        if let artifacts::Provenance::Recompiled(why) = &provenance {
+            tracing::warn!(%origin, reason = %why, "cached compiled artifact unusable; recompiled");
+        }
         let abi = self.check_interface(origin, &component)?;
         let run_cpu_index = component
             .get_export_index(None, &*format!("{PACKAGE}/operator@{abi}"))
@@ -131,7 +150,9 @@ impl Runtime {
             origin: origin.to_string(),
             label: origin.to_string(),
             abi,
-            wasm_hash: Sha256::digest(bytes).into(),
+            wasm_hash,
+            provenance,
+            load_time: std::time::Duration::ZERO,
             pre,
             run_cpu_index,
             idle: Mutex::new(Vec::new()),
@@ -156,6 +177,7 @@ impl Runtime {
         Ok(Arc::new(LoadedPlugin {
             info,
             label,
+            load_time: started.elapsed(),
             ..plugin
         }))
     }
@@ -265,6 +287,8 @@ pub struct LoadedPlugin {
     label: String,
     abi: semver::Version,
     wasm_hash: [u8; 32],
+    provenance: artifacts::Provenance,
+    load_time: std::time::Duration,
     pre: PluginPre<StoreState>,
     run_cpu_index: ComponentExportIndex,
     idle: Mutex<Vec<Instance>>,
@@ -307,6 +331,14 @@ impl LoadedPlugin {
     }
     pub fn wasm_hash(&self) -> &[u8; 32] {
         &self.wasm_hash
+    }
+    /// Whether the compiled code came from the artifact cache.
+    pub fn provenance(&self) -> &artifacts::Provenance {
+        &self.provenance
+    }
+    /// Time from bytes to a described, ready plugin.
+    pub fn load_time(&self) -> std::time::Duration {
+        self.load_time
     }
     /// Calls that faulted (trap, deadline, memory) since load.
     pub fn faults(&self) -> u64 {

@@ -1,0 +1,195 @@
+//! Live plugin lifecycle: hot replacement under load through the directory watcher, broken
+//! replacements that leave the working version serving, removal, and the compiled-artifact
+//! cache.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use umd::plugin::artifacts::Provenance;
+use umd::{Dtype, Host, OpRequest, TensorDesc, data};
+use umd_tests::fixture;
+use umd_tests::tempdir::TempDir;
+
+/// Replaces `dest` atomically with `src`'s bytes (write aside, rename over).
+fn install(src: &Path, dest: &Path) {
+    let tmp = dest.with_extension("part");
+    std::fs::copy(src, &tmp).unwrap();
+    std::fs::rename(&tmp, dest).unwrap();
+}
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn live_version(host: &Host, name: &str) -> Option<String> {
+    let snap = host.registry().snapshot();
+    snap.plugins()
+        .iter()
+        .find(|p| p.name() == name)
+        .map(|p| p.version().to_string())
+}
+
+/// Translates and runs `Tag`; returns (planning plugin's label, value the kernel wrote).
+fn tag(host: &Host) -> Result<(String, f64), umd::Error> {
+    let x = TensorDesc::new("x", vec![1], Dtype::F32);
+    let t = host.translate(&OpRequest::new("Tag", vec![x.clone()]))?;
+    let a = host.alloc(&x)?;
+    let out = host.alloc(&t.outputs[0])?;
+    let result = host
+        .execute(&t, &[a, out], host.device().default_stream())
+        .and_then(|f| Ok(f.wait()?))
+        .and_then(|_| host.read(out));
+    host.free(a)?;
+    host.free(out)?;
+    Ok((t.plugin.clone(), data::decode(Dtype::F32, &result?)[0]))
+}
+
+#[test]
+fn hot_replacement_under_load_fails_no_request() {
+    let dir = TempDir::new();
+    let file = dir.path().join("tagger.wasm");
+    install(&fixture("tagger_v1"), &file);
+    let host = Arc::new(Host::builder().plugin_dir(dir.path()).build().unwrap());
+    let _watcher = host.watch(&[]).unwrap();
+    assert_eq!(live_version(&host, "tagger").as_deref(), Some("1.0.0"));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let clients: Vec<_> = (0..3)
+        .map(|_| {
+            let (host, stop, done) = (host.clone(), stop.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut failures = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    match tag(&host) {
+                        // The version that planned a request is the version that ran it.
+                        Ok((label, v)) if label == format!("tagger@{v}.0.0") => {}
+                        Ok((label, v)) => failures.push(format!("planned by {label}, ran v{v}")),
+                        Err(e) => failures.push(e.to_string()),
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+                failures
+            })
+        })
+        .collect();
+
+    for i in 0..50 {
+        let (src, version) = if i % 2 == 0 {
+            ("tagger_v2", "2.0.0")
+        } else {
+            ("tagger_v1", "1.0.0")
+        };
+        install(&fixture(src), &file);
+        wait_for(&format!("replacement {i} to {version}"), || {
+            live_version(&host, "tagger").as_deref() == Some(version)
+        });
+    }
+    stop.store(true, Ordering::Relaxed);
+    let failures: Vec<String> = clients
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} failed requests, e.g. {:?}",
+        failures.len(),
+        failures.first()
+    );
+    assert!(
+        done.load(Ordering::Relaxed) >= 50,
+        "the clients kept running"
+    );
+}
+
+#[test]
+fn broken_replacements_leave_the_working_version_and_removal_unloads() {
+    let dir = TempDir::new();
+    let file = dir.path().join("tagger.wasm");
+    install(&fixture("tagger_v1"), &file);
+    let host = Arc::new(Host::builder().plugin_dir(dir.path()).build().unwrap());
+    let _watcher = host.watch(&[]).unwrap();
+    let origin = file.display().to_string();
+    let refused = |host: &Host, needle: &str| {
+        host.plugin_status()
+            .iter()
+            .any(|p| p.origin == origin && p.status.as_ref().is_err_and(|e| e.contains(needle)))
+    };
+
+    // Not WebAssembly at all.
+    std::fs::write(dir.path().join("junk.part"), b"definitely not wasm").unwrap();
+    std::fs::rename(dir.path().join("junk.part"), &file).unwrap();
+    wait_for("the junk to be refused", || {
+        refused(&host, "not a valid WebAssembly component")
+    });
+    assert_eq!(tag(&host).unwrap().1, 1.0, "v1 still serves");
+
+    // Another ABI major.
+    install(&fixture("abi2"), &file);
+    wait_for("the 2.0 plugin to be refused", || {
+        refused(&host, "umd:plugin@2.0.0")
+    });
+    assert_eq!(tag(&host).unwrap().1, 1.0, "v1 still serves");
+
+    // A good version replaces it, and clears the failures recorded for the file.
+    install(&fixture("tagger_v2"), &file);
+    wait_for("v2", || {
+        live_version(&host, "tagger").as_deref() == Some("2.0.0")
+    });
+    assert_eq!(tag(&host).unwrap().1, 2.0);
+    assert!(
+        !refused(&host, ""),
+        "failures of the file are cleared once it loads: {:?}",
+        host.plugin_status()
+    );
+
+    // Removing the file unloads the plugin.
+    std::fs::remove_file(&file).unwrap();
+    wait_for("unload", || live_version(&host, "tagger").is_none());
+    let err = tag(&host).unwrap_err();
+    assert_eq!(err.status(), umd::error::status::UNSUPPORTED, "{err}");
+}
+
+#[test]
+fn compiled_artifacts_are_cached_and_corrupt_ones_recompiled() {
+    let cache = TempDir::new();
+    let plugins = TempDir::new();
+    install(&fixture("tagger_v1"), &plugins.path().join("tagger.wasm"));
+    let build = || {
+        Host::builder()
+            .bundled_plugins(false)
+            .plugin_dir(plugins.path())
+            .artifact_cache(Some(cache.path().to_path_buf()))
+            .build()
+            .unwrap()
+    };
+    let provenance = |h: &Host| h.registry().snapshot().plugins()[0].provenance().clone();
+    assert_eq!(provenance(&build()), Provenance::Compiled);
+    let cached = build();
+    assert_eq!(provenance(&cached), Provenance::Cached);
+    assert_eq!(tag(&cached).unwrap().1, 1.0, "a cached artifact runs");
+
+    for entry in std::fs::read_dir(cache.path()).unwrap() {
+        let p = entry.unwrap().path();
+        let mut bytes = std::fs::read(&p).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0xff;
+        std::fs::write(&p, bytes).unwrap();
+    }
+    let rebuilt = build();
+    assert!(
+        matches!(provenance(&rebuilt), Provenance::Recompiled(why) if why.contains("checksum"))
+    );
+    assert_eq!(tag(&rebuilt).unwrap().1, 1.0);
+    assert_eq!(
+        provenance(&build()),
+        Provenance::Cached,
+        "the recompiled artifact was stored again"
+    );
+}
