@@ -12,6 +12,8 @@ fn main() {
         "abi2",
         "tagger-v1",
         "tagger-v2",
+        "tagger-liar",
+        "abi10",
     ] {
         build = build.plugin(format!("tests/fixtures/{f}"));
     }

@@ -549,7 +549,7 @@ async fn health_admin_and_metrics() {
     assert!(
         list.plugins
             .iter()
-            .any(|p| p.name == "elementwise" && p.status == "loaded" && p.abi == "1.0.0")
+            .any(|p| p.name == "elementwise" && p.status == "loaded" && p.abi == "1.1.0")
     );
 
     let mut t = TranslatorClient::new(server.channel().await);

@@ -65,6 +65,12 @@ pub enum LoadError {
     Interface { path: String, reason: String },
     #[error("{path}: {reason}")]
     Instantiate { path: String, reason: String },
+    #[error("{path}: plugin `{plugin}` not admitted: {reason}")]
+    Admission {
+        path: String,
+        plugin: String,
+        reason: String,
+    },
     #[error("{path}: plugin `{name}` is invalid: {reason}")]
     Describe {
         path: String,

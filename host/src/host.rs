@@ -117,30 +117,6 @@ impl HostBuilder {
     pub fn build(self) -> Result<Host> {
         let runtime = Runtime::new(self.limits, self.artifact_dir.clone())?;
         let registry = Arc::new(Registry::default());
-        let mut failures = Vec::new();
-        let mut record =
-            |origin: String, r: std::result::Result<Arc<LoadedPlugin>, LoadError>| match r {
-                Ok(p) => registry.insert(p),
-                Err(e) => {
-                    tracing::warn!(%origin, error = %e, "plugin not loaded");
-                    failures.push(PluginStatus::refused(origin, &e));
-                }
-            };
-        if self.bundled {
-            for (name, bytes) in crate::BUNDLED_PLUGINS {
-                let origin = format!("bundled:{name}");
-                record(origin.clone(), runtime.load_bytes(&origin, bytes));
-            }
-        }
-        for dir in &self.plugin_dirs {
-            let files = component_files(dir).map_err(|e| LoadError::Read {
-                path: dir.display().to_string(),
-                reason: e.to_string(),
-            })?;
-            for f in files {
-                record(f.display().to_string(), runtime.load_file(&f));
-            }
-        }
         let kernels = Arc::new(RegistryKernels(registry.clone()));
         let device = CpuDevice::new(kernels, self.device_memory);
         let translator = Translator::new(
@@ -148,14 +124,31 @@ impl HostBuilder {
             device.target().clone(),
             self.cache_capacity,
         );
-        Ok(Host {
+        let host = Host {
             runtime,
             registry,
             translator,
             device,
-            failures: Mutex::new(failures),
+            failures: Mutex::new(Vec::new()),
             plugin_dirs: self.plugin_dirs,
-        })
+        };
+        if self.bundled {
+            for (name, bytes) in crate::BUNDLED_PLUGINS {
+                let origin = format!("bundled:{name}");
+                let _ = host.install(&origin, host.runtime.load_bytes(&origin, bytes));
+            }
+        }
+        for dir in &host.plugin_dirs {
+            let files = component_files(dir).map_err(|e| LoadError::Read {
+                path: dir.display().to_string(),
+                reason: e.to_string(),
+            })?;
+            for f in files {
+                let origin = f.display().to_string();
+                let _ = host.install(&origin, host.runtime.load_file(&f));
+            }
+        }
+        Ok(host)
     }
 }
 
@@ -209,18 +202,42 @@ impl Host {
         &self,
         path: &std::path::Path,
     ) -> std::result::Result<PluginStatus, LoadError> {
-        match self.runtime.load_file(path) {
+        let origin = path.display().to_string();
+        self.install(&origin, self.runtime.load_file(path))
+    }
+
+    /// Admits a loaded plugin (its self-test cases must pass) and offers its ops, replacing the
+    /// plugin of the same name; or records why `origin` was refused. The working version, if
+    /// any, keeps serving on failure.
+    fn install(
+        &self,
+        origin: &str,
+        loaded: std::result::Result<Arc<LoadedPlugin>, LoadError>,
+    ) -> std::result::Result<PluginStatus, LoadError> {
+        let admitted = loaded.and_then(|p| match crate::admission::admit(self, &p) {
+            Ok(report) => {
+                tracing::debug!(plugin = p.label(), cases = report.cases, "plugin admitted");
+                Ok(p)
+            }
+            Err(reason) => Err(LoadError::Admission {
+                path: origin.to_string(),
+                plugin: p.label().to_string(),
+                reason,
+            }),
+        });
+        match admitted {
             Ok(p) => {
                 self.registry.insert(p.clone());
-                self.failures.lock().retain(|f| f.origin != p.origin());
+                self.failures.lock().retain(|f| f.origin != origin);
                 Ok(PluginStatus::loaded(&p))
             }
             Err(e) => {
+                tracing::warn!(%origin, error = %e, "plugin not loaded");
                 let mut failures = self.failures.lock();
                 if failures.len() >= 100 {
                     failures.remove(0);
                 }
-                failures.push(PluginStatus::refused(path.display().to_string(), &e));
+                failures.push(PluginStatus::refused(origin.to_string(), &e));
                 Err(e)
             }
         }

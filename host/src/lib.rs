@@ -20,6 +20,7 @@
 //! # Ok::<(), umd::Error>(())
 //! ```
 
+pub mod admission;
 pub mod cache;
 pub mod cmdbuf;
 pub mod data;

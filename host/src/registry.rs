@@ -114,13 +114,16 @@ impl Registry {
         self.known.lock().get(label).and_then(Weak::upgrade)
     }
 
+    /// Makes a plugin findable by label (for work it planned) without offering its ops.
+    pub fn remember(&self, plugin: &Arc<LoadedPlugin>) {
+        let mut known = self.known.lock();
+        known.retain(|_, w| w.strong_count() > 0);
+        known.insert(plugin.label().to_string(), Arc::downgrade(plugin));
+    }
+
     /// Adds a plugin; one with the same name is replaced (its in-flight calls finish on it).
     pub fn insert(&self, plugin: Arc<LoadedPlugin>) {
-        {
-            let mut known = self.known.lock();
-            known.retain(|_, w| w.strong_count() > 0);
-            known.insert(plugin.label().to_string(), Arc::downgrade(&plugin));
-        }
+        self.remember(&plugin);
         self.update(|plugins| {
             plugins.retain(|p| p.name() != plugin.name());
             plugins.push(plugin);

@@ -146,39 +146,12 @@ impl Translator {
         target: &Target,
         snap: &Snapshot,
     ) -> Result<Translation> {
-        let candidates = snap.candidates(&req.op, target);
-        let wit_req = wit::PlanRequest {
-            op: req.op.clone(),
-            inputs: req.inputs.iter().map(convert::tensor_to_wit).collect(),
-            attributes: req
-                .attributes
-                .iter()
-                .map(|(k, v)| convert::attr_to_wit(k, v))
-                .collect(),
-            target: convert::target_to_wit(target),
-        };
+        let wit_req = plan_request(req, target);
         let mut declined = Vec::new();
-        for c in candidates {
-            let p = &c.plugin;
-            let fault = |fault| Error::Plugin {
-                plugin: p.label().to_string(),
-                fault,
-            };
-            match p.plan(&wit_req).map_err(fault)? {
-                Ok(plan) => {
-                    let cb = build_command_buffer(p, req, target, plan).map_err(fault)?;
-                    return Ok(finish(cb, p.clone(), snap.generation));
-                }
-                Err(e) => match convert::op_error(e) {
-                    Declined::Unsupported(m) => declined.push(format!("{}: {m}", p.label())),
-                    Declined::Invalid(m) => {
-                        return Err(Error::Rejected {
-                            plugin: p.label().to_string(),
-                            message: m,
-                        });
-                    }
-                    Declined::Internal(m) => return Err(fault(PluginFault::Internal(m))),
-                },
+        for c in snap.candidates(&req.op, target) {
+            match plan_on(&c.plugin, &wit_req, req, target, snap.generation)? {
+                Ok(t) => return Ok(t),
+                Err(why) => declined.push(format!("{}: {why}", c.plugin.label())),
             }
         }
         Err(Error::Unsupported {
@@ -186,6 +159,62 @@ impl Translator {
             target: target.name.clone(),
             tried: declined,
         })
+    }
+
+    /// Plans `req` with one given plugin, bypassing selection and the cache (admission tests).
+    pub fn plan_with(&self, plugin: &Arc<LoadedPlugin>, req: &OpRequest) -> Result<Translation> {
+        req.validate()?;
+        let target = req.target.as_ref().unwrap_or(&self.default_target);
+        let generation = self.registry.snapshot().generation;
+        plan_on(plugin, &plan_request(req, target), req, target, generation)?.map_err(|why| {
+            Error::Unsupported {
+                op: req.op.clone(),
+                target: target.name.clone(),
+                tried: vec![format!("{}: {why}", plugin.label())],
+            }
+        })
+    }
+}
+
+fn plan_request(req: &OpRequest, target: &Target) -> wit::PlanRequest {
+    wit::PlanRequest {
+        op: req.op.clone(),
+        inputs: req.inputs.iter().map(convert::tensor_to_wit).collect(),
+        attributes: req
+            .attributes
+            .iter()
+            .map(|(k, v)| convert::attr_to_wit(k, v))
+            .collect(),
+        target: convert::target_to_wit(target),
+    }
+}
+
+/// Asks one plugin for a plan and validates it. `Ok(Err(reason))`: the plugin declined
+/// (unsupported), so another may serve the request.
+fn plan_on(
+    p: &Arc<LoadedPlugin>,
+    wit_req: &wit::PlanRequest,
+    req: &OpRequest,
+    target: &Target,
+    generation: u64,
+) -> Result<std::result::Result<Translation, String>> {
+    let fault = |fault| Error::Plugin {
+        plugin: p.label().to_string(),
+        fault,
+    };
+    match p.plan(wit_req).map_err(fault)? {
+        Ok(plan) => {
+            let cb = build_command_buffer(p, req, target, plan).map_err(fault)?;
+            Ok(Ok(finish(cb, p.clone(), generation)))
+        }
+        Err(e) => match convert::op_error(e) {
+            Declined::Unsupported(m) => Ok(Err(m)),
+            Declined::Invalid(m) => Err(Error::Rejected {
+                plugin: p.label().to_string(),
+                message: m,
+            }),
+            Declined::Internal(m) => Err(fault(PluginFault::Internal(m))),
+        },
     }
 }
 

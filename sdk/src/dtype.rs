@@ -165,6 +165,22 @@ macro_rules! half_element {
 half_element!(f16, Dtype::F16);
 half_element!(bf16, Dtype::Bf16);
 
+/// Encodes values as little-endian elements of `dt` (for self-test cases); `None` for a dtype
+/// the SDK does not convert.
+pub fn encode(dt: Dtype, values: &[f64]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(values.len() * size(dt));
+    for &v in values {
+        match dt {
+            Dtype::F32 => out.extend_from_slice(&(v as f32).to_le_bytes()),
+            Dtype::F16 => out.extend_from_slice(&f16::from_f64(v).to_bits().to_le_bytes()),
+            Dtype::Bf16 => out.extend_from_slice(&bf16::from_f64(v).to_bits().to_le_bytes()),
+            Dtype::I32 => out.extend_from_slice(&(v as i32).to_le_bytes()),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
 /// f32 → f16 bits, round to nearest even.
 pub fn f32_to_f16_bits(v: f32) -> u16 {
     f16::from_f32(v).to_bits()

@@ -16,27 +16,28 @@ pub mod launch;
 pub mod params;
 pub mod shape;
 
-/// Generated bindings of `umd:plugin@1.0.0` (the world `plugin`).
+/// Generated bindings of `umd:plugin@1.1.0` (the world `plugin`).
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit/umd-plugin-1.0.0",
+        path: "../wit/umd-plugin-1.1.0",
         world: "plugin",
         pub_export_macro: true,
-        export_macro_name: "export_operator",
+        export_macro_name: "export_plugin_world",
         default_bindings_module: "umd_sdk::bindings",
     });
 }
 
 pub use bindings::exports::umd::plugin::operator::Guest;
+pub use bindings::exports::umd::plugin::self_test::Guest as SelfTestGuest;
 pub use bindings::umd::plugin::host::LogLevel;
 pub use bindings::umd::plugin::types::{
     Access, AttrValue, Attribute, CpuBuffer, CpuCall, CpuWrite, Dim3, Dtype, Launch, ModuleSource,
     OpError, OpInfo, OpPlan, PlanRequest, PluginInfo, Relocation, SourceLanguage, Target,
-    TargetLimits, TensorDesc,
+    TargetLimits, TensorDesc, TestCase, TuningHint,
 };
 
 /// ABI version of the WIT package this SDK is generated from.
-pub const ABI_VERSION: &str = "1.0.0";
+pub const ABI_VERSION: &str = "1.1.0";
 
 /// What a plugin implements. [`export_plugin!`] turns it into the component's exports.
 pub trait Plugin {
@@ -48,6 +49,14 @@ pub trait Plugin {
     fn kernel_source(module_id: &str, target: &Target) -> Result<ModuleSource, OpError>;
     /// Runs one launch on the CPU; returns the contents of every written binding.
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError>;
+    /// (ABI 1.1) Cases the host runs before admitting the plugin. Default: none.
+    fn self_tests() -> Vec<TestCase> {
+        Vec::new()
+    }
+    /// (ABI 1.1) Informative tuning hints. Default: none.
+    fn tuning_hints() -> Vec<TuningHint> {
+        Vec::new()
+    }
 }
 
 /// Sends a message to the host's log (and to stderr when running natively, e.g. in unit tests).
@@ -141,9 +150,40 @@ macro_rules! export_plugin {
                     <$plugin as $crate::Plugin>::run_cpu(call)
                 }
             }
-    $crate::bindings::export_operator!(__UmdExport with_types_in $crate::bindings);
+            impl $crate::SelfTestGuest for __UmdExport {
+                fn cases() -> Vec<$crate::TestCase> {
+                    $crate::install_panic_hook();
+                    <$plugin as $crate::Plugin>::self_tests()
+                }
+                fn hints() -> Vec<$crate::TuningHint> {
+                    <$plugin as $crate::Plugin>::tuning_hints()
+                }
+            }
+    $crate::bindings::export_plugin_world!(__UmdExport with_types_in $crate::bindings);
         };
     };
+}
+
+/// A self-test case from values: `inputs` as (description, values), `expected` as one value list
+/// per output (in the output's dtype), compared within `tolerance`.
+pub fn test_case(
+    name: &str,
+    op: &str,
+    inputs: Vec<(TensorDesc, Vec<f64>)>,
+    expected: Vec<(Dtype, Vec<f64>)>,
+    tolerance: f64,
+) -> TestCase {
+    let enc =
+        |dt: Dtype, v: &[f64]| dtype::encode(dt, v).expect("self-test dtypes are f32/f16/bf16/i32");
+    TestCase {
+        name: name.into(),
+        op: op.into(),
+        input_data: inputs.iter().map(|(d, v)| enc(d.dtype, v)).collect(),
+        inputs: inputs.into_iter().map(|(d, _)| d).collect(),
+        attributes: Vec::new(),
+        expected: expected.iter().map(|(dt, v)| enc(*dt, v)).collect(),
+        tolerance,
+    }
 }
 
 /// Case-insensitive op-name comparison (ONNX names are matched this way everywhere in umd).

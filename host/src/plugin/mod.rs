@@ -11,6 +11,7 @@ mod bindings;
 pub mod convert;
 pub mod kernel_call;
 pub mod sandbox;
+pub mod self_test;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,14 +26,15 @@ use wasmtime::component::{
 use wasmtime::{Config, Engine, Store};
 
 pub use bindings::wit;
-use bindings::{Plugin as PluginWorld, PluginPre};
+use bindings::{PluginCore as PluginWorld, PluginCorePre as PluginPre};
 pub use sandbox::SandboxLimits;
 use sandbox::StoreState;
 
 use crate::error::{LoadError, PluginFault};
 
-/// The ABI this host implements: `umd:plugin@1.0.0`. Plugins of the same major load.
-pub const HOST_ABI: semver::Version = semver::Version::new(1, 0, 0);
+/// The ABI this host implements: `umd:plugin@1.1.0`. Plugins of the same major load (1.0
+/// plugins without the 1.1 additions).
+pub const HOST_ABI: semver::Version = semver::Version::new(1, 1, 0);
 /// The WIT package plugins export from.
 const PACKAGE: &str = "umd:plugin";
 /// Epoch tick period: deadlines are accurate to about this.
@@ -137,6 +139,7 @@ impl Runtime {
                 path: origin.into(),
                 reason: "does not export operator.run-cpu".into(),
             })?;
+        let self_test = self_test::Exports::find(&component, &abi);
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -155,6 +158,7 @@ impl Runtime {
             load_time: std::time::Duration::ZERO,
             pre,
             run_cpu_index,
+            self_test,
             idle: Mutex::new(Vec::new()),
             info: wit::PluginInfo {
                 name: String::new(),
@@ -291,6 +295,8 @@ pub struct LoadedPlugin {
     load_time: std::time::Duration,
     pre: PluginPre<StoreState>,
     run_cpu_index: ComponentExportIndex,
+    /// The 1.1 `self-test` export, when the plugin has it.
+    self_test: Option<self_test::Exports>,
     idle: Mutex<Vec<Instance>>,
     info: wit::PluginInfo,
     faults: AtomicU64,
@@ -425,6 +431,39 @@ impl LoadedPlugin {
             |s, _, p| {
                 p.umd_plugin_operator()
                     .call_kernel_source(s, module_id, target)
+            },
+        )
+    }
+
+    /// (1.1) The plugin's self-test cases; `None` for a plugin without the `self-test` export.
+    pub fn self_test_cases(&self) -> Result<Option<Vec<self_test::TestCase>>, PluginFault> {
+        let Some(ex) = self.self_test else {
+            return Ok(None);
+        };
+        self.call(
+            "self-test.cases",
+            self.runtime.limits.plan_deadline,
+            |s, inst, _| {
+                let f =
+                    inst.get_typed_func::<(), (Vec<self_test::TestCase>,)>(&mut *s, ex.cases)?;
+                Ok(f.call(s, ())?.0)
+            },
+        )
+        .map(Some)
+    }
+
+    /// (1.1) The plugin's tuning hints; empty for a plugin without the `self-test` export.
+    pub fn tuning_hints(&self) -> Result<Vec<self_test::TuningHint>, PluginFault> {
+        let Some(ex) = self.self_test else {
+            return Ok(Vec::new());
+        };
+        self.call(
+            "self-test.hints",
+            self.runtime.limits.plan_deadline,
+            |s, inst, _| {
+                let f =
+                    inst.get_typed_func::<(), (Vec<self_test::TuningHint>,)>(&mut *s, ex.hints)?;
+                Ok(f.call(s, ())?.0)
             },
         )
     }

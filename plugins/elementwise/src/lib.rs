@@ -13,7 +13,7 @@ use umd_sdk::params::ParamPacker;
 use umd_sdk::shape::{self, MAX_RANK};
 use umd_sdk::{
     Access, CpuCall, CpuWrite, Dtype, Launch, ModuleSource, OpError, OpInfo, OpPlan, PlanRequest,
-    Plugin, PluginInfo, Target, TensorDesc, dtype, launch,
+    Plugin, PluginInfo, Target, TensorDesc, TestCase, dtype, launch,
 };
 
 /// Binary ops: (ONNX name, kernel name).
@@ -65,6 +65,39 @@ impl Plugin for Elementwise {
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
         cpu::run(&call)
+    }
+
+    fn self_tests() -> Vec<TestCase> {
+        let t = |shape: &[u64], dt| TensorDesc::new("x", shape.to_vec(), dt);
+        vec![
+            umd_sdk::test_case(
+                "bias broadcast",
+                "Add",
+                vec![
+                    (t(&[2, 3], Dtype::F32), vec![1., 2., 3., 4., 5., 6.]),
+                    (t(&[3], Dtype::F32), vec![10., 20., 30.]),
+                ],
+                vec![(Dtype::F32, vec![11., 22., 33., 14., 25., 36.])],
+                0.0,
+            ),
+            umd_sdk::test_case(
+                "integer division by zero is 0",
+                "Div",
+                vec![
+                    (t(&[3], Dtype::I32), vec![7., -7., 5.]),
+                    (t(&[3], Dtype::I32), vec![2., 2., 0.]),
+                ],
+                vec![(Dtype::I32, vec![3., -3., 0.])],
+                0.0,
+            ),
+            umd_sdk::test_case(
+                "relu in bf16",
+                "Relu",
+                vec![(t(&[4], Dtype::Bf16), vec![-1.5, 0.0, 2.5, -0.0])],
+                vec![(Dtype::Bf16, vec![0.0, 0.0, 2.5, 0.0])],
+                0.0,
+            ),
+        ]
     }
 }
 

@@ -11,7 +11,7 @@ use umd_sdk::params::{ParamPacker, ParamReader};
 use umd_sdk::shape::{self, MAX_RANK};
 use umd_sdk::{
     Access, CpuCall, CpuWrite, Dtype, Launch, ModuleSource, OpError, OpInfo, OpPlan, PlanRequest,
-    Plugin, PluginInfo, SourceLanguage, Target, TensorDesc, launch,
+    Plugin, PluginInfo, SourceLanguage, Target, TensorDesc, TestCase, TuningHint, launch,
 };
 
 /// Dtypes MatMul supports.
@@ -47,6 +47,40 @@ impl Plugin for MatMul {
             .filter(|d| DTYPES.contains(d))
             .ok_or_else(|| OpError::internal(format!("unknown module `{module_id}`")))?;
         Ok(cuda_module(dt))
+    }
+
+    fn self_tests() -> Vec<TestCase> {
+        let t = |shape: &[u64], dt| TensorDesc::new("x", shape.to_vec(), dt);
+        vec![
+            umd_sdk::test_case(
+                "2x3 @ 3x2",
+                "MatMul",
+                vec![
+                    (t(&[2, 3], Dtype::F32), vec![1., 2., 3., 4., 5., 6.]),
+                    (t(&[3, 2], Dtype::F32), vec![1., 0., 0., 1., 1., 1.]),
+                ],
+                vec![(Dtype::F32, vec![4., 5., 10., 11.])],
+                1e-6,
+            ),
+            umd_sdk::test_case(
+                "batched f16 with a shared right operand",
+                "MatMul",
+                vec![
+                    (t(&[2, 1, 2], Dtype::F16), vec![1., 2., 3., 4.]),
+                    (t(&[2, 1], Dtype::F16), vec![0.5, 0.25]),
+                ],
+                vec![(Dtype::F16, vec![1.0, 2.5])],
+                1e-3,
+            ),
+        ]
+    }
+
+    fn tuning_hints() -> Vec<TuningHint> {
+        vec![TuningHint {
+            op: "MatMul".into(),
+            key: "tile".into(),
+            value: TILE.to_string(),
+        }]
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {

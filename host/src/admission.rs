@@ -1,0 +1,144 @@
+//! Admission: before a plugin's ops are offered, the host runs the self-test cases it declares
+//! (ABI 1.1) on the CPU device — through the same plan validation and execution path as real
+//! requests — and compares every output with the expected values. A plugin with a failing case
+//! is not admitted; the report names the case and what differed.
+//!
+//! Not built yet: generic cases derived from op signatures (the ABI does not describe
+//! signatures), and GPU-against-CPU comparison (no GPU device exists yet).
+
+use std::sync::Arc;
+
+use crate::plugin::LoadedPlugin;
+use crate::plugin::convert;
+use crate::plugin::self_test::TestCase;
+use crate::target::Target;
+use crate::tensor::AttrValue;
+use crate::translate::OpRequest;
+use crate::{Host, data};
+
+/// What admission checked.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AdmissionReport {
+    /// Self-test cases run (all passed).
+    pub cases: usize,
+}
+
+/// Runs the plugin's self-test cases; `Err` names the first failing case.
+pub fn admit(host: &Host, plugin: &Arc<LoadedPlugin>) -> Result<AdmissionReport, String> {
+    let cases = match plugin.self_test_cases() {
+        Ok(Some(c)) => c,
+        Ok(None) => return Ok(AdmissionReport::default()),
+        Err(fault) => return Err(format!("self-test cases could not be read: {fault}")),
+    };
+    // Launches planned by this plugin run on it even though it is not offered yet.
+    host.registry().remember(plugin);
+    for case in &cases {
+        run_case(host, plugin, case)
+            .map_err(|why| format!("self-test `{}` ({}) failed: {why}", case.name, case.op))?;
+    }
+    Ok(AdmissionReport { cases: cases.len() })
+}
+
+fn attr_from_wit(v: &crate::plugin::wit::AttrValue) -> AttrValue {
+    use crate::plugin::wit::AttrValue as W;
+    match v {
+        W::Int(x) => AttrValue::Int(*x),
+        W::Float(x) => AttrValue::Float(*x),
+        W::Text(x) => AttrValue::Text(x.clone()),
+        W::Ints(x) => AttrValue::Ints(x.clone()),
+        W::Floats(x) => AttrValue::Floats(x.clone()),
+        W::Boolean(x) => AttrValue::Bool(*x),
+    }
+}
+
+fn run_case(host: &Host, plugin: &Arc<LoadedPlugin>, case: &TestCase) -> Result<(), String> {
+    let mut req = OpRequest::new(
+        case.op.clone(),
+        case.inputs
+            .iter()
+            .cloned()
+            .map(convert::tensor_from_wit)
+            .collect(),
+    );
+    req.attributes = case
+        .attributes
+        .iter()
+        .map(|a| (a.name.clone(), attr_from_wit(&a.value)))
+        .collect();
+    req.target = Some(Target::cpu());
+    if case.input_data.len() != req.inputs.len() {
+        return Err(format!(
+            "{} inputs but {} input buffers",
+            req.inputs.len(),
+            case.input_data.len()
+        ));
+    }
+    let t = host
+        .translator()
+        .plan_with(plugin, &req)
+        .map_err(|e| e.to_string())?;
+    if case.expected.len() != t.outputs.len() {
+        return Err(format!(
+            "{} outputs but {} expected buffers",
+            t.outputs.len(),
+            case.expected.len()
+        ));
+    }
+    let dev = host.device();
+    let mut bufs = Vec::new();
+    let result = (|| -> Result<(), String> {
+        for (b, data) in t.cmdbuf.bindings.iter().zip(
+            case.input_data
+                .iter()
+                .map(Some)
+                .chain(std::iter::repeat(None)),
+        ) {
+            let size = b.desc.byte_size().unwrap_or(0);
+            let id = dev.alloc(size).map_err(|e| e.to_string())?;
+            bufs.push(id);
+            if let Some(d) = data {
+                if d.len() as u64 != size {
+                    return Err(format!(
+                        "input `{}` needs {size} bytes, the case gives {}",
+                        b.desc.name,
+                        d.len()
+                    ));
+                }
+                dev.write(id, 0, d).map_err(|e| e.to_string())?;
+            }
+        }
+        dev.submit(dev.default_stream(), t.cmdbuf.clone(), &bufs)
+            .and_then(|f| f.wait())
+            .map_err(|e| e.to_string())?;
+        for (i, (desc, want)) in t.outputs.iter().zip(&case.expected).enumerate() {
+            let id = bufs[req.inputs.len() + i];
+            let got = dev
+                .read(id, 0, desc.byte_size().unwrap_or(0))
+                .map_err(|e| e.to_string())?;
+            let (got, want) = (
+                data::decode(desc.dtype, &got),
+                data::decode(desc.dtype, want),
+            );
+            if got.len() != want.len() {
+                return Err(format!(
+                    "output {i}: {} values, {} expected",
+                    got.len(),
+                    want.len()
+                ));
+            }
+            let tol = case.tolerance.max(0.0);
+            if let Some((j, (g, w))) = got.iter().zip(&want).enumerate().find(|(_, (g, w))| {
+                !(g == w || (g.is_nan() && w.is_nan()) || (*g - *w).abs() <= tol * (1.0 + w.abs()))
+            }) {
+                return Err(format!(
+                    "output {i} element {j}: got {g}, expected {w} (tolerance {tol})"
+                ));
+            }
+        }
+        Ok(())
+    })();
+    for id in bufs {
+        let _ = dev.free(id);
+    }
+    result
+}
