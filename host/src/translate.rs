@@ -146,9 +146,14 @@ impl Translator {
         target: &Target,
         snap: &Snapshot,
     ) -> Result<Translation> {
-        let wit_req = plan_request(req, target);
+        let (op, pin) = split_pin(&req.op)?;
+        let wit_req = plan_request(op, req, target);
         let mut declined = Vec::new();
-        for c in snap.candidates(&req.op, target) {
+        for c in snap.candidates(op, target) {
+            if let Some(why) = pinned_out(&c.plugin, pin.as_ref()) {
+                declined.push(why);
+                continue;
+            }
             match plan_on(&c.plugin, &wit_req, req, target, snap.generation)? {
                 Ok(t) => return Ok(t),
                 Err(why) => declined.push(format!("{}: {why}", c.plugin.label())),
@@ -166,19 +171,107 @@ impl Translator {
         req.validate()?;
         let target = req.target.as_ref().unwrap_or(&self.default_target);
         let generation = self.registry.snapshot().generation;
-        plan_on(plugin, &plan_request(req, target), req, target, generation)?.map_err(|why| {
-            Error::Unsupported {
-                op: req.op.clone(),
-                target: target.name.clone(),
-                tried: vec![format!("{}: {why}", plugin.label())],
-            }
+        let (op, _) = split_pin(&req.op)?;
+        plan_on(
+            plugin,
+            &plan_request(op, req, target),
+            req,
+            target,
+            generation,
+        )?
+        .map_err(|why| Error::Unsupported {
+            op: req.op.clone(),
+            target: target.name.clone(),
+            tried: vec![format!("{}: {why}", plugin.label())],
         })
     }
 }
 
-fn plan_request(req: &OpRequest, target: &Target) -> wit::PlanRequest {
+/// Splits `Add@1.2` into the op and a version requirement on the plugin serving it.
+fn split_pin(op: &str) -> Result<(&str, Option<semver::VersionReq>), RequestError> {
+    match op.split_once('@') {
+        None => Ok((op, None)),
+        Some((name, req)) => semver::VersionReq::parse(req)
+            .map(|v| (name, Some(v)))
+            .map_err(|e| RequestError::Other(format!("bad version pin `{req}` in `{op}`: {e}"))),
+    }
+}
+
+/// Why a pinned request may not use `plugin` (`None`: it may).
+fn pinned_out(plugin: &LoadedPlugin, pin: Option<&semver::VersionReq>) -> Option<String> {
+    let pin = pin?;
+    let ok = semver::Version::parse(plugin.version()).is_ok_and(|v| pin.matches(&v));
+    (!ok).then(|| format!("{}: version does not match the pin {pin}", plugin.label()))
+}
+
+/// What happened to one candidate in [`Translator::explain`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// It planned the request (its first launch's entry point).
+    Chosen(String),
+    /// It declined (unsupported dtype, shape, target): the next candidate was asked.
+    Declined(String),
+    /// It failed or rejected the request: translation stops here with this error.
+    Failed(String),
+    /// Excluded by the request's version pin.
+    PinnedOut,
+    /// Not asked: a better-ranked candidate already decided.
+    NotAsked,
+}
+
+/// One candidate plugin for a request, in rank order.
+#[derive(Debug, Clone)]
+pub struct Candidacy {
+    pub plugin: String,
+    /// 3 exact target, 2 family, 1 `*`.
+    pub specificity: u8,
+    pub priority: i32,
+    pub outcome: Outcome,
+}
+
+impl Translator {
+    /// Every plugin that could serve `req`, best first, and what each did with it (for
+    /// `umd plugins explain`). Plans for real but caches nothing.
+    pub fn explain(&self, req: &OpRequest) -> Result<Vec<Candidacy>> {
+        req.validate()?;
+        let (op, pin) = split_pin(&req.op)?;
+        let target = req.target.as_ref().unwrap_or(&self.default_target);
+        let snap = self.registry.snapshot();
+        let wit_req = plan_request(op, req, target);
+        let mut decided = false;
+        let mut rows = Vec::new();
+        for c in snap.candidates(op, target) {
+            let outcome = if pinned_out(&c.plugin, pin.as_ref()).is_some() {
+                Outcome::PinnedOut
+            } else if decided {
+                Outcome::NotAsked
+            } else {
+                match plan_on(&c.plugin, &wit_req, req, target, snap.generation) {
+                    Ok(Ok(t)) => {
+                        decided = true;
+                        Outcome::Chosen(t.kernel_name)
+                    }
+                    Ok(Err(why)) => Outcome::Declined(why),
+                    Err(e) => {
+                        decided = true;
+                        Outcome::Failed(e.to_string())
+                    }
+                }
+            };
+            rows.push(Candidacy {
+                plugin: c.plugin.label().to_string(),
+                specificity: c.specificity,
+                priority: c.priority,
+                outcome,
+            });
+        }
+        Ok(rows)
+    }
+}
+
+fn plan_request(op: &str, req: &OpRequest, target: &Target) -> wit::PlanRequest {
     wit::PlanRequest {
-        op: req.op.clone(),
+        op: op.to_string(),
         inputs: req.inputs.iter().map(convert::tensor_to_wit).collect(),
         attributes: req
             .attributes

@@ -64,5 +64,35 @@ fn cpu_add(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, translate, cpu_add);
+fn plugin_load(c: &mut Criterion) {
+    let mut g = c.benchmark_group("plugin_load");
+    g.sample_size(10);
+    let wasm = umd::BUNDLED_PLUGINS
+        .iter()
+        .find(|(n, _)| n.contains("elementwise"))
+        .unwrap()
+        .1;
+    let cold = Host::builder()
+        .bundled_plugins(false)
+        .artifact_cache(None)
+        .build()
+        .unwrap();
+    g.bench_function("elementwise_compile", |b| {
+        b.iter(|| cold.runtime().load_bytes("bench", black_box(wasm)).unwrap())
+    });
+    let dir = std::env::temp_dir().join(format!("umd-bench-cache-{}", std::process::id()));
+    let warm = Host::builder()
+        .bundled_plugins(false)
+        .artifact_cache(Some(dir.clone()))
+        .build()
+        .unwrap();
+    warm.runtime().load_bytes("bench", wasm).unwrap();
+    g.bench_function("elementwise_from_artifact_cache", |b| {
+        b.iter(|| warm.runtime().load_bytes("bench", black_box(wasm)).unwrap())
+    });
+    g.finish();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+criterion_group!(benches, translate, cpu_add, plugin_load);
 criterion_main!(benches);

@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 
 use umd::cmdbuf::CommandBuffer;
+use umd::translate::Outcome;
 use umd::{AttrValue, Host, OpRequest, Target, TensorDesc, data};
 
 #[derive(Parser)]
@@ -82,13 +83,31 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-    /// List plugins: file, name, version, ABI, ops, targets, status.
-    Plugins,
+    /// List plugins: file, name, version, ABI, ops, targets, status, load time; or explain the
+    /// choice of plugin for a request.
+    Plugins {
+        #[command(subcommand)]
+        action: Option<PluginsCommand>,
+    },
     /// Serve the gRPC Translator, Device (and, with --admin, Plugins) services.
     Serve(serve::ServeArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum PluginsCommand {
+    /// Show the candidates for a request, the winner and why (ranked by target specificity,
+    /// then priority). `OP@1.2` pins the plugin version.
+    Explain {
+        op: String,
+        #[command(flatten)]
+        op_args: OpArgs,
+        /// Target to plan for (`cpu`, `cuda:sm_90`).
+        #[arg(long)]
+        target: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -234,19 +253,28 @@ impl Cli {
                 );
                 Ok(())
             }
-            Command::Plugins => {
+            Command::Plugins { action: None } => {
                 let host = self.host.host()?;
                 for p in host.plugin_status() {
                     match &p.status {
                         Ok(label) => {
+                            let snap = host.registry().snapshot();
+                            let detail = snap.by_label(label).map(|lp| {
+                                format!(
+                                    ", loaded in {:.1} ms ({:?})",
+                                    lp.load_time().as_secs_f64() * 1e3,
+                                    lp.provenance()
+                                )
+                            });
                             println!(
-                                "{label}  (ABI {})  from {}",
+                                "{label}  (ABI {})  from {}{}",
                                 p.abi.as_deref().unwrap_or("?"),
-                                p.origin
+                                p.origin,
+                                detail.unwrap_or_default()
                             );
                             for (op, targets, prio) in &p.ops {
                                 println!(
-                                    "    {op:<10} targets {:<20} priority {prio}",
+                                    "    {op:<12} targets {:<20} priority {prio}",
                                     targets.join(",")
                                 );
                             }
@@ -254,6 +282,47 @@ impl Cli {
                         }
                         Err(e) => println!("{}\n    status: REFUSED: {e}", p.origin),
                     }
+                }
+                Ok(())
+            }
+            Command::Plugins {
+                action:
+                    Some(PluginsCommand::Explain {
+                        op,
+                        op_args,
+                        target,
+                    }),
+            } => {
+                let host = self.host.host()?;
+                let mut req = op_args.request(&op)?;
+                if let Some(t) = target {
+                    req.target = Some(Target::parse(&t)?);
+                }
+                let target = req
+                    .target
+                    .clone()
+                    .unwrap_or_else(|| host.translator().default_target().clone());
+                let rows = host.translator().explain(&req)?;
+                println!(
+                    "{op} on {target}: {} candidate(s), best first (target specificity, then priority)",
+                    rows.len()
+                );
+                for r in &rows {
+                    let spec = ["", "any (*)", "family", "exact"][r.specificity as usize];
+                    let outcome = match &r.outcome {
+                        Outcome::Chosen(k) => format!("CHOSEN: kernel {k}"),
+                        Outcome::Declined(why) => format!("declined: {why}"),
+                        Outcome::Failed(e) => format!("failed: {e}"),
+                        Outcome::PinnedOut => "excluded by the version pin".into(),
+                        Outcome::NotAsked => "not asked (a better candidate decided)".into(),
+                    };
+                    println!(
+                        "  {:<24} target match {spec:<8} priority {:<4} {outcome}",
+                        r.plugin, r.priority
+                    );
+                }
+                if !rows.iter().any(|r| matches!(r.outcome, Outcome::Chosen(_))) {
+                    println!("  => no plugin serves it (status 2)");
                 }
                 Ok(())
             }

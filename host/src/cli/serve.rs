@@ -34,6 +34,9 @@ pub struct ServeArgs {
     /// Seconds between throughput/latency log lines (0: none).
     #[arg(long, default_value_t = 10)]
     log_interval: u64,
+    /// Watch the --plugins directories and hot-reload plugins added, replaced or removed.
+    #[arg(long)]
+    watch: bool,
 }
 
 pub fn run(host: Host, args: &ServeArgs) -> anyhow::Result<()> {
@@ -53,7 +56,13 @@ pub fn run(host: Host, args: &ServeArgs) -> anyhow::Result<()> {
             listener.local_addr()?,
             host.device().name()
         );
-        serve(Arc::new(host), config, listener, shutdown_signal()).await
+        let host = Arc::new(host);
+        let _watcher = if args.watch {
+            Some(host.watch(&[])?)
+        } else {
+            None
+        };
+        serve(host, config, listener, shutdown_signal()).await
     })
 }
 

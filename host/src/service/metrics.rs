@@ -121,6 +121,13 @@ impl Metrics {
                 p.calls()
             ));
         }
+        line("# TYPE umd_plugin_refused gauge".into());
+        for p in host.plugin_status().iter().filter(|p| p.status.is_err()) {
+            line(format!(
+                "umd_plugin_refused{{origin=\"{}\"}} 1",
+                p.origin.replace('"', "'")
+            ));
+        }
         let s = host.device().pool_stats();
         let dev = host.device().name();
         line(format!(
