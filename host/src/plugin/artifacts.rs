@@ -103,7 +103,10 @@ impl ArtifactCache {
 
     fn store(&self, path: &Path, artifact: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        // Unique per writer: threads of one process may store the same artifact at once.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
         let mut file = Sha256::digest(artifact).to_vec();
         file.extend_from_slice(artifact);
         std::fs::write(&tmp, &file)?;
