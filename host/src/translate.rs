@@ -437,8 +437,3 @@ fn module_hash(plugin: &LoadedPlugin, module_id: &str, target: &Target) -> [u8; 
     h.update(target.arch.as_bytes());
     h.finalize().into()
 }
-
-/// The launch dimensions of a command buffer's first launch, for display.
-pub fn first_launch_shape(cb: &CommandBuffer) -> Option<(Dim3, Dim3)> {
-    cb.launches.first().map(|l| (l.grid, l.block))
-}

@@ -1,13 +1,8 @@
 //! Launch configuration helpers, each checked against the target's limits.
 //!
 //! ```
-//! use umd_sdk::{launch, Dim3, TargetLimits};
-//! let limits = TargetLimits {
-//!     max_threads_per_block: 1024,
-//!     max_block_dims: Dim3 { x: 1024, y: 1024, z: 64 },
-//!     max_grid_dims: Dim3 { x: 2147483647, y: 65535, z: 65535 },
-//!     max_shared_memory: 49152, warp_size: 32, sm_count: 132, max_param_bytes: 4096,
-//! };
+//! use umd_sdk::{launch, TargetLimits};
+//! let limits = TargetLimits::cuda(132);
 //! let (grid, block) = launch::linear(1000, 256, &limits).unwrap();
 //! assert_eq!((grid.x, block.x), (4, 256));
 //! ```
@@ -109,23 +104,10 @@ mod tests {
     use super::*;
 
     fn limits() -> TargetLimits {
-        TargetLimits {
-            max_threads_per_block: 1024,
-            max_block_dims: Dim3 {
-                x: 1024,
-                y: 1024,
-                z: 64,
-            },
-            max_grid_dims: Dim3 {
-                x: 1000,
-                y: 65535,
-                z: 65535,
-            },
-            max_shared_memory: 49152,
-            warp_size: 32,
-            sm_count: 132,
-            max_param_bytes: 4096,
-        }
+        // a small grid-x limit to exercise clamping
+        let mut l = TargetLimits::cuda(132);
+        l.max_grid_dims.x = 1000;
+        l
     }
 
     #[test]

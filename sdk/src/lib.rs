@@ -102,6 +102,41 @@ impl Dim3 {
     }
 }
 
+impl TargetLimits {
+    /// The limits every CUDA device since compute capability 3.0 shares (as the host reports
+    /// them for `cpu` too), with `sm_count` multiprocessors: handy in plugin unit tests.
+    pub fn cuda(sm_count: u32) -> Self {
+        TargetLimits {
+            max_threads_per_block: 1024,
+            max_block_dims: Dim3 {
+                x: 1024,
+                y: 1024,
+                z: 64,
+            },
+            max_grid_dims: Dim3 {
+                x: i32::MAX as u32,
+                y: 65535,
+                z: 65535,
+            },
+            max_shared_memory: 48 * 1024,
+            warp_size: 32,
+            sm_count,
+            max_param_bytes: params::CUDA_MAX_PARAM_BYTES,
+        }
+    }
+}
+
+impl Target {
+    /// The `cpu` target as the host describes it (for plugin unit tests).
+    pub fn cpu() -> Self {
+        Target {
+            name: "cpu".into(),
+            arch: "cpu".into(),
+            limits: TargetLimits::cuda(2),
+        }
+    }
+}
+
 impl TensorDesc {
     pub fn new(name: impl Into<String>, shape: Vec<u64>, dtype: Dtype) -> Self {
         TensorDesc {

@@ -1,30 +1,10 @@
 //! Native unit tests of planning and the CPU kernels (the host-level tests run the wasm build).
 
 use super::*;
-use umd_sdk::{CpuBuffer, CpuCall, Dim3, TargetLimits};
+use umd_sdk::{CpuBuffer, CpuCall};
 
 pub fn cpu_target() -> Target {
-    Target {
-        name: "cpu".into(),
-        arch: "cpu".into(),
-        limits: TargetLimits {
-            max_threads_per_block: 1024,
-            max_block_dims: Dim3 {
-                x: 1024,
-                y: 1024,
-                z: 64,
-            },
-            max_grid_dims: Dim3 {
-                x: i32::MAX as u32,
-                y: 65535,
-                z: 65535,
-            },
-            max_shared_memory: 48 * 1024,
-            warp_size: 32,
-            sm_count: 2,
-            max_param_bytes: 4096,
-        },
-    }
+    Target::cpu()
 }
 
 fn request(op: &str, inputs: Vec<(Vec<u64>, Dtype)>) -> PlanRequest {
