@@ -15,7 +15,7 @@ use crate::error::{Error, PluginFault, RequestError, Result};
 use crate::plugin::convert::{self, Declined};
 use crate::plugin::{LoadedPlugin, wit};
 use crate::registry::{Registry, Snapshot};
-use crate::target::{Dim3, Target};
+use crate::target::Target;
 use crate::tensor::{AttrValue, Dtype, MAX_ELEMENTS, TensorDesc};
 
 /// Largest workspace a plan may ask for (16 GiB).
