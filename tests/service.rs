@@ -57,6 +57,14 @@ impl Server {
     }
 }
 
+/// A request carrying the admin token the tests configure.
+fn authed<T>(msg: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.metadata_mut()
+        .insert("authorization", "Bearer s3cret".parse().unwrap());
+    r
+}
+
 fn quiet() -> ServeConfig {
     ServeConfig {
         log_interval: None,
@@ -495,7 +503,7 @@ async fn shutdown_finishes_a_stream_in_flight() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn health_admin_and_metrics() {
+async fn health_reflection_admin_and_metrics() {
     // Without --admin there is no Plugins service.
     let server = Server::default().await;
     let mut admin = PluginsClient::new(server.channel().await);
@@ -503,6 +511,31 @@ async fn health_admin_and_metrics() {
         admin.list(ListRequest {}).await.unwrap_err().code(),
         tonic::Code::Unimplemented
     );
+    // Server reflection lists the services.
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    let mut refl = ServerReflectionClient::new(server.channel().await);
+    let ask = tonic_reflection::pb::v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut answers = refl
+        .server_reflection_info(tokio_stream::iter([ask]))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(MessageResponse::ListServicesResponse(list)) =
+        answers.message().await.unwrap().unwrap().message_response
+    else {
+        panic!("expected a service list")
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(
+        names.contains(&"umd.Translator".to_string()) && names.contains(&"umd.Device".to_string()),
+        "{names:?}"
+    );
+
     let mut health = tonic_health::pb::health_client::HealthClient::new(server.channel().await);
     let h = health
         .check(tonic_health::pb::HealthCheckRequest {
@@ -535,12 +568,6 @@ async fn health_admin_and_metrics() {
         admin.list(ListRequest {}).await.unwrap_err().code(),
         tonic::Code::Unauthenticated
     );
-    let authed = |msg| {
-        let mut r = tonic::Request::new(msg);
-        r.metadata_mut()
-            .insert("authorization", "Bearer s3cret".parse().unwrap());
-        r
-    };
     let list = admin
         .list(authed(ListRequest {}))
         .await
@@ -552,15 +579,29 @@ async fn health_admin_and_metrics() {
             .any(|p| p.name == "elementwise" && p.status == "loaded" && p.abi == "1.1.0")
     );
 
+    // Load a plugin file through the admin service, then use it.
+    let loaded = admin
+        .load(authed(LoadRequest {
+            path: umd_tests::fixture("tagger_v2").display().to_string(),
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(loaded.status, 0, "{}", loaded.msg);
+    assert_eq!(loaded.plugin.unwrap().version, "2.0.0");
     let mut t = TranslatorClient::new(server.channel().await);
+    let tag = t
+        .translate(req("Tag", vec![desc(&[1], "f32")], 0))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((tag.status, tag.plugin.as_str()), (0, "tagger@2.0.0"));
+
     let add = || req("Add", vec![desc(&[2], "f32"), desc(&[2], "f32")], 0);
     assert_eq!(t.translate(add()).await.unwrap().into_inner().status, 0);
-    let mut unload = tonic::Request::new(UnloadRequest {
+    let unload = authed(UnloadRequest {
         name: "elementwise".into(),
     });
-    unload
-        .metadata_mut()
-        .insert("authorization", "Bearer s3cret".parse().unwrap());
     assert_eq!(admin.unload(unload).await.unwrap().into_inner().status, 0);
     assert_eq!(
         t.translate(add()).await.unwrap().into_inner().status,
@@ -568,14 +609,9 @@ async fn health_admin_and_metrics() {
         "unloaded ops are gone"
     );
     let bad = admin
-        .load({
-            let mut r = tonic::Request::new(LoadRequest {
-                path: "/nonexistent/x.wasm".into(),
-            });
-            r.metadata_mut()
-                .insert("authorization", "Bearer s3cret".parse().unwrap());
-            r
-        })
+        .load(authed(LoadRequest {
+            path: "/nonexistent/x.wasm".into(),
+        }))
         .await
         .unwrap()
         .into_inner();
@@ -600,7 +636,7 @@ async fn health_admin_and_metrics() {
         "{text}"
     );
     assert!(
-        text.contains("umd_request_latency_seconds_count 2"),
+        text.contains("umd_request_latency_seconds_count 3"),
         "{text}"
     );
     assert!(
