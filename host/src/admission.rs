@@ -4,7 +4,8 @@
 //! is not admitted; the report names the case and what differed.
 //!
 //! Not built yet: generic cases derived from op signatures (the ABI does not describe
-//! signatures), and GPU-against-CPU comparison (no GPU device exists yet).
+//! signatures), and GPU-against-CPU comparison (cases run on the CPU device even when the host
+//! serves a GPU).
 
 use std::sync::Arc;
 
@@ -84,7 +85,7 @@ fn run_case(host: &Host, plugin: &Arc<LoadedPlugin>, case: &TestCase) -> Result<
             case.expected.len()
         ));
     }
-    let dev = host.device();
+    let dev = host.reference_device();
     let mut bufs = Vec::new();
     let result = (|| -> Result<(), String> {
         for (b, data) in t.cmdbuf.bindings.iter().zip(

@@ -1,20 +1,27 @@
 //! The [`Host`]: plugins + registry + translator + device, assembled by [`HostBuilder`], with the
 //! small API a client uses (translate, allocate, write, execute, synchronize, read).
+//!
+//! The device is `cpu` (default) or, in builds with the `cuda` feature, `cuda:N`. Plugin
+//! admission always runs on the CPU device, the reference every GPU kernel is checked against.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::cmdbuf::LaunchCmd;
+use crate::cmdbuf::{LaunchCmd, ModuleRef};
 use crate::device::cpu::CpuDevice;
-use crate::device::{BufferId, CpuKernels, Device, Fence, StreamId};
+use crate::device::{
+    BufferId, CpuKernels, Device, DeviceError, DeviceSpec, Fence, KernelSource, KernelSources,
+    StreamId,
+};
 use crate::error::{Error, LoadError, Result};
 use crate::plugin::artifacts::ArtifactCache;
 use crate::plugin::convert::{self, Declined};
 use crate::plugin::kernel_call::{CpuBufferRef, CpuCallRef};
 use crate::plugin::{LoadedPlugin, Runtime, SandboxLimits, component_files, wit};
 use crate::registry::Registry;
+use crate::target::Target;
 use crate::tensor::TensorDesc;
 use crate::translate::{OpRequest, Translation, Translator};
 
@@ -66,6 +73,8 @@ pub struct HostBuilder {
     cache_capacity: usize,
     device_memory: u64,
     artifact_dir: Option<PathBuf>,
+    device: String,
+    kernel_dir: Option<PathBuf>,
 }
 
 impl Default for HostBuilder {
@@ -77,6 +86,8 @@ impl Default for HostBuilder {
             cache_capacity: 4096,
             device_memory: 8 << 30,
             artifact_dir: ArtifactCache::default_dir(),
+            device: "cpu".into(),
+            kernel_dir: default_kernel_dir(),
         }
     }
 }
@@ -112,13 +123,29 @@ impl HostBuilder {
         self
     }
 
-    /// Loads the plugins and opens the CPU device. A plugin that fails to load is reported in
-    /// [`Host::plugin_status`] and does not stop the others.
+    /// The device to run on: `cpu` (default) or `cuda:N` (builds with the `cuda` feature).
+    /// Checked by [`build`](Self::build).
+    pub fn device(mut self, spec: &str) -> Self {
+        self.device = spec.to_string();
+        self
+    }
+    /// Where a GPU device caches compiled kernels (`None`: memory only). Default:
+    /// `$XDG_CACHE_HOME/umd/kernels` or `~/.cache/umd/kernels`.
+    pub fn kernel_cache(mut self, dir: Option<PathBuf>) -> Self {
+        self.kernel_dir = dir;
+        self
+    }
+
+    /// Opens the device, loads the plugins. A plugin that fails to load is reported in
+    /// [`Host::plugin_status`] and does not stop the others; a device that cannot be opened is
+    /// an error saying why.
     pub fn build(self) -> Result<Host> {
+        let spec: DeviceSpec = self.device.parse()?;
         let runtime = Runtime::new(self.limits, self.artifact_dir.clone())?;
         let registry = Arc::new(Registry::default());
         let kernels = Arc::new(RegistryKernels(registry.clone()));
-        let device = CpuDevice::new(kernels, self.device_memory);
+        let reference = CpuDevice::new(kernels.clone(), self.device_memory);
+        let device = self.open(spec, kernels, &reference)?;
         let translator = Translator::new(
             registry.clone(),
             device.target().clone(),
@@ -129,6 +156,7 @@ impl HostBuilder {
             registry,
             translator,
             device,
+            reference,
             failures: Mutex::new(Vec::new()),
             plugin_dirs: self.plugin_dirs,
         };
@@ -150,6 +178,36 @@ impl HostBuilder {
         }
         Ok(host)
     }
+
+    fn open(
+        &self,
+        spec: DeviceSpec,
+        kernels: Arc<RegistryKernels>,
+        cpu: &Arc<CpuDevice>,
+    ) -> std::result::Result<Arc<dyn Device>, DeviceError> {
+        match spec {
+            DeviceSpec::Cpu => Ok(cpu.clone()),
+            #[cfg(feature = "cuda")]
+            DeviceSpec::Cuda(index) => Ok(crate::device::cuda::CudaDevice::open(
+                index,
+                kernels,
+                self.kernel_dir.clone(),
+            )?),
+            #[cfg(not(feature = "cuda"))]
+            DeviceSpec::Cuda(_) => {
+                let _ = (kernels, &self.kernel_dir);
+                Err(DeviceError::Unavailable(format!(
+                    "device `{spec}`: this umd was built without the `cuda` feature \
+                     (rebuild with `cargo build --features cuda`)"
+                )))
+            }
+        }
+    }
+}
+
+/// `$XDG_CACHE_HOME/umd/kernels` or `~/.cache/umd/kernels`.
+fn default_kernel_dir() -> Option<PathBuf> {
+    ArtifactCache::default_dir().map(|d| d.with_file_name("kernels"))
 }
 
 /// The host: plugins, registry, translator and device.
@@ -158,6 +216,8 @@ pub struct Host {
     registry: Arc<Registry>,
     translator: Translator,
     device: Arc<dyn Device>,
+    /// The CPU device: runs admission (the reference); the same as `device` on `cpu`.
+    reference: Arc<dyn Device>,
     /// Plugin files that were refused, most recent last.
     failures: Mutex<Vec<PluginStatus>>,
     plugin_dirs: Vec<PathBuf>,
@@ -183,6 +243,11 @@ impl Host {
     }
     pub fn device(&self) -> &Arc<dyn Device> {
         &self.device
+    }
+    /// The CPU device, the reference plugins are admitted on (the same as
+    /// [`device`](Self::device) when that is `cpu`).
+    pub fn reference_device(&self) -> &Arc<dyn Device> {
+        &self.reference
     }
     /// Every loaded plugin, then every refused plugin file.
     pub fn plugin_status(&self) -> Vec<PluginStatus> {
@@ -344,8 +409,46 @@ impl Host {
     }
 }
 
-/// Runs CPU launches through the registry: the plugin named by the launch's module.
+/// Runs CPU launches and fetches GPU kernel sources through the registry: the plugin named by
+/// the launch's module.
 struct RegistryKernels(Arc<Registry>);
+
+impl KernelSources for RegistryKernels {
+    fn source(
+        &self,
+        module: &ModuleRef,
+        target: &Target,
+    ) -> std::result::Result<KernelSource, String> {
+        let plugin = self
+            .0
+            .find_label(&module.plugin)
+            .ok_or_else(|| format!("plugin {} is no longer loaded", module.plugin))?;
+        match plugin.kernel_source(&module.id, &convert::target_to_wit(target)) {
+            Ok(Ok(src)) => {
+                let wit::SourceLanguage::CudaC = src.language;
+                Ok(KernelSource {
+                    code: src.code,
+                    entry_points: src.entry_points,
+                    options: src.options,
+                })
+            }
+            Ok(Err(e)) => Err(match convert::op_error(e) {
+                Declined::Unsupported(m) | Declined::Invalid(m) | Declined::Internal(m) => {
+                    format!(
+                        "plugin {} kernel-source `{}`: {m}",
+                        plugin.label(),
+                        module.id
+                    )
+                }
+            }),
+            Err(fault) => Err(Error::Plugin {
+                plugin: plugin.label().to_string(),
+                fault,
+            }
+            .to_string()),
+        }
+    }
+}
 
 impl CpuKernels for RegistryKernels {
     fn run(
@@ -392,5 +495,46 @@ impl CpuKernels for RegistryKernels {
             }
             .to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn builder() -> HostBuilder {
+        Host::builder()
+            .bundled_plugins(false)
+            .artifact_cache(None)
+            .kernel_cache(None)
+    }
+
+    #[test]
+    fn unknown_devices_are_refused() {
+        let e = builder().device("tpu:0").build().err().expect("refused");
+        assert!(e.to_string().contains("unknown device `tpu:0`"), "{e}");
+    }
+
+    #[test]
+    fn cuda_without_a_gpu_is_a_clean_error() {
+        match builder().device("cuda:0").build() {
+            Ok(host) => assert!(host.device().name().starts_with("cuda:")),
+            Err(e) => {
+                let msg = e.to_string();
+                #[cfg(not(feature = "cuda"))]
+                assert!(msg.contains("built without the `cuda` feature"), "{msg}");
+                #[cfg(feature = "cuda")]
+                if !crate::device::cuda::driver::driver_present() {
+                    assert!(msg.contains("libcuda.so"), "{msg}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn cpu_is_the_default_and_its_own_reference() {
+        let host = builder().build().unwrap();
+        assert_eq!(host.device().name(), "cpu");
+        assert!(Arc::ptr_eq(host.device(), host.reference_device()));
     }
 }

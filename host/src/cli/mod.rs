@@ -33,31 +33,29 @@ struct HostArgs {
     /// Do not load the plugins built into the binary.
     #[arg(long, global = true)]
     no_bundled: bool,
-    /// Device to run on (only `cpu` is built so far).
+    /// Device to run on: `cpu`, or `cuda:N` (builds with the `cuda` feature; `umd devices`
+    /// lists the GPUs).
     #[arg(long, global = true, default_value = "cpu")]
     device: String,
 }
 
 impl HostArgs {
     fn host(&self) -> anyhow::Result<Host> {
-        if self.device != "cpu" {
-            bail!(
-                "device `{}` is not available: this build has only the CPU device (the CUDA backend is not built yet)",
-                self.device
-            );
-        }
-        let mut b = Host::builder().bundled_plugins(!self.no_bundled);
+        let mut b = Host::builder()
+            .bundled_plugins(!self.no_bundled)
+            .device(&self.device);
         for d in &self.plugin_dirs {
             b = b.plugin_dir(d);
         }
-        Ok(b.build()?)
+        // One line: the library error repeats its cause as its source.
+        b.build().map_err(|e| anyhow::anyhow!("{e}"))
     }
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// The main job on the embedded default: a 2-layer MLP forward pass through the plugins on
-    /// the CPU device, checked against a plain Rust computation.
+    /// The main job: a 2-layer MLP forward pass through the plugins on the device (`--device`,
+    /// the CPU by default), checked against a plain Rust computation.
     Demo(demo::DemoArgs),
     /// Translate one op and print its command buffer.
     Translate {
@@ -94,6 +92,9 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// List the GPUs this umd can run on (`--device cuda:N`): name, architecture, memory, SMs,
+    /// driver and NVRTC versions.
+    Devices,
 }
 
 #[derive(Subcommand)]
@@ -194,6 +195,7 @@ impl Cli {
             Command::Demo(args) => demo::run(&self.host.host()?, &args),
             Command::Serve(args) => serve::run(self.host.host()?, &args),
             Command::Bench(BenchCommand::Grpc(args)) => serve::bench_grpc(self.host.host()?, &args),
+            Command::Devices => devices(),
             Command::Translate {
                 op,
                 op_args,
@@ -328,6 +330,26 @@ impl Cli {
             }
         }
     }
+}
+
+/// `umd devices`: one line per GPU, or why there is none.
+#[cfg(feature = "cuda")]
+fn devices() -> anyhow::Result<()> {
+    let list = umd::device::cuda::devices()?;
+    if list.is_empty() {
+        bail!("the NVIDIA driver is installed but reports no CUDA device");
+    }
+    for d in list {
+        println!("{d}");
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn devices() -> anyhow::Result<()> {
+    bail!(
+        "this umd was built without the `cuda` feature (rebuild with `cargo build --features cuda`)"
+    )
 }
 
 /// `out f32[2, 3]: min -1 max 2 mean 0.1 [0.5, …]`

@@ -1,22 +1,27 @@
 //! Devices: the [`Device`] trait every backend implements, with one module per backend
-//! ([`cpu`], the embedded default), the buffer [`pool`] and the [`sync`] primitives.
+//! ([`cpu`], the embedded default; `cuda`, behind the `cuda` feature), the buffer [`pool`] and
+//! the [`sync`] primitives.
 //!
 //! A device owns memory, streams and execution. It receives validated command buffers and the
 //! buffers bound to them; it never plans anything and never knows an operator. The CPU device
-//! runs a launch by calling the providing plugin's CPU kernel through [`CpuKernels`].
-//! [`caching`] is the device-memory allocator policy for GPU backends (tested with a fake raw
-//! allocator; the CUDA backend that will use it is not built yet).
+//! runs a launch by calling the providing plugin's CPU kernel through [`CpuKernels`]; a GPU
+//! device compiles the providing plugin's kernel source, fetched through [`KernelSources`].
+//! [`caching`] is the device-memory allocator policy of GPU backends.
 
 pub mod caching;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod pool;
 pub mod sync;
 
+use std::fmt;
+use std::str::FromStr;
 use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::cmdbuf::{CommandBuffer, LaunchCmd};
+use crate::cmdbuf::{CommandBuffer, LaunchCmd, ModuleRef};
 pub use pool::PoolStats;
 pub use sync::Fence;
 
@@ -68,6 +73,50 @@ pub enum DeviceError {
     },
     #[error("device is shut down")]
     ShutDown,
+    #[error("unknown device `{0}` (expected `cpu` or `cuda:N`)")]
+    UnknownDevice(String),
+    /// The device cannot be opened: no driver, no such device, versions that do not fit, or a
+    /// build without its backend. The message says which and what to do.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("driver call `{call}` failed: {message}")]
+    Driver { call: &'static str, message: String },
+    /// A command buffer that does not fit this device's real limits.
+    #[error("command buffer does not fit this device: {0}")]
+    Invalid(String),
+}
+
+/// Which device a host runs on: `cpu` or `cuda:N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceSpec {
+    Cpu,
+    /// The CUDA device with this ordinal.
+    Cuda(usize),
+}
+
+impl FromStr for DeviceSpec {
+    type Err = DeviceError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let spec = s.trim().to_ascii_lowercase();
+        if spec == "cpu" {
+            return Ok(DeviceSpec::Cpu);
+        }
+        spec.strip_prefix("cuda:")
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse().ok())
+            .map(DeviceSpec::Cuda)
+            .ok_or_else(|| DeviceError::UnknownDevice(s.to_string()))
+    }
+}
+
+impl fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceSpec::Cpu => f.write_str("cpu"),
+            DeviceSpec::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
 }
 
 /// Runs a launch on the CPU: implemented by the plugin registry.
@@ -79,6 +128,24 @@ pub trait CpuKernels: Send + Sync {
         launch: &LaunchCmd,
         buffers: &[(u32, u64, Option<&[u8]>)],
     ) -> Result<Vec<(u32, Vec<u8>)>, String>;
+}
+
+/// The device code of one kernel module, as the plugin that planned it provides it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelSource {
+    /// CUDA C source.
+    pub code: String,
+    /// The kernels it defines (`extern "C"` names).
+    pub entry_points: Vec<String>,
+    /// The plugin's compiler options; the device adds the architecture.
+    pub options: Vec<String>,
+}
+
+/// Fetches kernel modules' device code for GPU devices: implemented by the plugin registry
+/// (the plugin named by the module, through its `kernel-source`).
+pub trait KernelSources: Send + Sync {
+    /// The source of `module` for `target` (the device's, with its real limits).
+    fn source(&self, module: &ModuleRef, target: &Target) -> Result<KernelSource, String>;
 }
 
 /// A device: memory, streams, execution.
@@ -145,4 +212,30 @@ pub fn check_bindings(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_specs_parse() {
+        assert_eq!("cpu".parse::<DeviceSpec>(), Ok(DeviceSpec::Cpu));
+        assert_eq!(" CUDA:1 ".parse::<DeviceSpec>(), Ok(DeviceSpec::Cuda(1)));
+        assert_eq!(DeviceSpec::Cuda(0).to_string(), "cuda:0");
+        for bad in [
+            "cuda",
+            "cuda:",
+            "cuda:-1",
+            "cuda:x",
+            "gpu:0",
+            "cuda:99999999999999999999",
+        ] {
+            assert_eq!(
+                bad.parse::<DeviceSpec>(),
+                Err(DeviceError::UnknownDevice(bad.to_string())),
+                "{bad}"
+            );
+        }
+    }
 }

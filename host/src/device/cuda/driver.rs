@@ -1,0 +1,543 @@
+//! The thin safe layer over the CUDA driver API and NVRTC (through `cudarc`): the only file of
+//! the CUDA backend with `unsafe`, and the only one that names `cudarc`.
+//!
+//! Every entry point that works in a context binds it to the calling thread first (`cudarc`'s
+//! safe API does it inside; the raw calls here call [`Context::bind`]): nothing relies on the
+//! calling thread's current context. Host memory is only lent to synchronous calls. Device
+//! addresses are plain `u64`s passed through to the driver, which rejects those it did not
+//! hand out where it checks, and a kernel's bad access faults the context.
+//!
+//! Trust boundary: a kernel is code the host runs on the GPU, compiled from a plugin's source.
+//! Where the GPU shares the host's address space (HMM, ATS), a kernel could reach host memory
+//! through a pointer it makes up; the WebAssembly sandbox does not extend to the GPU, so kernel
+//! sources are trusted as far as that goes.
+//!
+//! Owns no policy and no state beyond the driver handles it wraps: it must not know buffers,
+//! fences' meaning, plans, the allocator policy or the module cache.
+//!
+//! Not exercised on this machine (no GPU): written against cudarc 0.19.10's sources.
+
+use std::ffi::c_void;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::sys::{self, CUdevice_attribute as Attr};
+use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, result};
+use cudarc::nvrtc;
+
+use crate::device::DeviceError;
+use crate::target::Dim3;
+
+/// `(major, minor)`.
+pub type Version = (u32, u32);
+
+fn failed(call: &'static str, e: result::DriverError) -> DeviceError {
+    let name = e
+        .error_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| format!("{:?}", e.0));
+    let text = e
+        .error_string()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    DeviceError::Driver {
+        call,
+        message: format!("{name}: {text}"),
+    }
+}
+
+/// Whether the CUDA driver library (`libcuda.so`) can be loaded. Checked once per process;
+/// every other function here assumes it is (`cudarc` panics on a missing library).
+pub fn driver_present() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    // SAFETY: loads (and unloads) the NVIDIA driver library by its usual names to see whether
+    // it exists; its initializers are made to run in any process that loads it.
+    *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
+}
+
+/// Whether the NVRTC library (`libnvrtc.so`) can be loaded. Checked once per process.
+pub fn nvrtc_present() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    // SAFETY: as for `driver_present`, with NVIDIA's runtime-compilation library.
+    *PRESENT.get_or_init(|| unsafe { nvrtc::sys::is_culib_present() })
+}
+
+fn need_driver() -> Result<(), DeviceError> {
+    if driver_present() {
+        Ok(())
+    } else {
+        Err(DeviceError::Unavailable(
+            "CUDA driver library (libcuda.so) not found: install the NVIDIA driver \
+             (and, in a container, run it with the GPU exposed, e.g. `--gpus all`)"
+                .into(),
+        ))
+    }
+}
+
+fn need_nvrtc() -> Result<(), DeviceError> {
+    if nvrtc_present() {
+        Ok(())
+    } else {
+        Err(DeviceError::Unavailable(
+            "NVRTC library (libnvrtc.so) not found: install the CUDA toolkit's runtime compiler \
+             (e.g. the `cuda-nvrtc-13-0` package) or add its directory to LD_LIBRARY_PATH"
+                .into(),
+        ))
+    }
+}
+
+/// The CUDA version the driver supports (`cuDriverGetVersion`, e.g. 13.0 for driver 580).
+pub fn driver_version() -> Result<Version, DeviceError> {
+    need_driver()?;
+    let mut v = 0;
+    // SAFETY: writes one int through a valid pointer; callable before `cuInit`.
+    unsafe { sys::cuDriverGetVersion(&mut v) }
+        .result()
+        .map_err(|e| failed("cuDriverGetVersion", e))?;
+    Ok(super::versions::from_driver_int(v))
+}
+
+fn nvrtc_failed(call: &'static str, e: nvrtc::sys::nvrtcResult) -> DeviceError {
+    DeviceError::Driver {
+        call,
+        message: format!("{e:?}"),
+    }
+}
+
+/// The NVRTC version (`nvrtcVersion`).
+pub fn nvrtc_version() -> Result<Version, DeviceError> {
+    need_nvrtc()?;
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: writes two ints through valid pointers.
+    let r = unsafe { nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    r.result().map_err(|e| nvrtc_failed("nvrtcVersion", e.0))?;
+    Ok((major.max(0) as u32, minor.max(0) as u32))
+}
+
+/// The real architectures NVRTC compiles for, as `major * 10 + minor` (e.g. 90 for sm_90).
+pub fn nvrtc_supported_archs() -> Result<Vec<u32>, DeviceError> {
+    need_nvrtc()?;
+    let mut n = 0;
+    // SAFETY: writes one int through a valid pointer.
+    let r = unsafe { nvrtc::sys::nvrtcGetNumSupportedArchs(&mut n) };
+    r.result()
+        .map_err(|e| nvrtc_failed("nvrtcGetNumSupportedArchs", e.0))?;
+    let mut archs = vec![0; n.max(0) as usize];
+    // SAFETY: `archs` has room for the `n` ints NVRTC just said it will write.
+    let r = unsafe { nvrtc::sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) };
+    r.result()
+        .map_err(|e| nvrtc_failed("nvrtcGetSupportedArchs", e.0))?;
+    Ok(archs.into_iter().map(|a| a.max(0) as u32).collect())
+}
+
+/// Compiles CUDA C to PTX with NVRTC; `Err` carries the compiler log.
+pub fn compile_ptx(code: &str, options: &[String]) -> Result<String, String> {
+    need_nvrtc().map_err(|e| e.to_string())?;
+    // cudarc panics on interior NULs; plugins' strings are never trusted.
+    if code.contains('\0') || options.iter().any(|o| o.contains('\0')) {
+        return Err("source or options contain a NUL character".into());
+    }
+    let opts = nvrtc::CompileOptions {
+        options: options.to_vec(),
+        ..Default::default()
+    };
+    let ptx = nvrtc::compile_ptx_with_opts(code, opts).map_err(|e| match e {
+        nvrtc::CompileError::CompileError {
+            nvrtc: code, log, ..
+        } => format!("{:?}:\n{}", code.0, log.to_string_lossy().trim_end()),
+        other => format!("{other:?}"),
+    })?;
+    let bytes = ptx.as_bytes().ok_or("NVRTC returned no PTX image")?;
+    let text = bytes.split(|b| *b == 0).next().unwrap_or_default();
+    String::from_utf8(text.to_vec()).map_err(|_| "NVRTC returned PTX that is not UTF-8".into())
+}
+
+/// Number of CUDA devices (0 when the driver sees none).
+pub fn device_count() -> Result<usize, DeviceError> {
+    need_driver()?;
+    match result::init() {
+        Err(result::DriverError(sys::CUresult::CUDA_ERROR_NO_DEVICE)) => return Ok(0),
+        r => r.map_err(|e| failed("cuInit", e))?,
+    }
+    let n = result::device::get_count().map_err(|e| failed("cuDeviceGetCount", e))?;
+    Ok(n.max(0) as usize)
+}
+
+/// What a device reports about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceAttributes {
+    pub name: String,
+    pub compute_capability: Version,
+    pub total_memory: u64,
+    pub sm_count: u32,
+    pub max_threads_per_block: u32,
+    pub max_block_dims: Dim3,
+    pub max_grid_dims: Dim3,
+    /// Without opting in per kernel (`cudaFuncAttributeMaxDynamicSharedMemorySize`).
+    pub max_shared_memory_per_block: u32,
+    pub warp_size: u32,
+}
+
+/// Queries device `index`'s attributes (no context needed).
+pub fn device_attributes(index: usize) -> Result<DeviceAttributes, DeviceError> {
+    need_driver()?;
+    result::init().map_err(|e| failed("cuInit", e))?;
+    let ordinal =
+        i32::try_from(index).map_err(|_| DeviceError::UnknownDevice(index.to_string()))?;
+    let dev = result::device::get(ordinal).map_err(|e| failed("cuDeviceGet", e))?;
+    let attr = |a: Attr| -> Result<u32, DeviceError> {
+        // SAFETY: `dev` was returned by `cuDeviceGet` just above.
+        let v = unsafe { result::device::get_attribute(dev, a) }
+            .map_err(|e| failed("cuDeviceGetAttribute", e))?;
+        Ok(v.max(0) as u32)
+    };
+    let dim =
+        |x, y, z| -> Result<Dim3, DeviceError> { Ok(Dim3::new(attr(x)?, attr(y)?, attr(z)?)) };
+    // SAFETY: as above.
+    let total =
+        unsafe { result::device::total_mem(dev) }.map_err(|e| failed("cuDeviceTotalMem", e))?;
+    Ok(DeviceAttributes {
+        name: result::device::get_name(dev).map_err(|e| failed("cuDeviceGetName", e))?,
+        compute_capability: (
+            attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        ),
+        total_memory: total as u64,
+        sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        max_threads_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+        max_block_dims: dim(
+            Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
+            Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
+            Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z,
+        )?,
+        max_grid_dims: dim(
+            Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
+            Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
+            Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z,
+        )?,
+        max_shared_memory_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+        warp_size: attr(Attr::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
+    })
+}
+
+/// A device's primary context.
+#[derive(Clone)]
+pub struct Context(Arc<CudaContext>);
+
+impl Context {
+    /// Retains device `index`'s primary context.
+    pub fn open(index: usize) -> Result<Context, DeviceError> {
+        need_driver()?;
+        CudaContext::new(index)
+            .map(Context)
+            .map_err(|e| failed("cuDevicePrimaryCtxRetain", e))
+    }
+
+    /// Makes this context current on the calling thread (`cuCtxSetCurrent` when it is not).
+    pub fn bind(&self) -> Result<(), DeviceError> {
+        self.0
+            .bind_to_thread()
+            .map_err(|e| failed("cuCtxSetCurrent", e))
+    }
+
+    /// A new non-blocking stream.
+    pub fn new_stream(&self) -> Result<Stream, DeviceError> {
+        let stream = self
+            .0
+            .new_stream()
+            .map_err(|e| failed("cuStreamCreate", e))?;
+        Ok(Stream {
+            stream,
+            ctx: self.clone(),
+        })
+    }
+
+    /// A new event (timing disabled).
+    pub fn new_event(&self) -> Result<Event, DeviceError> {
+        let event = self
+            .0
+            .new_event(None)
+            .map_err(|e| failed("cuEventCreate", e))?;
+        Ok(Event {
+            event,
+            ctx: self.clone(),
+        })
+    }
+
+    /// `cuMemAlloc`: `bytes` of device memory; returns its address.
+    pub fn alloc(&self, bytes: u64) -> Result<u64, DeviceError> {
+        self.bind()?;
+        let bytes = usize::try_from(bytes).map_err(|_| DeviceError::Driver {
+            call: "cuMemAlloc",
+            message: format!("{bytes} bytes do not fit in usize"),
+        })?;
+        // SAFETY: allocates device memory; nothing on the host is read or written. The memory
+        // is uninitialized, which is fine for untyped device bytes.
+        unsafe { result::malloc_sync(bytes) }.map_err(|e| failed("cuMemAlloc", e))
+    }
+
+    /// `cuMemFree`. The caller makes sure no queued work still uses `addr`.
+    pub fn free(&self, addr: u64) -> Result<(), DeviceError> {
+        self.bind()?;
+        // SAFETY: frees device memory only; the driver rejects an address it did not allocate.
+        unsafe { result::free_sync(addr) }.map_err(|e| failed("cuMemFree", e))
+    }
+
+    /// Copies device bytes at `src` into `dst`; returns when the copy is done (`cuMemcpyDtoH`,
+    /// synchronous whatever memory `dst` is, so nothing writes into it after the call). Not
+    /// ordered with any stream: the caller waits for the work writing `src` first (a fence).
+    pub fn copy_from_device(&self, dst: &mut [u8], src: u64) -> Result<(), DeviceError> {
+        self.bind()?;
+        // SAFETY: `dst` is a valid, exclusively borrowed slice for the whole (synchronous)
+        // call; any byte pattern is a valid `u8`.
+        unsafe { result::memcpy_dtoh_sync(dst, src) }.map_err(|e| failed("cuMemcpyDtoH", e))
+    }
+
+    /// Loads a PTX module (the driver compiles it for the device).
+    pub fn load_ptx(&self, ptx: &str) -> Result<Module, DeviceError> {
+        if ptx.contains('\0') {
+            return Err(DeviceError::Driver {
+                call: "cuModuleLoadData",
+                message: "PTX contains a NUL character".into(),
+            });
+        }
+        let module = self
+            .0
+            .load_module(nvrtc::Ptx::from_src(ptx))
+            .map_err(|e| failed("cuModuleLoadData", e))?;
+        Ok(Module {
+            module,
+            ctx: self.clone(),
+        })
+    }
+
+    /// Loads a cubin or fatbin image.
+    ///
+    /// # Safety
+    /// `image` must be a complete cubin or fatbin (as NVRTC or nvcc write them): the driver
+    /// reads as many bytes as the image's own headers say.
+    pub unsafe fn load_cubin(&self, image: &[u8]) -> Result<Module, DeviceError> {
+        let module = self
+            .0
+            .load_module(nvrtc::Ptx::from_binary(image.to_vec()))
+            .map_err(|e| failed("cuModuleLoadData", e))?;
+        Ok(Module {
+            module,
+            ctx: self.clone(),
+        })
+    }
+}
+
+/// A stream: work queued on it runs in order.
+pub struct Stream {
+    stream: Arc<CudaStream>,
+    ctx: Context,
+}
+
+/// What runs when a stream reaches a point: given the stream's status there.
+type Callback = Box<dyn FnOnce(Result<(), DeviceError>) + Send>;
+/// The driver's stream callback type.
+type CallbackFn = unsafe extern "C" fn(sys::CUstream, sys::CUresult, *mut c_void);
+
+/// Called by the driver on its callback thread. Makes no CUDA call (not even to name an error).
+/// `status` is a `CUresult` taken as the C `unsigned int` it is, so a code newer than the
+/// bindings cannot be an invalid Rust enum.
+unsafe extern "C" fn reached(_stream: sys::CUstream, status: u32, data: *mut c_void) {
+    // SAFETY: `data` is the `Box<Callback>` leaked by `Stream::when_reached`, and the driver
+    // calls this exactly once for it.
+    let callback = unsafe { Box::from_raw(data.cast::<Callback>()) };
+    let result = match status {
+        0 => Ok(()),
+        code => Err(DeviceError::Driver {
+            call: "stream work",
+            message: format!("CUDA error {code} (a kernel or copy queued before failed)"),
+        }),
+    };
+    // Unwinding into the driver would abort the process.
+    let _ = std::panic::catch_unwind(AssertUnwindSafe(move || callback(result)));
+}
+
+impl Stream {
+    /// Blocks until all work queued so far has run.
+    pub fn synchronize(&self) -> Result<(), DeviceError> {
+        self.stream
+            .synchronize()
+            .map_err(|e| failed("cuStreamSynchronize", e))
+    }
+
+    /// Copies host bytes to device address `dst` on this stream (`cuMemcpyHtoDAsync`) and waits
+    /// until the stream has run it, so the bytes are on the device for any stream's later
+    /// work. (A synchronous `cuMemcpyHtoD` from pageable memory may return before its DMA
+    /// lands.) Not ordered with other streams: the caller waits for the work using `dst` first.
+    pub fn copy_to_device(&self, dst: u64, src: &[u8]) -> Result<(), DeviceError> {
+        self.ctx.bind()?;
+        // SAFETY: `src` is valid for the call; the driver stages pageable memory before
+        // returning, and the stream is synchronized before `src` is given back.
+        unsafe { result::memcpy_htod_async(dst, src, self.stream.cu_stream()) }
+            .map_err(|e| failed("cuMemcpyHtoDAsync", e))?;
+        self.synchronize()
+    }
+
+    /// Queues a device-to-device copy of `bytes` bytes.
+    pub fn copy_device_to_device(&self, dst: u64, src: u64, bytes: u64) -> Result<(), DeviceError> {
+        self.ctx.bind()?;
+        let bytes = usize::try_from(bytes).map_err(|_| DeviceError::Driver {
+            call: "cuMemcpyDtoDAsync",
+            message: format!("{bytes} bytes do not fit in usize"),
+        })?;
+        // SAFETY: device addresses only; no host memory is involved.
+        unsafe { result::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream()) }
+            .map_err(|e| failed("cuMemcpyDtoDAsync", e))
+    }
+
+    /// Queues `function` with a packed parameter block (`cuLaunchKernel`'s `extra`:
+    /// `CU_LAUNCH_PARAM_BUFFER_POINTER`/`_SIZE`/`_END`). The driver copies `params` before
+    /// returning.
+    pub fn launch(
+        &self,
+        function: &Function,
+        grid: Dim3,
+        block: Dim3,
+        shared_memory: u32,
+        params: &[u8],
+    ) -> Result<(), DeviceError> {
+        self.ctx.bind()?;
+        // An 8-byte aligned copy with the same bytes: the driver reads the block as the
+        // kernel's parameter struct.
+        let mut words: Vec<u64> = params
+            .chunks(8)
+            .map(|c| {
+                let mut w = [0u8; 8];
+                w[..c.len()].copy_from_slice(c);
+                u64::from_ne_bytes(w)
+            })
+            .collect();
+        let mut size: usize = params.len();
+        let mut extra: [*mut c_void; 5] = [
+            std::ptr::without_provenance_mut(sys::CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT as usize),
+            words.as_mut_ptr().cast(),
+            std::ptr::without_provenance_mut(sys::CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT as usize),
+            (&raw mut size).cast(),
+            std::ptr::without_provenance_mut(sys::CU_LAUNCH_PARAM_END_AS_INT as usize),
+        ];
+        let extra = if params.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            extra.as_mut_ptr()
+        };
+        // SAFETY: `function` belongs to a module of this context, kept loaded by `Function`.
+        // `extra` is a well-formed, END-terminated list whose buffer (`words`, at least `size`
+        // bytes, 8-byte aligned) and size outlive the call; the driver copies the parameters
+        // before returning. What the kernel then does runs on the device (see the module docs
+        // on the trust boundary).
+        unsafe {
+            sys::cuLaunchKernel(
+                function.function.cu_function(),
+                grid.x,
+                grid.y,
+                grid.z,
+                block.x,
+                block.y,
+                block.z,
+                shared_memory,
+                self.stream.cu_stream(),
+                std::ptr::null_mut(),
+                extra,
+            )
+        }
+        .result()
+        .map_err(|e| failed("cuLaunchKernel", e))
+    }
+
+    /// Runs `f` on the driver's callback thread once everything queued so far has run, with the
+    /// stream's status at that point (`cuStreamAddCallback`: unlike `cuLaunchHostFunc`, it is
+    /// also called, with the error, after a kernel faulted, so nobody waits forever). `f` must
+    /// not call CUDA, block on device work or drop anything that frees device resources.
+    pub fn when_reached(
+        &self,
+        f: impl FnOnce(Result<(), DeviceError>) + Send + 'static,
+    ) -> Result<(), DeviceError> {
+        self.ctx.bind()?;
+        type Raw = unsafe extern "C" fn(sys::CUstream, u32, *mut c_void);
+        // SAFETY: only the parameter type differs, `u32` for the `#[repr(u32)]` `CUresult`: the
+        // C ABI passes both as `unsigned int`, and only the driver calls the pointer.
+        let callback: sys::CUstreamCallback =
+            Some(unsafe { std::mem::transmute::<Raw, CallbackFn>(reached as Raw) });
+        let data = Box::into_raw(Box::new(Box::new(f) as Callback));
+        // SAFETY: `callback` is `reached`; `data` stays valid until `reached` takes it back,
+        // which the driver does exactly once when this call succeeds. Flags must be 0.
+        let r =
+            unsafe { sys::cuStreamAddCallback(self.stream.cu_stream(), callback, data.cast(), 0) };
+        r.result().map_err(|e| {
+            // SAFETY: the driver refused the callback, so `data` is still ours alone.
+            drop(unsafe { Box::from_raw(data) });
+            failed("cuStreamAddCallback", e)
+        })
+    }
+}
+
+/// An event: marks a point of a stream.
+pub struct Event {
+    event: CudaEvent,
+    ctx: Context,
+}
+
+impl Event {
+    /// Marks everything queued on `stream` so far.
+    pub fn record(&self, stream: &Stream) -> Result<(), DeviceError> {
+        self.event
+            .record(&stream.stream)
+            .map_err(|e| failed("cuEventRecord", e))
+    }
+
+    /// Whether the marked work has run (`cuEventQuery`, no waiting).
+    pub fn is_complete(&self) -> Result<bool, DeviceError> {
+        self.ctx.bind()?;
+        self.event
+            .try_is_complete()
+            .map_err(|e| failed("cuEventQuery", e))
+    }
+}
+
+/// A loaded module.
+pub struct Module {
+    module: Arc<CudaModule>,
+    ctx: Context,
+}
+
+impl Module {
+    /// A kernel of the module, with the attributes launches are checked against.
+    pub fn function(&self, name: &str) -> Result<Function, DeviceError> {
+        if name.contains('\0') {
+            return Err(DeviceError::Driver {
+                call: "cuModuleGetFunction",
+                message: "the kernel name contains a NUL character".into(),
+            });
+        }
+        self.ctx.bind()?;
+        let function = self
+            .module
+            .load_function(name)
+            .map_err(|e| failed("cuModuleGetFunction", e))?;
+        let attr = |r: Result<i32, result::DriverError>| {
+            r.map(|v| v.max(0) as u32)
+                .map_err(|e| failed("cuFuncGetAttribute", e))
+        };
+        Ok(Function {
+            max_threads_per_block: attr(function.max_threads_per_block())?,
+            static_shared_memory: attr(function.shared_size_bytes())?,
+            function,
+        })
+    }
+}
+
+/// A kernel; keeps its module loaded.
+#[derive(Clone)]
+pub struct Function {
+    function: CudaFunction,
+    /// Most threads a block of this kernel may have (registers can make it less than the
+    /// device's limit).
+    pub max_threads_per_block: u32,
+    /// Shared memory the kernel declares statically.
+    pub static_shared_memory: u32,
+}

@@ -1,0 +1,437 @@
+//! The CUDA device (`cuda:N`, feature `cuda`): device memory from a caching allocator, a pool
+//! of streams, command buffers launched with their relocations patched to device addresses,
+//! kernels compiled from the plugins' CUDA C with NVRTC and cached, fences signalled by a
+//! stream callback (no polling).
+//!
+//! Hazards, as on the CPU device: every submission records its fence on the buffers it binds;
+//! `read` and `write` wait for them, and a freed buffer's memory is reused only after them (the
+//! allocator holds the block until they signal). Streams do not order against each other.
+//!
+//! Owns the device's buffers, streams and loaded modules; never plans. Driver calls go through
+//! [`driver`], the only file here with `unsafe`.
+//!
+//! Written without a GPU: everything that needs the driver is untested here (the pure parts —
+//! versions, kernel cache, parameter patching, errors without a driver — are unit-tested).
+
+pub mod driver;
+mod info;
+mod launch;
+mod loaded;
+pub mod modules;
+mod raw_alloc;
+pub mod versions;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Mutex, RwLock};
+
+pub use info::{DeviceInfo, devices};
+pub use launch::patch_params;
+
+use super::caching::{AllocError, CachingAllocator};
+use super::pool::PoolStats;
+use super::sync::Fence;
+use super::{BufferId, Device, DeviceError, KernelSources, StreamId, check_bindings};
+use crate::cmdbuf::{CommandBuffer, LaunchCmd};
+use crate::target::Target;
+use driver::{Context, Function, Stream};
+use loaded::Modules;
+use modules::{KernelCache, Nvrtc};
+use raw_alloc::CudaRaw;
+
+type Allocator = Arc<Mutex<CachingAllocator<CudaRaw>>>;
+
+/// Allocator stream of every block: `Device::alloc` takes no stream.
+const ALLOC_STREAM: StreamId = StreamId(0);
+/// Pseudo-stream under which a freed block's pending fences are recorded, so the allocator
+/// holds the block until they signal.
+const FENCED: StreamId = StreamId(u32::MAX);
+
+/// One buffer; its block returns to the allocator when the last handle drops.
+struct Buffer {
+    id: BufferId,
+    size: u64,
+    addr: u64,
+    /// Block bytes beyond `size` (rounding), for the statistics.
+    waste: u64,
+    /// Fences of submissions using it that may still be running.
+    uses: Mutex<Vec<Fence>>,
+    alloc: Allocator,
+    stats: Arc<AtomicU64>,
+}
+
+impl Buffer {
+    fn wait_idle(&self) {
+        let uses = self.uses.lock().clone();
+        // A failed kernel leaves the buffer usable; its error went to the submitter.
+        uses.iter().for_each(|f| drop(f.wait()));
+    }
+
+    fn record(&self, fence: &Fence) {
+        let mut uses = self.uses.lock();
+        uses.retain(|f| !f.is_done());
+        uses.push(fence.clone());
+    }
+
+    /// The device address of bytes `offset..offset + len`.
+    fn at(&self, offset: u64, len: u64) -> Result<u64, DeviceError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.size => Ok(self.addr + offset),
+            _ => Err(DeviceError::OutOfBounds {
+                buffer: self.id,
+                offset,
+                end: offset.saturating_add(len),
+                size: self.size,
+            }),
+        }
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        self.stats.fetch_sub(self.waste, Ordering::Relaxed);
+        let mut alloc = self.alloc.lock();
+        for f in self.uses.get_mut().drain(..).filter(|f| !f.is_done()) {
+            if let Err(e) = alloc.record_stream(self.addr, FENCED, f) {
+                tracing::error!(error = %e, "device buffer fence not recorded");
+            }
+        }
+        if let Err(e) = alloc.free(self.addr) {
+            tracing::error!(error = %e, "device buffer not freed");
+        }
+    }
+}
+
+/// A CUDA device.
+pub struct CudaDevice {
+    name: String,
+    info: DeviceInfo,
+    target: Target,
+    ctx: Context,
+    alloc: Allocator,
+    waste: Arc<AtomicU64>,
+    buffers: RwLock<HashMap<BufferId, Arc<Buffer>>>,
+    next_id: AtomicU64,
+    streams: RwLock<Vec<Arc<Stream>>>,
+    /// Host-to-device copies of `write`, one at a time.
+    uploads: Mutex<Stream>,
+    modules: Modules,
+    kernels: Arc<dyn KernelSources>,
+}
+
+impl CudaDevice {
+    /// Opens `cuda:{index}`, compiling kernels with NVRTC and caching them in `kernel_cache`
+    /// (`None`: in memory only; the host uses `$XDG_CACHE_HOME/umd/kernels`, or
+    /// `~/.cache/umd/kernels`). Refuses, with what to do, a missing driver or NVRTC, a missing
+    /// device, and versions that do not work together.
+    pub fn open(
+        index: usize,
+        kernels: Arc<dyn KernelSources>,
+        kernel_cache: Option<PathBuf>,
+    ) -> Result<Arc<CudaDevice>, DeviceError> {
+        let name = format!("cuda:{index}");
+        let count = driver::device_count()?;
+        if index >= count {
+            return Err(DeviceError::Unavailable(format!(
+                "no CUDA device {index}: the driver reports {count} (`umd devices` lists them)"
+            )));
+        }
+        let unavailable = |why: String| DeviceError::Unavailable(format!("{name}: {why}"));
+        let driver_cuda = driver::driver_version()?;
+        let nvrtc = driver::nvrtc_version()?;
+        versions::check_versions(driver_cuda, nvrtc, versions::MIN_DRIVER).map_err(unavailable)?;
+        let info = DeviceInfo::new(
+            index,
+            driver::device_attributes(index)?,
+            driver_cuda,
+            Some(nvrtc),
+        );
+        let archs = driver::nvrtc_supported_archs()?;
+        versions::check_arch(info.compute_capability, &archs, nvrtc).map_err(unavailable)?;
+
+        let ctx = Context::open(index)?;
+        let stream = Arc::new(ctx.new_stream()?);
+        let uploads = Mutex::new(ctx.new_stream()?);
+        let cache = KernelCache::new(Nvrtc { version: nvrtc }, kernel_cache);
+        tracing::info!(device = %info, "CUDA device opened");
+        Ok(Arc::new(CudaDevice {
+            target: info.target(),
+            name,
+            info,
+            alloc: Arc::new(Mutex::new(CachingAllocator::new(CudaRaw::new(ctx.clone())))),
+            waste: Arc::new(AtomicU64::new(0)),
+            buffers: RwLock::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            streams: RwLock::new(vec![stream]),
+            uploads,
+            modules: Modules::new(ctx.clone(), cache),
+            ctx,
+            kernels,
+        }))
+    }
+
+    /// What the device is.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn buffer(&self, id: BufferId) -> Result<Arc<Buffer>, DeviceError> {
+        self.buffers
+            .read()
+            .get(&id)
+            .cloned()
+            .ok_or(DeviceError::UnknownBuffer(id))
+    }
+
+    fn stream(&self, id: StreamId) -> Result<Arc<Stream>, DeviceError> {
+        self.streams
+            .read()
+            .get(id.0 as usize)
+            .cloned()
+            .ok_or(DeviceError::UnknownStream(id))
+    }
+
+    /// The kernel of one launch, checked against it.
+    fn kernel(&self, index: usize, l: &LaunchCmd) -> Result<Function, DeviceError> {
+        let err = |message: String| DeviceError::Launch {
+            launch: index,
+            entry: l.entry_point.clone(),
+            message,
+        };
+        let module = self
+            .modules
+            .get(&l.module, &self.target, &*self.kernels)
+            .map_err(err)?;
+        let f = module.function(&l.entry_point).map_err(err)?;
+        let max_shared = self.target.limits.max_shared_memory;
+        launch::check_kernel(
+            l,
+            f.max_threads_per_block,
+            f.static_shared_memory,
+            max_shared,
+        )
+        .map_err(err)?;
+        Ok(f)
+    }
+
+    /// Signals `fence` with `result` once `stream` reaches this point (if the callback cannot
+    /// be queued: after waiting for the stream here).
+    fn signal_when_reached(&self, stream: &Stream, fence: &Fence, result: Result<(), DeviceError>) {
+        let (f, r) = (fence.clone(), result.clone());
+        if let Err(e) = stream.when_reached(move |status| f.signal(r.and(status))) {
+            tracing::warn!(device = %self.name, error = %e, "waiting for the stream instead");
+            fence.signal(result.and(stream.synchronize()));
+        }
+    }
+}
+
+impl Drop for CudaDevice {
+    /// Lets queued work (and the callbacks signalling its fences) finish before the streams,
+    /// modules and memory go.
+    fn drop(&mut self) {
+        for s in self.streams.get_mut().iter() {
+            if let Err(e) = s.synchronize() {
+                tracing::warn!(device = %self.name, error = %e, "stream failed at shutdown");
+            }
+        }
+    }
+}
+
+impl Device for CudaDevice {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn target(&self) -> &Target {
+        &self.target
+    }
+
+    fn alloc(&self, bytes: u64) -> Result<BufferId, DeviceError> {
+        let block = self
+            .alloc
+            .lock()
+            .alloc(bytes, ALLOC_STREAM)
+            .map_err(|e| match e {
+                AllocError::OutOfMemory { allocated, .. } => DeviceError::OutOfMemory {
+                    requested: bytes,
+                    limit: self.info.total_memory,
+                    in_use: allocated,
+                },
+                other => DeviceError::Driver {
+                    call: "alloc",
+                    message: other.to_string(),
+                },
+            })?;
+        let waste = block.size - bytes.min(block.size);
+        self.waste.fetch_add(waste, Ordering::Relaxed);
+        let id = BufferId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let buf = Arc::new(Buffer {
+            id,
+            size: bytes,
+            addr: block.addr,
+            waste,
+            uses: Mutex::new(Vec::new()),
+            alloc: self.alloc.clone(),
+            stats: self.waste.clone(),
+        });
+        self.buffers.write().insert(id, buf);
+        Ok(id)
+    }
+
+    fn free(&self, buffer: BufferId) -> Result<(), DeviceError> {
+        // The block goes back when the last handle drops, held until the buffer's fences signal.
+        self.buffers
+            .write()
+            .remove(&buffer)
+            .map(drop)
+            .ok_or(DeviceError::UnknownBuffer(buffer))
+    }
+
+    fn size(&self, buffer: BufferId) -> Result<u64, DeviceError> {
+        Ok(self.buffer(buffer)?.size)
+    }
+
+    fn write(&self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let b = self.buffer(buffer)?;
+        let addr = b.at(offset, data.len() as u64)?;
+        b.wait_idle();
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.uploads.lock().copy_to_device(addr, data)
+    }
+
+    fn read(&self, buffer: BufferId, offset: u64, len: u64) -> Result<Vec<u8>, DeviceError> {
+        let b = self.buffer(buffer)?;
+        let addr = b.at(offset, len)?;
+        b.wait_idle();
+        let mut out = vec![0u8; len as usize];
+        if len > 0 {
+            self.ctx.copy_from_device(&mut out, addr)?;
+        }
+        Ok(out)
+    }
+
+    fn default_stream(&self) -> StreamId {
+        StreamId(0)
+    }
+
+    fn create_stream(&self) -> Result<StreamId, DeviceError> {
+        let stream = Arc::new(self.ctx.new_stream()?);
+        let mut streams = self.streams.write();
+        streams.push(stream);
+        Ok(StreamId(streams.len() as u32 - 1))
+    }
+
+    fn submit(
+        &self,
+        stream: StreamId,
+        cmd: Arc<CommandBuffer>,
+        bindings: &[BufferId],
+    ) -> Result<Fence, DeviceError> {
+        if cmd.target != self.target.name {
+            return Err(DeviceError::WrongTarget {
+                expected: self.target.name.clone(),
+                found: cmd.target.clone(),
+            });
+        }
+        cmd.validate(Some(&self.target.limits))
+            .map_err(|e| DeviceError::Invalid(e.to_string()))?;
+        check_bindings(&cmd, bindings, |id| self.size(id))?;
+        let s = self.stream(stream)?;
+        let buffers = bindings
+            .iter()
+            .map(|id| self.buffer(*id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let addrs: Vec<u64> = buffers.iter().map(|b| b.addr).collect();
+        // Every kernel is found and checked before anything is queued.
+        let kernels = cmd
+            .launches
+            .iter()
+            .enumerate()
+            .map(|(i, l)| self.kernel(i, l))
+            .collect::<Result<Vec<_>, _>>()?;
+        let fence = Fence::new();
+        buffers.iter().for_each(|b| b.record(&fence));
+        let mut result = Ok(());
+        for (i, (l, f)) in cmd.launches.iter().zip(&kernels).enumerate() {
+            let params = patch_params(&l.params, &l.relocations, &addrs);
+            if let Err(e) = s.launch(f, l.grid, l.block, l.shared_memory, &params) {
+                // The launches queued before still run: the fence signals after them.
+                result = Err(DeviceError::Launch {
+                    launch: i,
+                    entry: l.entry_point.clone(),
+                    message: e.to_string(),
+                });
+                break;
+            }
+        }
+        self.signal_when_reached(&s, &fence, result);
+        Ok(fence)
+    }
+
+    fn record_event(&self, stream: StreamId) -> Result<Fence, DeviceError> {
+        let s = self.stream(stream)?;
+        let fence = Fence::new();
+        self.signal_when_reached(&s, &fence, Ok(()));
+        Ok(fence)
+    }
+
+    fn pool_stats(&self) -> PoolStats {
+        let s = self.alloc.lock().stats();
+        PoolStats {
+            allocated_bytes: s.allocated_bytes,
+            cached_bytes: s.cached_bytes,
+            peak_bytes: s.peak_allocated_bytes,
+            hits: s.hits,
+            misses: s.misses,
+            rounding_waste_bytes: self.waste.load(Ordering::Relaxed),
+        }
+    }
+
+    fn trim(&self) {
+        let released = self.alloc.lock().empty_cache();
+        tracing::debug!(device = %self.name, released, "device memory cache trimmed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmdbuf::ModuleRef;
+    use crate::device::KernelSource;
+
+    struct NoSources;
+    impl KernelSources for NoSources {
+        fn source(&self, _: &ModuleRef, _: &Target) -> Result<KernelSource, String> {
+            Err("no plugins here".into())
+        }
+    }
+
+    #[test]
+    fn open_is_a_clean_error_without_a_driver() {
+        let r = CudaDevice::open(0, Arc::new(NoSources), None);
+        if !driver::driver_present() {
+            let msg = r.err().expect("no driver, no device").to_string();
+            assert!(
+                msg.contains("CUDA driver library (libcuda.so) not found"),
+                "{msg}"
+            );
+        }
+        // With a driver: opened, or refused with a reason (no device, versions); no panic.
+    }
+
+    #[test]
+    fn a_missing_device_is_named() {
+        if driver::driver_present() {
+            let msg = CudaDevice::open(1 << 20, Arc::new(NoSources), None)
+                .err()
+                .expect("no such device")
+                .to_string();
+            assert!(msg.contains("no CUDA device 1048576"), "{msg}");
+        }
+    }
+}
