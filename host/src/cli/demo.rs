@@ -1,14 +1,16 @@
 //! `umd demo`: a 2-layer MLP forward pass (MatMul → Add(bias, broadcast) → Relu → MatMul)
 //! translated by the plugins and executed on the device, buffers staying on the device between
-//! ops, checked against an independent plain-Rust computation.
+//! ops, checked against an independent plain-Rust computation — and, on a GPU, also against the
+//! same pipeline on the CPU device.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Args;
 
-use umd::device::BufferId;
-use umd::{Dtype, Host, OpRequest, TensorDesc, data};
+use umd::device::{BufferId, Device};
+use umd::{Dtype, Host, OpRequest, Target, TensorDesc, data};
 
 #[derive(Args)]
 pub struct DemoArgs {
@@ -31,51 +33,90 @@ struct Tensor {
     buf: BufferId,
 }
 
-fn upload(host: &Host, name: &str, shape: Vec<u64>, values: &[f64]) -> anyhow::Result<Tensor> {
-    let desc = TensorDesc::new(name, shape, Dtype::F32);
-    let buf = host.alloc(&desc)?;
-    host.write(buf, &data::encode(Dtype::F32, values))?;
-    Ok(Tensor { desc, buf })
+/// One device and the target plans for it are made for.
+struct On<'a> {
+    host: &'a Host,
+    dev: &'a Arc<dyn Device>,
+    target: Target,
+    verbose: bool,
 }
 
-/// Translates and runs one op on device tensors, printing what happened.
-fn step(host: &Host, op: &str, inputs: &[&Tensor], name: &str) -> anyhow::Result<Tensor> {
-    let start = Instant::now();
-    let t = host.translate(&OpRequest::new(
-        op,
-        inputs.iter().map(|t| t.desc.clone()).collect(),
-    ))?;
-    let translated = start.elapsed();
-    let mut desc = t.outputs[0].clone();
-    desc.name = name.to_string();
-    let out = Tensor {
-        buf: host.alloc(&desc)?,
-        desc,
-    };
-    let mut bindings: Vec<BufferId> = inputs.iter().map(|t| t.buf).collect();
-    bindings.push(out.buf);
-    let start = Instant::now();
-    host.execute(&t, &bindings, host.device().default_stream())?
-        .wait()
-        .with_context(|| format!("{op} failed on the device"))?;
-    let executed = start.elapsed();
-    let l = &t.cmdbuf.launches[0];
-    println!(
-        "{op:<7} {:<22} -> {:<14} kernel {:<16} grid {:<14} block {:<12} cmdbuf {:>4} B  translate {:>8.1} µs  execute {:>8.3} ms",
-        inputs
-            .iter()
-            .map(|t| t.desc.to_string())
-            .collect::<Vec<_>>()
-            .join(" "),
-        out.desc.to_string(),
-        l.entry_point,
-        l.grid.to_string(),
-        l.block.to_string(),
-        t.bytes.len(),
-        translated.as_secs_f64() * 1e6,
-        executed.as_secs_f64() * 1e3,
-    );
-    Ok(out)
+impl On<'_> {
+    fn upload(&self, name: &str, shape: Vec<u64>, values: &[f64]) -> anyhow::Result<Tensor> {
+        let desc = TensorDesc::new(name, shape, Dtype::F32);
+        let buf = self.dev.alloc(desc.byte_size().unwrap_or(0))?;
+        self.dev.write(buf, 0, &data::encode(Dtype::F32, values))?;
+        Ok(Tensor { desc, buf })
+    }
+
+    /// Translates and runs one op on device tensors, printing what happened.
+    fn step(&self, op: &str, inputs: &[&Tensor], name: &str) -> anyhow::Result<Tensor> {
+        let start = Instant::now();
+        let req = OpRequest::new(op, inputs.iter().map(|t| t.desc.clone()).collect())
+            .target(self.target.clone());
+        let t = self.host.translate(&req)?;
+        let translated = start.elapsed();
+        let mut desc = t.outputs[0].clone();
+        desc.name = name.to_string();
+        let out = Tensor {
+            buf: self.dev.alloc(desc.byte_size().unwrap_or(0))?,
+            desc,
+        };
+        let mut bindings: Vec<BufferId> = inputs.iter().map(|t| t.buf).collect();
+        bindings.push(out.buf);
+        let start = Instant::now();
+        self.dev
+            .submit(self.dev.default_stream(), t.cmdbuf.clone(), &bindings)?
+            .wait()
+            .with_context(|| format!("{op} failed on device `{}`", self.dev.name()))?;
+        let executed = start.elapsed();
+        let l = &t.cmdbuf.launches[0];
+        if self.verbose {
+            println!(
+                "{op:<7} {:<22} -> {:<14} kernel {:<16} grid {:<14} block {:<12} cmdbuf {:>4} B  translate {:>8.1} µs  execute {:>8.3} ms",
+                inputs
+                    .iter()
+                    .map(|t| t.desc.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                out.desc.to_string(),
+                l.entry_point,
+                l.grid.to_string(),
+                l.block.to_string(),
+                t.bytes.len(),
+                translated.as_secs_f64() * 1e6,
+                executed.as_secs_f64() * 1e3,
+            );
+        }
+        Ok(out)
+    }
+
+    /// The whole forward pass; returns y and the time it took.
+    fn forward(
+        &self,
+        x: &[f64],
+        w1: &[f64],
+        b1: &[f64],
+        w2: &[f64],
+        a: &DemoArgs,
+    ) -> anyhow::Result<(Vec<f64>, f64)> {
+        let start = Instant::now();
+        let tx = self.upload("x", vec![a.batch, a.input], x)?;
+        let tw1 = self.upload("w1", vec![a.input, a.hidden], w1)?;
+        let tb1 = self.upload("b1", vec![a.hidden], b1)?;
+        let tw2 = self.upload("w2", vec![a.hidden, a.classes], w2)?;
+        let h1 = self.step("MatMul", &[&tx, &tw1], "h1")?;
+        let h2 = self.step("Add", &[&h1, &tb1], "h2")?;
+        let h3 = self.step("Relu", &[&h2], "h3")?;
+        let y = self.step("MatMul", &[&h3, &tw2], "y")?;
+        let size = y.desc.byte_size().unwrap_or(0);
+        let got = data::decode(Dtype::F32, &self.dev.read(y.buf, 0, size)?);
+        let took = start.elapsed().as_secs_f64() * 1e3;
+        for t in [tx, tw1, tb1, tw2, h1, h2, h3, y] {
+            self.dev.free(t.buf)?;
+        }
+        Ok((got, took))
+    }
 }
 
 /// Plain row-major reference: out[m][n] = Σ_k a[m][k] b[k][n] (+ bias[n], relu).
@@ -104,6 +145,16 @@ fn reference_layer(
     out
 }
 
+fn max_rel_err(got: &[f64], want: &[f64]) -> f64 {
+    if got.len() != want.len() {
+        return f64::INFINITY;
+    }
+    got.iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs() / (1.0 + w.abs()))
+        .fold(0.0, f64::max)
+}
+
 pub fn run(host: &Host, args: &DemoArgs) -> anyhow::Result<()> {
     let (b, i, h, c) = (args.batch, args.input, args.hidden, args.classes);
     println!(
@@ -116,46 +167,49 @@ pub fn run(host: &Host, args: &DemoArgs) -> anyhow::Result<()> {
     let b1 = round(data::random(Dtype::F32, h as usize, 3));
     let w2 = round(data::random(Dtype::F32, (h * c) as usize, 4));
 
-    let start = Instant::now();
-    let tx = upload(host, "x", vec![b, i], &x)?;
-    let tw1 = upload(host, "w1", vec![i, h], &w1)?;
-    let tb1 = upload(host, "b1", vec![h], &b1)?;
-    let tw2 = upload(host, "w2", vec![h, c], &w2)?;
-    let h1 = step(host, "MatMul", &[&tx, &tw1], "h1")?;
-    let h2 = step(host, "Add", &[&h1, &tb1], "h2")?;
-    let h3 = step(host, "Relu", &[&h2], "h3")?;
-    let y = step(host, "MatMul", &[&h3, &tw2], "y")?;
-    let got = data::decode(Dtype::F32, &host.read(y.buf)?);
-    let total = start.elapsed();
+    let dev = host.device();
+    let on_device = On {
+        host,
+        dev,
+        target: dev.target().clone(),
+        verbose: true,
+    };
+    let (got, took) = on_device.forward(&x, &w1, &b1, &w2, args)?;
 
     let hidden = reference_layer(&x, &w1, Some(&b1), b as usize, i as usize, h as usize, true);
     let want = reference_layer(
         &hidden, &w2, None, b as usize, h as usize, c as usize, false,
     );
-    let max_err = got
-        .iter()
-        .zip(&want)
-        .map(|(g, w)| (g - w).abs() / (1.0 + w.abs()))
-        .fold(0.0, f64::max);
+    let err = max_rel_err(&got, &want);
     println!(
-        "output y {}: {:?} …",
-        y.desc,
+        "output y f32[{b}, {c}]: {:?} …",
         got.iter()
             .take(4)
             .map(|v| (v * 1e4).round() / 1e4)
             .collect::<Vec<_>>()
     );
     println!(
-        "checked against a plain Rust reference: max relative error {max_err:.2e} over {} values; total {:.2} ms",
-        got.len(),
-        total.as_secs_f64() * 1e3
+        "checked against a plain Rust reference: max relative error {err:.2e} over {} values; total {took:.2} ms",
+        got.len()
     );
-    for t in [tx, tw1, tb1, tw2, h1, h2, h3, y] {
-        host.free(t.buf)?;
+    let mut worst = err;
+    if dev.name() != "cpu" {
+        // Every GPU result is also checked against the CPU device running the same plugins.
+        let reference = host.reference_device();
+        let on_cpu = On {
+            host,
+            dev: reference,
+            target: Target::cpu(),
+            verbose: false,
+        };
+        let (cpu, _) = on_cpu.forward(&x, &w1, &b1, &w2, args)?;
+        let vs_cpu = max_rel_err(&got, &cpu);
+        println!("checked against the CPU device: max relative error {vs_cpu:.2e}");
+        worst = worst.max(vs_cpu);
     }
-    if got.len() != want.len() || max_err > 1e-4 {
+    if worst > 1e-4 {
         bail!(
-            "MISMATCH: the device result differs from the reference (max relative error {max_err:.2e})"
+            "MISMATCH: the device result differs from the reference (max relative error {worst:.2e})"
         );
     }
     println!("OK");
