@@ -18,6 +18,9 @@ const BUCKETS_US: [u64; 14] = [
     1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 100_000,
 ];
 
+/// Most (op, status) series kept; further ones are counted under op `<other>`.
+const MAX_SERIES: usize = 512;
+
 /// Counters of the service.
 #[derive(Default)]
 pub struct Metrics {
@@ -36,7 +39,17 @@ impl Metrics {
         } else {
             "<long>".into()
         };
-        *self.requests.lock().entry((op, status)).or_default() += 1;
+        {
+            // Op names come from clients: bound the label set so the map cannot grow forever.
+            let mut requests = self.requests.lock();
+            let fresh = !requests.contains_key(&(op.clone(), status));
+            let key = if fresh && requests.len() >= MAX_SERIES {
+                ("<other>".to_string(), status)
+            } else {
+                (op, status)
+            };
+            *requests.entry(key).or_default() += 1;
+        }
         let us = took.as_micros() as u64;
         let bucket = BUCKETS_US
             .iter()
@@ -225,5 +238,15 @@ mod tests {
         assert_eq!(quantile_us(&c, 0.5), Some(5));
         assert_eq!(quantile_us(&c, 0.99), Some(1000));
         assert_eq!(m.requests.lock()[&("add".to_string(), 2)], 2);
+        for i in 0..2 * MAX_SERIES {
+            m.record(&format!("op{i}"), 2, Duration::from_micros(1));
+        }
+        let requests = m.requests.lock();
+        assert!(
+            requests.len() <= MAX_SERIES + 1,
+            "bounded: {}",
+            requests.len()
+        );
+        assert!(requests[&("<other>".to_string(), 2)] > 0);
     }
 }
