@@ -8,6 +8,9 @@
 #   2. `umd demo --device cuda:0`         MLP forward pass on the GPU, checked against plain Rust
 #                                         (kernels compiled by NVRTC into a fresh kernel cache)
 #   3. the same demo again                kernels now come from the on-disk kernel cache
+#   4. `umd --device cuda:0 check`        every op of every plugin on the GPU against the CPU
+#                                         (random shapes and dtypes), then the DESIGN §6 figures;
+#                                         report in $OUT/check/check.txt and check.json
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,6 +49,11 @@ if "$umd" --help | grep -qE '^  demo '; then
     step env UMD_LOG=umd=debug "$umd" demo --device cuda:0
     step env UMD_LOG=umd=debug "$umd" demo --device cuda:0
     log "kernel cache: $(find "$cache" -name '*.ptx' | wc -l) PTX file(s)"
+fi
+if "$umd" --help | grep -qE '^  check '; then
+    checkdir=${OUT:-.}/check
+    step timeout 300 "$umd" --device cuda:0 check --out "$checkdir"
+    [ -f "$checkdir/check.json" ] && log "check report: $checkdir/check.txt, $checkdir/check.json"
 fi
 
 if [ "$failed" -eq 0 ]; then log "gpu-check: PASS"; else log "gpu-check: FAIL"; fi

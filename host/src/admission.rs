@@ -4,8 +4,8 @@
 //! is not admitted; the report names the case and what differed.
 //!
 //! Not built yet: generic cases derived from op signatures (the ABI does not describe
-//! signatures), and GPU-against-CPU comparison (cases run on the CPU device even when the host
-//! serves a GPU).
+//! signatures). Cases run on the CPU device even when the host serves a GPU; GPU-against-CPU
+//! comparison on these cases' shapes is `umd check` ([`crate::check`]), not admission.
 
 use std::sync::Arc;
 
@@ -52,7 +52,8 @@ fn attr_from_wit(v: &crate::plugin::wit::AttrValue) -> AttrValue {
     }
 }
 
-fn run_case(host: &Host, plugin: &Arc<LoadedPlugin>, case: &TestCase) -> Result<(), String> {
+/// The request a self-test case describes (op, inputs, attributes; no target).
+pub(crate) fn case_request(case: &TestCase) -> OpRequest {
     let mut req = OpRequest::new(
         case.op.clone(),
         case.inputs
@@ -66,6 +67,11 @@ fn run_case(host: &Host, plugin: &Arc<LoadedPlugin>, case: &TestCase) -> Result<
         .iter()
         .map(|a| (a.name.clone(), attr_from_wit(&a.value)))
         .collect();
+    req
+}
+
+fn run_case(host: &Host, plugin: &Arc<LoadedPlugin>, case: &TestCase) -> Result<(), String> {
+    let mut req = case_request(case);
     req.target = Some(Target::cpu());
     if case.input_data.len() != req.inputs.len() {
         return Err(format!(

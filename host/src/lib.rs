@@ -22,6 +22,7 @@
 
 pub mod admission;
 pub mod cache;
+pub mod check;
 pub mod cmdbuf;
 pub mod data;
 pub mod device;

@@ -1,4 +1,4 @@
-//! The `umd` command line: demo, translate, inspect, run, plugins.
+//! The `umd` command line: demo, check, translate, inspect, run, plugins.
 
 mod cli;
 

@@ -1,5 +1,6 @@
 //! Command-line parsing and the small commands; `demo` has its own module.
 
+mod check;
 mod demo;
 mod serve;
 
@@ -57,6 +58,11 @@ enum Command {
     /// The main job: a 2-layer MLP forward pass through the plugins on the device (`--device`,
     /// the CPU by default), checked against a plain Rust computation.
     Demo(demo::DemoArgs),
+    /// Every op of every loaded plugin on the device (`--device`) against the CPU reference,
+    /// on random inputs of many shapes and dtypes; on a CUDA device also the DESIGN §6 figures
+    /// (launch cost, allocator hit, Add bandwidth, MatMul TFLOP/s). Writes check.txt and
+    /// check.json; exits non-zero when a case fails.
+    Check(check::CheckArgs),
     /// Translate one op and print its command buffer.
     Translate {
         /// ONNX op name (Add, MatMul, Relu, …).
@@ -193,6 +199,7 @@ impl Cli {
     pub fn run(self) -> anyhow::Result<()> {
         match self.command {
             Command::Demo(args) => demo::run(&self.host.host()?, &args),
+            Command::Check(args) => check::run(&self.host.host()?, &args),
             Command::Serve(args) => serve::run(self.host.host()?, &args),
             Command::Bench(BenchCommand::Grpc(args)) => serve::bench_grpc(self.host.host()?, &args),
             Command::Devices => devices(),

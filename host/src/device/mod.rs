@@ -15,6 +15,7 @@ pub mod cuda;
 pub mod pool;
 pub mod sync;
 
+use std::any::Any;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -148,8 +149,9 @@ pub trait KernelSources: Send + Sync {
     fn source(&self, module: &ModuleRef, target: &Target) -> Result<KernelSource, String>;
 }
 
-/// A device: memory, streams, execution.
-pub trait Device: Send + Sync {
+/// A device: memory, streams, execution. (`Any`: `umd check` finds a CUDA device's timing
+/// baselines by downcasting.)
+pub trait Device: Any + Send + Sync {
     /// `cpu`, `cuda:0`, …
     fn name(&self) -> &str;
     /// The target plans for this device are made for.

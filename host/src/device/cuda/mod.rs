@@ -8,7 +8,8 @@
 //! allocator holds the block until they signal). Streams do not order against each other.
 //!
 //! Owns the device's buffers, streams and loaded modules; never plans. Driver calls go through
-//! [`driver`], the only file here with `unsafe`.
+//! [`driver`], the only file here with `unsafe`. `timing` adds the bare-driver baselines of
+//! `umd check`'s figures (bare launches, raw allocations, device copies).
 //!
 //! Written without a GPU: everything that needs the driver is untested here (the pure parts —
 //! versions, kernel cache, parameter patching, errors without a driver — are unit-tested).
@@ -19,6 +20,7 @@ mod launch;
 mod loaded;
 pub mod modules;
 mod raw_alloc;
+mod timing;
 pub mod versions;
 
 use std::collections::HashMap;
