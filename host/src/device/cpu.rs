@@ -5,15 +5,14 @@
 //! Hazards: every submission records its fence on the buffers it binds; `read`, `write` and the
 //! return of a freed buffer's memory wait for it. Owns buffers and threads; never plans.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
 use parking_lot::{Mutex, RwLock};
 
 use super::pool::{HostPool, PoolStats};
 use super::sync::Fence;
+use super::table::BufferTable;
 use super::{BufferId, CpuKernels, Device, DeviceError, StreamId, check_bindings};
 use crate::cmdbuf::{Access, CommandBuffer, LaunchCmd};
 use crate::target::Target;
@@ -74,8 +73,7 @@ struct Stream {
 pub struct CpuDevice {
     target: Target,
     pool: Arc<HostPool>,
-    buffers: RwLock<HashMap<BufferId, Arc<Buffer>>>,
-    next_id: AtomicU64,
+    buffers: BufferTable<Buffer>,
     streams: Mutex<Vec<Stream>>,
     kernels: Arc<dyn CpuKernels>,
 }
@@ -86,8 +84,7 @@ impl CpuDevice {
         let dev = Arc::new(CpuDevice {
             target: Target::cpu(),
             pool: Arc::new(HostPool::new(memory_limit, memory_limit / 4)),
-            buffers: RwLock::new(HashMap::new()),
-            next_id: AtomicU64::new(1),
+            buffers: BufferTable::default(),
             streams: Mutex::new(Vec::new()),
             kernels,
         });
@@ -96,11 +93,7 @@ impl CpuDevice {
     }
 
     fn buffer(&self, id: BufferId) -> Result<Arc<Buffer>, DeviceError> {
-        self.buffers
-            .read()
-            .get(&id)
-            .cloned()
-            .ok_or(DeviceError::UnknownBuffer(id))
+        self.buffers.get(id)
     }
 
     fn send(&self, stream: StreamId, job: Job) -> Result<(), DeviceError> {
@@ -123,25 +116,18 @@ impl Device for CpuDevice {
 
     fn alloc(&self, bytes: u64) -> Result<BufferId, DeviceError> {
         let block = self.pool.alloc(bytes)?;
-        let id = BufferId(self.next_id.fetch_add(1, Ordering::Relaxed));
-        let buf = Arc::new(Buffer {
+        Ok(self.buffers.insert(|id| Buffer {
             id,
             size: bytes,
             data: RwLock::new(block),
             last_use: Mutex::new(None),
             pool: self.pool.clone(),
-        });
-        self.buffers.write().insert(id, buf);
-        Ok(id)
+        }))
     }
 
     fn free(&self, buffer: BufferId) -> Result<(), DeviceError> {
         // Queued work holds its own reference: the memory returns when that work is done.
-        self.buffers
-            .write()
-            .remove(&buffer)
-            .map(drop)
-            .ok_or(DeviceError::UnknownBuffer(buffer))
+        self.buffers.remove(buffer)
     }
 
     fn size(&self, buffer: BufferId) -> Result<u64, DeviceError> {

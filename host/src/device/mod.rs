@@ -14,6 +14,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod pool;
 pub mod sync;
+pub mod table;
 
 use std::any::Any;
 use std::fmt;

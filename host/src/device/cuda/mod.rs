@@ -23,7 +23,7 @@ mod raw_alloc;
 mod timing;
 pub mod versions;
 
-use std::collections::HashMap;
+use crate::device::table::BufferTable;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -115,8 +115,7 @@ pub struct CudaDevice {
     ctx: Context,
     alloc: Allocator,
     waste: Arc<AtomicU64>,
-    buffers: RwLock<HashMap<BufferId, Arc<Buffer>>>,
-    next_id: AtomicU64,
+    buffers: BufferTable<Buffer>,
     streams: RwLock<Vec<Arc<Stream>>>,
     /// Host-to-device copies of `write`, one at a time.
     uploads: Mutex<Stream>,
@@ -165,8 +164,7 @@ impl CudaDevice {
             info,
             alloc: Arc::new(Mutex::new(CachingAllocator::new(CudaRaw::new(ctx.clone())))),
             waste: Arc::new(AtomicU64::new(0)),
-            buffers: RwLock::new(HashMap::new()),
-            next_id: AtomicU64::new(1),
+            buffers: BufferTable::default(),
             streams: RwLock::new(vec![stream]),
             uploads,
             modules: Modules::new(ctx.clone(), cache),
@@ -181,11 +179,7 @@ impl CudaDevice {
     }
 
     fn buffer(&self, id: BufferId) -> Result<Arc<Buffer>, DeviceError> {
-        self.buffers
-            .read()
-            .get(&id)
-            .cloned()
-            .ok_or(DeviceError::UnknownBuffer(id))
+        self.buffers.get(id)
     }
 
     fn stream(&self, id: StreamId) -> Result<Arc<Stream>, DeviceError> {
@@ -269,8 +263,7 @@ impl Device for CudaDevice {
             })?;
         let waste = block.size - bytes.min(block.size);
         self.waste.fetch_add(waste, Ordering::Relaxed);
-        let id = BufferId(self.next_id.fetch_add(1, Ordering::Relaxed));
-        let buf = Arc::new(Buffer {
+        Ok(self.buffers.insert(|id| Buffer {
             id,
             size: bytes,
             addr: block.addr,
@@ -278,18 +271,12 @@ impl Device for CudaDevice {
             uses: Mutex::new(Vec::new()),
             alloc: self.alloc.clone(),
             stats: self.waste.clone(),
-        });
-        self.buffers.write().insert(id, buf);
-        Ok(id)
+        }))
     }
 
     fn free(&self, buffer: BufferId) -> Result<(), DeviceError> {
         // The block goes back when the last handle drops, held until the buffer's fences signal.
-        self.buffers
-            .write()
-            .remove(&buffer)
-            .map(drop)
-            .ok_or(DeviceError::UnknownBuffer(buffer))
+        self.buffers.remove(buffer)
     }
 
     fn size(&self, buffer: BufferId) -> Result<u64, DeviceError> {
