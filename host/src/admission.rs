@@ -91,61 +91,35 @@ fn run_case(host: &Host, plugin: &Arc<LoadedPlugin>, case: &TestCase) -> Result<
             case.expected.len()
         ));
     }
-    let dev = host.reference_device();
-    let mut bufs = Vec::new();
-    let result = (|| -> Result<(), String> {
-        for (b, data) in t.cmdbuf.bindings.iter().zip(
-            case.input_data
-                .iter()
-                .map(Some)
-                .chain(std::iter::repeat(None)),
-        ) {
-            let size = b.desc.byte_size().unwrap_or(0);
-            let id = dev.alloc(size).map_err(|e| e.to_string())?;
-            bufs.push(id);
-            if let Some(d) = data {
-                if d.len() as u64 != size {
-                    return Err(format!(
-                        "input `{}` needs {size} bytes, the case gives {}",
-                        b.desc.name,
-                        d.len()
-                    ));
-                }
-                dev.write(id, 0, d).map_err(|e| e.to_string())?;
-            }
+    let inputs: Vec<&[u8]> = case.input_data.iter().map(Vec::as_slice).collect();
+    let outputs = crate::device::run_once(&**host.reference_device(), &t.cmdbuf, &inputs)
+        .map_err(|e| e.to_string())?;
+    for (i, ((desc, got), want)) in t
+        .outputs
+        .iter()
+        .zip(&outputs)
+        .zip(&case.expected)
+        .enumerate()
+    {
+        let (got, want) = (
+            data::decode(desc.dtype, got),
+            data::decode(desc.dtype, want),
+        );
+        if got.len() != want.len() {
+            return Err(format!(
+                "output {i}: {} values, {} expected",
+                got.len(),
+                want.len()
+            ));
         }
-        dev.submit(dev.default_stream(), t.cmdbuf.clone(), &bufs)
-            .and_then(|f| f.wait())
-            .map_err(|e| e.to_string())?;
-        for (i, (desc, want)) in t.outputs.iter().zip(&case.expected).enumerate() {
-            let id = bufs[req.inputs.len() + i];
-            let got = dev
-                .read(id, 0, desc.byte_size().unwrap_or(0))
-                .map_err(|e| e.to_string())?;
-            let (got, want) = (
-                data::decode(desc.dtype, &got),
-                data::decode(desc.dtype, want),
-            );
-            if got.len() != want.len() {
-                return Err(format!(
-                    "output {i}: {} values, {} expected",
-                    got.len(),
-                    want.len()
-                ));
-            }
-            let tol = case.tolerance.max(0.0);
-            if let Some((j, (g, w))) = got.iter().zip(&want).enumerate().find(|(_, (g, w))| {
-                !(g == w || (g.is_nan() && w.is_nan()) || (*g - *w).abs() <= tol * (1.0 + w.abs()))
-            }) {
-                return Err(format!(
-                    "output {i} element {j}: got {g}, expected {w} (tolerance {tol})"
-                ));
-            }
+        let tol = case.tolerance.max(0.0);
+        if let Some((j, (g, w))) = got.iter().zip(&want).enumerate().find(|(_, (g, w))| {
+            !(g == w || (g.is_nan() && w.is_nan()) || (*g - *w).abs() <= tol * (1.0 + w.abs()))
+        }) {
+            return Err(format!(
+                "output {i} element {j}: got {g}, expected {w} (tolerance {tol})"
+            ));
         }
-        Ok(())
-    })();
-    for id in bufs {
-        let _ = dev.free(id);
     }
-    result
+    Ok(())
 }

@@ -384,28 +384,9 @@ impl Host {
     ) -> Result<Vec<(TensorDesc, Vec<u8>)>> {
         let req = OpRequest::new(op, inputs.iter().map(|(d, _)| d.clone()).collect());
         let t = self.translate(&req)?;
-        let mut bufs = Vec::new();
-        let result = (|| {
-            for (desc, data) in inputs {
-                let b = self.alloc(desc)?;
-                bufs.push(b);
-                self.write(b, data)?;
-            }
-            for b in &t.cmdbuf.bindings[inputs.len()..] {
-                bufs.push(self.alloc(&b.desc)?);
-            }
-            self.execute(&t, &bufs, self.device.default_stream())?
-                .wait()?;
-            t.outputs
-                .iter()
-                .zip(&bufs[inputs.len()..])
-                .map(|(d, b)| Ok((d.clone(), self.read(*b)?)))
-                .collect::<Result<Vec<_>>>()
-        })();
-        for b in bufs {
-            let _ = self.device.free(b);
-        }
-        result
+        let data: Vec<&[u8]> = inputs.iter().map(|(_, d)| d.as_slice()).collect();
+        let outputs = crate::device::run_once(&*self.device, &t.cmdbuf, &data)?;
+        Ok(t.outputs.iter().cloned().zip(outputs).collect())
     }
 }
 

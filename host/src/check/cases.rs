@@ -10,8 +10,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::{CaseResult, CheckOptions, compare};
-use crate::cmdbuf::Role;
-use crate::device::{BufferId, Device};
+
+use crate::device::Device;
 use crate::error::Error;
 use crate::plugin::LoadedPlugin;
 use crate::plugin::self_test::TestCase;
@@ -289,35 +289,6 @@ fn check_seed(
 
 /// Runs `t` on `dev` with `inputs` in its first bindings; returns every output's bytes.
 fn execute(dev: &dyn Device, t: &Translation, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, String> {
-    let mut bufs: Vec<BufferId> = Vec::new();
-    let result = (|| -> Result<Vec<Vec<u8>>, String> {
-        for (i, b) in t.cmdbuf.bindings.iter().enumerate() {
-            let size = b
-                .desc
-                .byte_size()
-                .ok_or_else(|| format!("binding {i} overflows"))?;
-            let id = dev.alloc(size).map_err(|e| e.to_string())?;
-            bufs.push(id);
-            if let Some(data) = inputs.get(i).filter(|_| b.role == Role::Input) {
-                dev.write(id, 0, data).map_err(|e| e.to_string())?;
-            }
-        }
-        dev.submit(dev.default_stream(), t.cmdbuf.clone(), &bufs)
-            .and_then(|f| f.wait())
-            .map_err(|e| e.to_string())?;
-        t.cmdbuf
-            .bindings
-            .iter()
-            .zip(&bufs)
-            .filter(|(b, _)| b.role == Role::Output)
-            .map(|(b, id)| {
-                dev.read(*id, 0, b.desc.byte_size().unwrap_or(0))
-                    .map_err(|e| e.to_string())
-            })
-            .collect()
-    })();
-    for id in bufs {
-        let _ = dev.free(id);
-    }
-    result
+    let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+    crate::device::run_once(dev, &t.cmdbuf, &inputs).map_err(|e| e.to_string())
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::cmdbuf::{CommandBuffer, LaunchCmd, ModuleRef};
+use crate::cmdbuf::{CommandBuffer, LaunchCmd, ModuleRef, Role};
 pub use pool::PoolStats;
 pub use sync::Fence;
 
@@ -72,6 +72,12 @@ pub enum DeviceError {
         launch: usize,
         entry: String,
         message: String,
+    },
+    #[error("input {index} needs {expected} bytes, {given} given")]
+    InputSize {
+        index: usize,
+        expected: u64,
+        given: u64,
     },
     #[error("device is shut down")]
     ShutDown,
@@ -188,6 +194,52 @@ pub trait Device: Any + Send + Sync {
     fn pool_stats(&self) -> PoolStats;
     /// Releases cached, unused memory.
     fn trim(&self);
+}
+
+/// Runs a command buffer once on `dev` with host data: allocates a buffer per binding, writes
+/// `inputs` into the input bindings, waits, and returns the output bindings' bytes; frees every
+/// buffer whatever happens. (`Host::run`, admission and `umd check` all go through here.)
+pub fn run_once(
+    dev: &dyn Device,
+    cmd: &Arc<CommandBuffer>,
+    inputs: &[&[u8]],
+) -> Result<Vec<Vec<u8>>, DeviceError> {
+    let n_in = cmd.count(Role::Input);
+    if inputs.len() != n_in {
+        return Err(DeviceError::BindingCount {
+            expected: n_in,
+            found: inputs.len(),
+        });
+    }
+    let mut bufs: Vec<BufferId> = Vec::with_capacity(cmd.bindings.len());
+    let result = (|| {
+        for (index, b) in cmd.bindings.iter().enumerate() {
+            let size = b.desc.byte_size().unwrap_or(u64::MAX);
+            bufs.push(dev.alloc(size)?);
+            if let Some(data) = inputs.get(index).filter(|_| b.role == Role::Input) {
+                if data.len() as u64 != size {
+                    return Err(DeviceError::InputSize {
+                        index,
+                        expected: size,
+                        given: data.len() as u64,
+                    });
+                }
+                dev.write(bufs[index], 0, data)?;
+            }
+        }
+        dev.submit(dev.default_stream(), cmd.clone(), &bufs)?
+            .wait()?;
+        cmd.bindings
+            .iter()
+            .zip(&bufs)
+            .filter(|(b, _)| b.role == Role::Output)
+            .map(|(b, id)| dev.read(*id, 0, b.desc.byte_size().unwrap_or(0)))
+            .collect()
+    })();
+    for id in bufs {
+        let _ = dev.free(id);
+    }
+    result
 }
 
 /// Checks the buffers bound to a command buffer: one per binding, each large enough.
