@@ -101,21 +101,10 @@ fn run_case(host: &Host, plugin: &Arc<LoadedPlugin>, case: &TestCase) -> Result<
         .zip(&case.expected)
         .enumerate()
     {
-        let (got, want) = (
-            data::decode(desc.dtype, got),
-            data::decode(desc.dtype, want),
-        );
-        if got.len() != want.len() {
-            return Err(format!(
-                "output {i}: {} values, {} expected",
-                got.len(),
-                want.len()
-            ));
-        }
         let tol = case.tolerance.max(0.0);
-        if let Some((j, (g, w))) = got.iter().zip(&want).enumerate().find(|(_, (g, w))| {
-            !(g == w || (g.is_nan() && w.is_nan()) || (*g - *w).abs() <= tol * (1.0 + w.abs()))
-        }) {
+        let diff =
+            data::compare(desc.dtype, got, want, tol).map_err(|e| format!("output {i}: {e}"))?;
+        if let Some((j, g, w)) = diff.first_bad {
             return Err(format!(
                 "output {i} element {j}: got {g}, expected {w} (tolerance {tol})"
             ));

@@ -58,6 +58,51 @@ pub fn random(dtype: Dtype, n: usize, seed: u64) -> Vec<f64> {
         .collect()
 }
 
+/// How far one output is from the reference.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Difference {
+    /// Largest error over the elements (`inf` where one side is NaN or infinite and the other
+    /// is not the same).
+    pub max_error: f64,
+    /// The first element over `tolerance`: (index, got, want).
+    pub first_bad: Option<(usize, f64, f64)>,
+}
+
+/// Compares two outputs of `dtype` element by element. Equal values (infinities of one sign
+/// included) and NaN against NaN count as exact.
+pub fn compare(
+    dtype: Dtype,
+    got: &[u8],
+    want: &[u8],
+    tolerance: f64,
+) -> Result<Difference, String> {
+    let (got, want) = (decode(dtype, got), decode(dtype, want));
+    if got.len() != want.len() {
+        return Err(format!(
+            "{} elements, the reference has {}",
+            got.len(),
+            want.len()
+        ));
+    }
+    let mut d = Difference {
+        max_error: 0.0,
+        first_bad: None,
+    };
+    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+        let err = if g == w || (g.is_nan() && w.is_nan()) {
+            0.0
+        } else {
+            let e = (g - w).abs() / (1.0 + w.abs());
+            if e.is_nan() { f64::INFINITY } else { e }
+        };
+        d.max_error = d.max_error.max(err);
+        if err > tolerance && d.first_bad.is_none() {
+            d.first_bad = Some((i, g, w));
+        }
+    }
+    Ok(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,10 +1,10 @@
-//! Comparing a device's output with the reference's: the tolerance for an op and dtype, and the
-//! element-wise error `|got - want| / (1 + |want|)`.
+//! Comparing a device's output with the reference's: the tolerance for an op and dtype (the
+//! element-wise error `|got - want| / (1 + |want|)` is [`crate::data::compare`]).
 //!
 //! The only place `umd check` tells ops apart: ops that sum many products ([`REDUCING_OPS`])
 //! may round differently on every device; the others must agree to the dtype's last bits.
 
-use crate::data;
+pub use crate::data::{Difference, compare};
 use crate::tensor::Dtype;
 
 /// Ops whose results are sums of many terms, compared with the looser tolerances.
@@ -27,54 +27,10 @@ pub fn tolerance(op: &str, dtype: Dtype) -> f64 {
     }
 }
 
-/// How far one output is from the reference.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Difference {
-    /// Largest error over the elements (`inf` where one side is NaN or infinite and the other
-    /// is not the same).
-    pub max_error: f64,
-    /// The first element over `tolerance`: (index, got, want).
-    pub first_bad: Option<(usize, f64, f64)>,
-}
-
-/// Compares two outputs of `dtype` element by element. Equal values (infinities of one sign
-/// included) and NaN against NaN count as exact.
-pub fn compare(
-    dtype: Dtype,
-    got: &[u8],
-    want: &[u8],
-    tolerance: f64,
-) -> Result<Difference, String> {
-    let (got, want) = (data::decode(dtype, got), data::decode(dtype, want));
-    if got.len() != want.len() {
-        return Err(format!(
-            "{} elements, the reference has {}",
-            got.len(),
-            want.len()
-        ));
-    }
-    let mut d = Difference {
-        max_error: 0.0,
-        first_bad: None,
-    };
-    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
-        let err = if g == w || (g.is_nan() && w.is_nan()) {
-            0.0
-        } else {
-            let e = (g - w).abs() / (1.0 + w.abs());
-            if e.is_nan() { f64::INFINITY } else { e }
-        };
-        d.max_error = d.max_error.max(err);
-        if err > tolerance && d.first_bad.is_none() {
-            d.first_bad = Some((i, g, w));
-        }
-    }
-    Ok(d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data;
 
     fn f32s(v: &[f64]) -> Vec<u8> {
         data::encode(Dtype::F32, v)
