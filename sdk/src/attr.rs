@@ -1,14 +1,14 @@
 //! Typed attribute getters with precise errors (`attribute `alpha` must be a float, got text "x"`).
 //!
 //! ```
-//! use umd_sdk::{attr, AttrValue, Attribute};
-//! let attrs = vec![Attribute { name: "alpha".into(), value: AttrValue::Float(0.1) }];
+//! use umd_sdk::{attr, AttrValueExt, AttributeExt};
+//! let attrs = vec![AttributeExt { name: "alpha".into(), value: AttrValueExt::Float(0.1) }];
 //! assert_eq!(attr::float_or(&attrs, "alpha", 0.01).unwrap(), 0.1);
 //! assert_eq!(attr::int_or(&attrs, "axis", -1).unwrap(), -1);
 //! assert!(attr::int(&attrs, "alpha").is_err());
 //! ```
 
-use crate::{AttrValue, Attribute, OpError};
+use crate::{AttrValueExt as AttrValue, AttributeExt as Attribute, OpError, TensorValue};
 
 fn find<'a>(attrs: &'a [Attribute], name: &str) -> Option<&'a AttrValue> {
     attrs.iter().find(|a| a.name == name).map(|a| &a.value)
@@ -76,6 +76,40 @@ pub fn text_or(attrs: &[Attribute], name: &str, default: &str) -> Result<String,
         Some(AttrValue::Text(v)) => Ok(v.clone()),
         Some(other) => Err(wrong(name, "text", other)),
     }
+}
+
+/// A float-list attribute with a default (ints accepted and widened).
+pub fn floats_or(attrs: &[Attribute], name: &str, default: &[f64]) -> Result<Vec<f64>, OpError> {
+    match find(attrs, name) {
+        None => Ok(default.to_vec()),
+        Some(AttrValue::Floats(v)) => Ok(v.clone()),
+        Some(AttrValue::Ints(v)) => Ok(v.iter().map(|x| *x as f64).collect()),
+        Some(other) => Err(wrong(name, "a list of floats", other)),
+    }
+}
+
+/// An optional int-list attribute (`None` when not given).
+pub fn ints_opt(attrs: &[Attribute], name: &str) -> Result<Option<Vec<i64>>, OpError> {
+    match find(attrs, name) {
+        None => Ok(None),
+        Some(AttrValue::Ints(v)) => Ok(Some(v.clone())),
+        Some(AttrValue::Int(v)) => Ok(Some(vec![*v])),
+        Some(other) => Err(wrong(name, "a list of ints", other)),
+    }
+}
+
+/// An optional tensor attribute (`None` when not given).
+pub fn tensor_opt<'a>(attrs: &'a [Attribute], name: &str) -> Result<Option<&'a TensorValue>, OpError> {
+    match find(attrs, name) {
+        None => Ok(None),
+        Some(AttrValue::Tensor(t)) => Ok(Some(t)),
+        Some(other) => Err(wrong(name, "a tensor", other)),
+    }
+}
+
+/// Whether attribute `name` is given.
+pub fn has(attrs: &[Attribute], name: &str) -> bool {
+    find(attrs, name).is_some()
 }
 
 /// Refuses attributes not in `known` (a typo should not be silently ignored).

@@ -93,7 +93,11 @@ pub fn cuda_type(dt: Dtype) -> Option<CudaType> {
         Dtype::F16 => t("umd_half", "float", "umd_h2f(X)", "umd_f2h(X)"),
         Dtype::Bf16 => t("umd_bf16", "float", "umd_b2f(X)", "umd_f2b(X)"),
         Dtype::I32 => t("int", "int", "(X)", "(X)"),
-        _ => return None,
+        Dtype::F64 => t("double", "double", "(X)", "(X)"),
+        Dtype::I64 => t("long long", "long long", "(X)", "(X)"),
+        Dtype::I8 => t("signed char", "int", "((int)(X))", "((signed char)(X))"),
+        Dtype::U8 => t("unsigned char", "int", "((int)(X))", "((unsigned char)(X))"),
+        Dtype::Boolean => t("unsigned char", "int", "((int)((X) != 0))", "((unsigned char)((X) != 0))"),
     })
 }
 
@@ -134,7 +138,11 @@ macro_rules! plain_element {
     };
 }
 plain_element!(f32, Dtype::F32);
+plain_element!(f64, Dtype::F64);
 plain_element!(i32, Dtype::I32);
+plain_element!(i64, Dtype::I64);
+plain_element!(i8, Dtype::I8);
+plain_element!(u8, Dtype::U8);
 
 macro_rules! half_element {
     ($t:ty, $dt:expr) => {
@@ -165,20 +173,57 @@ macro_rules! half_element {
 half_element!(f16, Dtype::F16);
 half_element!(bf16, Dtype::Bf16);
 
-/// Encodes values as little-endian elements of `dt` (for self-test cases); `None` for a dtype
-/// the SDK does not convert.
+/// Encodes values as little-endian elements of `dt` (self-test cases, constants). Integers are
+/// truncated toward zero and saturate; booleans are `v != 0`.
 pub fn encode(dt: Dtype, values: &[f64]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(values.len() * size(dt));
     for &v in values {
         match dt {
             Dtype::F32 => out.extend_from_slice(&(v as f32).to_le_bytes()),
+            Dtype::F64 => out.extend_from_slice(&v.to_le_bytes()),
             Dtype::F16 => out.extend_from_slice(&f16::from_f64(v).to_bits().to_le_bytes()),
             Dtype::Bf16 => out.extend_from_slice(&bf16::from_f64(v).to_bits().to_le_bytes()),
             Dtype::I32 => out.extend_from_slice(&(v as i32).to_le_bytes()),
-            _ => return None,
+            Dtype::I64 => out.extend_from_slice(&(v as i64).to_le_bytes()),
+            Dtype::I8 => out.push(v as i8 as u8),
+            Dtype::U8 => out.push(v as u8),
+            Dtype::Boolean => out.push((v != 0.0) as u8),
         }
     }
     Some(out)
+}
+
+/// Decodes little-endian elements of `dt` as f64 (any dtype; booleans are 0/1). A trailing
+/// partial element is ignored.
+pub fn decode_f64(dt: Dtype, bytes: &[u8]) -> Vec<f64> {
+    let s = size(dt);
+    bytes
+        .chunks_exact(s)
+        .map(|b| match dt {
+            Dtype::F32 => f32::load(b) as f64,
+            Dtype::F64 => f64::load(b),
+            Dtype::F16 => f16::load(b).to_f64(),
+            Dtype::Bf16 => bf16::load(b).to_f64(),
+            Dtype::I32 => i32::load(b) as f64,
+            Dtype::I64 => i64::load(b) as f64,
+            Dtype::I8 => i8::load(b) as f64,
+            Dtype::U8 => b[0] as f64,
+            Dtype::Boolean => (b[0] != 0) as u8 as f64,
+        })
+        .collect()
+}
+
+/// Decodes little-endian elements of an integer (or bool) dtype as i64; `None` for a float dtype.
+pub fn decode_ints(dt: Dtype, bytes: &[u8]) -> Option<Vec<i64>> {
+    let s = size(dt);
+    let it = bytes.chunks_exact(s);
+    Some(match dt {
+        Dtype::I32 => it.map(|b| i32::load(b) as i64).collect(),
+        Dtype::I64 => it.map(i64::load).collect(),
+        Dtype::I8 => it.map(|b| i8::load(b) as i64).collect(),
+        Dtype::U8 | Dtype::Boolean => it.map(|b| b[0] as i64).collect(),
+        _ => return None,
+    })
 }
 
 /// f32 → f16 bits, round to nearest even.
@@ -208,7 +253,7 @@ mod tests {
         assert_eq!(size(Dtype::I64), 8);
         assert_eq!(from_name(name(Dtype::Bf16)), Some(Dtype::Bf16));
         assert_eq!(from_name("float32"), None);
-        assert!(cuda_type(Dtype::I64).is_none());
+        assert_eq!(cuda_type(Dtype::I64).unwrap().storage, "long long");
     }
 
     #[test]

@@ -14,12 +14,14 @@ pub mod cpu;
 pub mod dtype;
 pub mod launch;
 pub mod params;
+pub mod request;
 pub mod shape;
+pub mod testing;
 
-/// Generated bindings of `umd:plugin@1.1.0` (the world `plugin`).
+/// Generated bindings of `umd:plugin@1.2.0` (the world `plugin`).
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit/umd-plugin-1.1.0",
+        path: "../wit/umd-plugin-1.2.0",
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "export_plugin_world",
@@ -28,23 +30,49 @@ pub mod bindings {
 }
 
 pub use bindings::exports::umd::plugin::operator::Guest;
+pub use bindings::exports::umd::plugin::planner::Guest as PlannerGuest;
 pub use bindings::exports::umd::plugin::self_test::Guest as SelfTestGuest;
 pub use bindings::umd::plugin::host::LogLevel;
 pub use bindings::umd::plugin::types::{
-    Access, AttrValue, Attribute, CpuBuffer, CpuCall, CpuWrite, Dim3, Dtype, Launch, ModuleSource,
-    OpError, OpInfo, OpPlan, PlanRequest, PluginInfo, Relocation, SourceLanguage, Target,
-    TargetLimits, TensorDesc, TestCase, TuningHint,
+    Access, AttrValue, AttrValueExt, Attribute, AttributeExt, CpuBuffer, CpuCall, CpuWrite, Dim3,
+    Dtype, InputSlot, Launch, ModuleSource, OpError, OpInfo, OpPlan, OpSignature, PlanRequest,
+    PlanRequestExt, PluginInfo, Relocation, SourceLanguage, Target, TargetLimits, TensorDesc,
+    OpTolerance as Tolerance, TensorValue, TestCase, TuningHint,
 };
+pub use half;
 
 /// ABI version of the WIT package this SDK is generated from.
-pub const ABI_VERSION: &str = "1.1.0";
+pub const ABI_VERSION: &str = "1.2.0";
 
 /// What a plugin implements. [`export_plugin!`] turns it into the component's exports.
 pub trait Plugin {
     /// Name, version and ops.
     fn describe() -> PluginInfo;
-    /// Plans `request` (its op already matched case-insensitively against `describe`).
-    fn plan(request: &PlanRequest) -> Result<OpPlan, OpError>;
+    /// Plans a 1.0/1.1-style `request` (its op already matched case-insensitively against
+    /// `describe`). Implement this or [`Plugin::plan_ext`]; by default it calls `plan_ext`.
+    fn plan(request: &PlanRequest) -> Result<OpPlan, OpError> {
+        Self::plan_ext(&PlanRequestExt::from_legacy(request))
+    }
+    /// (ABI 1.2) Plans an ONNX-complete request: constant input values, absent inputs, outputs
+    /// wanted, opset. By default it calls [`Plugin::plan`] when the request has nothing only 1.2
+    /// can say, and declines otherwise.
+    fn plan_ext(request: &PlanRequestExt) -> Result<OpPlan, OpError> {
+        match request.to_legacy() {
+            Some(legacy) => Self::plan(&legacy),
+            None => Err(OpError::InvalidAttribute(format!(
+                "{}: this plugin takes no absent inputs, constant values or tensor attributes",
+                request.op
+            ))),
+        }
+    }
+    /// (ABI 1.2) Per-op signatures: which inputs' values a plan needs. Default: none.
+    fn signatures() -> Vec<OpSignature> {
+        Vec::new()
+    }
+    /// (ABI 1.2) Comparison tolerance of `op` in `dtype`; `None`: the host's default.
+    fn tolerance(_op: &str, _dtype: Dtype) -> Option<Tolerance> {
+        None
+    }
     /// Device source of a module named by one of this plugin's plans.
     fn kernel_source(module_id: &str, target: &Target) -> Result<ModuleSource, OpError>;
     /// Runs one launch on the CPU; returns the contents of every written binding.
@@ -185,6 +213,21 @@ macro_rules! export_plugin {
                     <$plugin as $crate::Plugin>::run_cpu(call)
                 }
             }
+            impl $crate::PlannerGuest for __UmdExport {
+                fn signatures() -> Vec<$crate::OpSignature> {
+                    $crate::install_panic_hook();
+                    <$plugin as $crate::Plugin>::signatures()
+                }
+                fn plan(
+                    request: $crate::PlanRequestExt,
+                ) -> Result<$crate::OpPlan, $crate::OpError> {
+                    $crate::install_panic_hook();
+                    <$plugin as $crate::Plugin>::plan_ext(&request)
+                }
+                fn tolerance(op: String, dtype: $crate::Dtype) -> Option<$crate::Tolerance> {
+                    <$plugin as $crate::Plugin>::tolerance(&op, dtype)
+                }
+            }
             impl $crate::SelfTestGuest for __UmdExport {
                 fn cases() -> Vec<$crate::TestCase> {
                     $crate::install_panic_hook();
@@ -208,8 +251,7 @@ pub fn test_case(
     expected: Vec<(Dtype, Vec<f64>)>,
     tolerance: f64,
 ) -> TestCase {
-    let enc =
-        |dt: Dtype, v: &[f64]| dtype::encode(dt, v).expect("self-test dtypes are f32/f16/bf16/i32");
+    let enc = |dt: Dtype, v: &[f64]| dtype::encode(dt, v).expect("every dtype encodes");
     TestCase {
         name: name.into(),
         op: op.into(),
@@ -221,9 +263,42 @@ pub fn test_case(
     }
 }
 
+/// A self-test case with attributes and absent-free inputs, from values (see [`test_case`]).
+pub fn test_case_with(
+    name: &str,
+    op: &str,
+    inputs: Vec<(TensorDesc, Vec<f64>)>,
+    attributes: Vec<Attribute>,
+    expected: Vec<(Dtype, Vec<f64>)>,
+    tolerance: f64,
+) -> TestCase {
+    TestCase {
+        attributes,
+        ..test_case(name, op, inputs, expected, tolerance)
+    }
+}
+
+/// A signature for `op` in the default ONNX domain whose inputs `constant_inputs` must be
+/// known when planning.
+pub fn signature(op: &str, constant_inputs: &[u32]) -> OpSignature {
+    OpSignature {
+        name: op.into(),
+        domain: String::new(),
+        constant_inputs: constant_inputs.to_vec(),
+    }
+}
+
 /// Case-insensitive op-name comparison (ONNX names are matched this way everywhere in umd).
 pub fn op_is(request: &PlanRequest, name: &str) -> bool {
     request.op.eq_ignore_ascii_case(name)
+}
+
+/// The error for an op this plugin does not know (1.2 requests).
+pub fn unsupported_op_ext(request: &PlanRequestExt) -> OpError {
+    OpError::UnsupportedOp(format!(
+        "op `{}` is not provided by this plugin",
+        request.op
+    ))
 }
 
 /// The error for an op this plugin does not know.

@@ -105,7 +105,12 @@ umd_sdk::export_plugin!(Elementwise);
 
 /// Plans one elementwise op.
 pub fn plan(request: &PlanRequest) -> Result<OpPlan, OpError> {
-    umd_sdk::attr::only(&request.attributes, &[])?;
+    if let Some(a) = request.attributes.first() {
+        return Err(OpError::InvalidAttribute(format!(
+            "{}: unknown attribute `{}` (it takes none)",
+            request.op, a.name
+        )));
+    }
     let find = |table: &[(&'static str, &'static str)]| {
         table
             .iter()

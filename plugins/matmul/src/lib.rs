@@ -118,7 +118,12 @@ pub fn plan(request: &PlanRequest) -> Result<OpPlan, OpError> {
     if !umd_sdk::op_is(request, "MatMul") {
         return Err(umd_sdk::unsupported_op(request));
     }
-    umd_sdk::attr::only(&request.attributes, &[])?;
+    if let Some(a) = request.attributes.first() {
+        return Err(OpError::InvalidAttribute(format!(
+            "{}: unknown attribute `{}` (it takes none)",
+            request.op, a.name
+        )));
+    }
     let [a, b] = &request.inputs[..] else {
         return Err(OpError::shape(format!(
             "MatMul takes 2 inputs, got {}",
