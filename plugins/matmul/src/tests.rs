@@ -77,3 +77,16 @@ fn cuda_source_defines_its_entry_point() {
     assert!(src.code.contains("void matmul_f16("));
     assert!(src.code.contains("umd_h2f(a["));
 }
+
+#[test]
+fn cuda_sources_are_produced_for_every_dtype() {
+    use umd_sdk::{PlanRequestExt, TensorDesc};
+    for dt in DTYPES {
+        let req = PlanRequestExt::builder("MatMul")
+            .input(TensorDesc::new("a", vec![4, 8], dt))
+            .input(TensorDesc::new("b", vec![8, 3], dt))
+            .build(Target::cpu());
+        let srcs = umd_sdk::testing::cuda_sources::<MatMul>(&req).unwrap();
+        assert_eq!(srcs.len(), 1);
+    }
+}

@@ -1,0 +1,1 @@
+//! The `gather` plugin (being written).

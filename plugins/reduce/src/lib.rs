@@ -1,0 +1,1 @@
+//! The `reduce` plugin (being written).

@@ -1,0 +1,1 @@
+//! The `shape` plugin (being written).

@@ -1,0 +1,1 @@
+//! The `unary` plugin (being written).
