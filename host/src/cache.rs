@@ -29,6 +29,11 @@ impl Entry {
             && self.request.op.eq_ignore_ascii_case(&req.op)
             && self.request.inputs == req.inputs
             && self.request.attributes == req.attributes
+            && self.request.domain == req.domain
+            && self.request.opset == req.opset
+            && self.request.absent == req.absent
+            && self.request.values == req.values
+            && self.request.outputs_wanted == req.outputs_wanted
     }
 }
 
@@ -60,6 +65,11 @@ fn key(req: &OpRequest, target: &Target, generation: u64) -> u64 {
         k.hash(&mut h);
         v.hash_into(&mut h);
     }
+    req.domain.hash(&mut h);
+    req.opset.hash(&mut h);
+    req.absent.hash(&mut h);
+    req.values.hash(&mut h);
+    req.outputs_wanted.hash(&mut h);
     target.name.hash(&mut h);
     generation.hash(&mut h);
     h.finish()

@@ -383,8 +383,30 @@ impl Host {
         inputs: &[(TensorDesc, Vec<u8>)],
     ) -> Result<Vec<(TensorDesc, Vec<u8>)>> {
         let req = OpRequest::new(op, inputs.iter().map(|(d, _)| d.clone()).collect());
+        let data: Vec<Vec<u8>> = inputs.iter().map(|(_, d)| d.clone()).collect();
+        self.run_request(req, &data)
+    }
+
+    /// Translates and runs `req` on host data, one byte vector per present input; inputs whose
+    /// values the plan needs (1.2 op signatures) are taken from `data`. Returns each output's
+    /// description and bytes.
+    pub fn run_request(
+        &self,
+        mut req: OpRequest,
+        data: &[Vec<u8>],
+    ) -> Result<Vec<(TensorDesc, Vec<u8>)>> {
+        if data.len() != req.inputs.len() {
+            return Err(crate::error::RequestError::Other(format!(
+                "{} data buffers for {} present inputs",
+                data.len(),
+                req.inputs.len()
+            ))
+            .into());
+        }
+        self.translator()
+            .fill_values(&mut req, |i, _| Ok::<_, Error>(data[i].clone()))?;
         let t = self.translate(&req)?;
-        let data: Vec<&[u8]> = inputs.iter().map(|(_, d)| d.as_slice()).collect();
+        let data: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
         let outputs = crate::device::run_once(&*self.device, &t.cmdbuf, &data)?;
         Ok(t.outputs.iter().cloned().zip(outputs).collect())
     }

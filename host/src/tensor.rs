@@ -194,6 +194,10 @@ pub enum AttrValue {
     Ints(Vec<i64>),
     Floats(Vec<f64>),
     Bool(bool),
+    /// (ABI 1.2) A list of strings (ONNX `STRINGS`).
+    Texts(Vec<String>),
+    /// (ABI 1.2) A tensor value (ONNX `TENSOR`), e.g. ConstantOfShape's `value`.
+    Tensor(TensorDesc, Vec<u8>),
 }
 
 impl AttrValue {
@@ -247,6 +251,23 @@ impl AttrValue {
             AttrValue::Ints(v) => v.hash(h),
             AttrValue::Floats(v) => v.iter().for_each(|x| x.to_bits().hash(h)),
             AttrValue::Bool(v) => v.hash(h),
+            AttrValue::Texts(v) => v.hash(h),
+            AttrValue::Tensor(d, v) => {
+                d.hash(h);
+                v.hash(h)
+            }
+        }
+    }
+
+    /// Bytes this value holds (for request size limits).
+    pub fn byte_len(&self) -> usize {
+        match self {
+            AttrValue::Int(_) | AttrValue::Float(_) | AttrValue::Bool(_) => 8,
+            AttrValue::Text(v) => v.len(),
+            AttrValue::Ints(v) => v.len() * 8,
+            AttrValue::Floats(v) => v.len() * 8,
+            AttrValue::Texts(v) => v.iter().map(|s| s.len() + 8).sum(),
+            AttrValue::Tensor(d, v) => d.name.len() + d.shape.len() * 8 + v.len(),
         }
     }
 }

@@ -22,6 +22,10 @@ use crate::tensor::{AttrValue, Dtype, MAX_ELEMENTS, TensorDesc};
 pub const MAX_WORKSPACE_BYTES: u64 = 16 << 30;
 /// Most outputs one op may produce.
 pub const MAX_OUTPUTS: usize = 64;
+/// Most bytes of constant input values and attribute values one request may carry.
+pub const MAX_VALUE_BYTES: usize = 1 << 20;
+/// Most input slots (present or absent) one request may have.
+pub const MAX_INPUTS: usize = 64;
 
 /// One operation to translate.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +37,17 @@ pub struct OpRequest {
     pub attributes: Vec<(String, AttrValue)>,
     /// `None`: the host's default target (its device's).
     pub target: Option<Target>,
+    /// (ABI 1.2) ONNX domain (`""` = `ai.onnx`).
+    pub domain: String,
+    /// (ABI 1.2) Opset version of `domain`; 0 = not said.
+    pub opset: u32,
+    /// (ABI 1.2) Positions of absent optional inputs in the full input list (sorted). `inputs`
+    /// holds the present ones, in order: slot `i` is absent or the next present input.
+    pub absent: Vec<u32>,
+    /// (ABI 1.2) Values of present inputs known at plan time, by index into `inputs`.
+    pub values: Vec<(u32, Vec<u8>)>,
+    /// (ABI 1.2) Which outputs the caller uses; empty = the op's default outputs.
+    pub outputs_wanted: Vec<bool>,
 }
 
 impl OpRequest {
@@ -42,7 +57,44 @@ impl OpRequest {
             inputs,
             attributes: Vec::new(),
             target: None,
+            domain: String::new(),
+            opset: 0,
+            absent: Vec::new(),
+            values: Vec::new(),
+            outputs_wanted: Vec::new(),
         }
+    }
+
+    /// Gives present input `index` its value (known at plan time).
+    pub fn value(mut self, index: u32, bytes: Vec<u8>) -> Self {
+        self.values.retain(|(i, _)| *i != index);
+        self.values.push((index, bytes));
+        self.values.sort_by_key(|(i, _)| *i);
+        self
+    }
+
+    /// Whether the request says anything only ABI 1.2 can carry to a plugin.
+    pub fn needs_abi_1_2(&self) -> bool {
+        !self.absent.is_empty()
+            || !self.values.is_empty()
+            || !self.outputs_wanted.is_empty()
+            || self
+                .attributes
+                .iter()
+                .any(|(_, v)| matches!(v, AttrValue::Texts(_) | AttrValue::Tensor(..)))
+    }
+
+    /// Number of input slots, present and absent.
+    pub fn slots(&self) -> usize {
+        self.inputs.len() + self.absent.len()
+    }
+
+    /// The index into `inputs` of input slot `slot`; `None` when it is absent or past the end.
+    pub fn present_index(&self, slot: u32) -> Option<usize> {
+        if slot as usize >= self.slots() || self.absent.binary_search(&slot).is_ok() {
+            return None;
+        }
+        Some(slot as usize - self.absent.iter().filter(|&&a| a < slot).count())
     }
 
     pub fn attr(mut self, name: impl Into<String>, value: AttrValue) -> Self {
@@ -61,10 +113,10 @@ impl OpRequest {
                 "op name is empty or longer than 128 bytes".into(),
             ));
         }
-        if self.inputs.len() > 64 {
+        if self.slots() > MAX_INPUTS {
             return Err(RequestError::Other(format!(
-                "{} inputs; at most 64",
-                self.inputs.len()
+                "{} input slots; at most {MAX_INPUTS}",
+                self.slots()
             )));
         }
         for t in &self.inputs {
@@ -72,6 +124,58 @@ impl OpRequest {
         }
         if self.attributes.len() > 64 {
             return Err(RequestError::Attribute("more than 64 attributes".into()));
+        }
+        if self.domain.len() > 128 {
+            return Err(RequestError::Other("domain longer than 128 bytes".into()));
+        }
+        if self.outputs_wanted.len() > MAX_OUTPUTS {
+            return Err(RequestError::Other(format!(
+                "{} outputs wanted; at most {MAX_OUTPUTS}",
+                self.outputs_wanted.len()
+            )));
+        }
+        let slots = self.slots() as u32;
+        if self.absent.windows(2).any(|w| w[0] >= w[1]) || self.absent.iter().any(|&a| a >= slots)
+        {
+            return Err(RequestError::Other(format!(
+                "absent inputs {:?} must be distinct, sorted positions below {slots}",
+                self.absent
+            )));
+        }
+        let mut bytes = 0usize;
+        for (i, v) in &self.values {
+            let desc = self.inputs.get(*i as usize).ok_or_else(|| {
+                RequestError::Other(format!(
+                    "a value is given for input {i}, but there are {} present inputs",
+                    self.inputs.len()
+                ))
+            })?;
+            if desc.byte_size() != Some(v.len() as u64) {
+                return Err(RequestError::Shape(format!(
+                    "the value of input {i} has {} bytes; {desc} needs {}",
+                    v.len(),
+                    desc.byte_size().unwrap_or(0)
+                )));
+            }
+            bytes += v.len();
+        }
+        for (name, v) in &self.attributes {
+            if let AttrValue::Tensor(d, data) = v {
+                d.validate()?;
+                if d.byte_size() != Some(data.len() as u64) {
+                    return Err(RequestError::Attribute(format!(
+                        "tensor attribute `{name}` has {} bytes; {d} needs {}",
+                        data.len(),
+                        d.byte_size().unwrap_or(0)
+                    )));
+                }
+            }
+            bytes += name.len() + v.byte_len();
+        }
+        if bytes > MAX_VALUE_BYTES {
+            return Err(RequestError::Other(format!(
+                "constant and attribute values of {bytes} bytes; at most {MAX_VALUE_BYTES}"
+            )));
         }
         Ok(())
     }
@@ -119,6 +223,47 @@ impl Translator {
         &self.default_target
     }
 
+    /// The present inputs (indices into `req.inputs`) whose values some plugin that could serve
+    /// `req` needs at plan time (its 1.2 op signature) and that `req` does not carry yet.
+    pub fn missing_values(&self, req: &OpRequest) -> Vec<usize> {
+        let target = req.target.as_ref().unwrap_or(&self.default_target);
+        let op = split_pin(&req.op).map(|(op, _)| op).unwrap_or(&req.op);
+        let mut out: Vec<usize> = self
+            .registry
+            .snapshot()
+            .candidates(op, target)
+            .iter()
+            .flat_map(|c| c.plugin.constant_inputs(op).to_vec())
+            .filter_map(|slot| req.present_index(slot))
+            .filter(|i| !req.values.iter().any(|(j, _)| *j as usize == *i))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Gives `req` the values of the inputs its plugins need at plan time, read by `read` (an
+    /// input index and its byte size → its bytes). Inputs larger than [`MAX_VALUE_BYTES`] are left without one
+    /// (the plugin then refuses the request, naming the input).
+    pub fn fill_values<E>(
+        &self,
+        req: &mut OpRequest,
+        mut read: impl FnMut(usize, u64) -> std::result::Result<Vec<u8>, E>,
+    ) -> std::result::Result<(), E> {
+        for i in self.missing_values(req) {
+            let Some(size) = req.inputs[i]
+                .byte_size()
+                .filter(|&b| b <= MAX_VALUE_BYTES as u64)
+            else {
+                continue;
+            };
+            let bytes = read(i, size)?;
+            req.values.push((i as u32, bytes));
+        }
+        req.values.sort_by_key(|(i, _)| *i);
+        Ok(())
+    }
+
     /// The cached translation of `req`, if any (never enters a plugin).
     pub fn cached(&self, req: &OpRequest) -> Option<Arc<Translation>> {
         let target = req.target.as_ref().unwrap_or(&self.default_target);
@@ -147,7 +292,7 @@ impl Translator {
         snap: &Snapshot,
     ) -> Result<Translation> {
         let (op, pin) = split_pin(&req.op)?;
-        let wit_req = plan_request(op, req, target);
+        let wit_req = WitRequest::new(op, req, target);
         let mut declined = Vec::new();
         for c in snap.candidates(op, target) {
             if let Some(why) = pinned_out(&c.plugin, pin.as_ref()) {
@@ -174,7 +319,7 @@ impl Translator {
         let (op, _) = split_pin(&req.op)?;
         plan_on(
             plugin,
-            &plan_request(op, req, target),
+            &WitRequest::new(op, req, target),
             req,
             target,
             generation,
@@ -237,7 +382,7 @@ impl Translator {
         let (op, pin) = split_pin(&req.op)?;
         let target = req.target.as_ref().unwrap_or(&self.default_target);
         let snap = self.registry.snapshot();
-        let wit_req = plan_request(op, req, target);
+        let wit_req = WitRequest::new(op, req, target);
         let mut decided = false;
         let mut rows = Vec::new();
         for c in snap.candidates(op, target) {
@@ -269,16 +414,83 @@ impl Translator {
     }
 }
 
-fn plan_request(op: &str, req: &OpRequest, target: &Target) -> wit::PlanRequest {
-    wit::PlanRequest {
-        op: op.to_string(),
-        inputs: req.inputs.iter().map(convert::tensor_to_wit).collect(),
-        attributes: req
-            .attributes
-            .iter()
-            .map(|(k, v)| convert::attr_to_wit(k, v))
-            .collect(),
-        target: convert::target_to_wit(target),
+/// The request in the forms plugins take, each built at most once per translation: 1.2
+/// (`planner.plan`) and 1.0/1.1 (`operator.plan`).
+struct WitRequest<'a> {
+    op: &'a str,
+    req: &'a OpRequest,
+    target: &'a Target,
+    ext: std::cell::OnceCell<wit::PlanRequestExt>,
+    legacy: std::cell::OnceCell<Option<wit::PlanRequest>>,
+}
+
+impl<'a> WitRequest<'a> {
+    fn new(op: &'a str, req: &'a OpRequest, target: &'a Target) -> Self {
+        WitRequest {
+            op,
+            req,
+            target,
+            ext: Default::default(),
+            legacy: Default::default(),
+        }
+    }
+
+    fn ext(&self) -> &wit::PlanRequestExt {
+        self.ext.get_or_init(|| {
+            let req = self.req;
+            let mut present = req.inputs.iter().enumerate();
+            let inputs = (0..req.slots() as u32)
+                .map(|slot| {
+                    if req.absent.binary_search(&slot).is_ok() {
+                        return None;
+                    }
+                    let (i, d) = present.next()?;
+                    Some(wit::InputSlot {
+                        desc: convert::tensor_to_wit(d),
+                        value: req
+                            .values
+                            .iter()
+                            .find(|(j, _)| *j as usize == i)
+                            .map(|(_, v)| v.clone()),
+                    })
+                })
+                .collect();
+            wit::PlanRequestExt {
+                op: self.op.to_string(),
+                domain: req.domain.clone(),
+                opset: req.opset,
+                inputs,
+                outputs_wanted: req.outputs_wanted.clone(),
+                attributes: req
+                    .attributes
+                    .iter()
+                    .map(|(k, v)| convert::attr_to_wit_ext(k, v))
+                    .collect(),
+                target: convert::target_to_wit(self.target),
+            }
+        })
+    }
+
+    /// `None`: the request says something only 1.2 can carry.
+    fn legacy(&self) -> Option<&wit::PlanRequest> {
+        self.legacy
+            .get_or_init(|| {
+                if self.req.needs_abi_1_2() {
+                    return None;
+                }
+                Some(wit::PlanRequest {
+                    op: self.op.to_string(),
+                    inputs: self.req.inputs.iter().map(convert::tensor_to_wit).collect(),
+                    attributes: self
+                        .req
+                        .attributes
+                        .iter()
+                        .filter_map(|(k, v)| convert::attr_to_wit(k, v))
+                        .collect(),
+                    target: convert::target_to_wit(self.target),
+                })
+            })
+            .as_ref()
     }
 }
 
@@ -286,7 +498,7 @@ fn plan_request(op: &str, req: &OpRequest, target: &Target) -> wit::PlanRequest 
 /// (unsupported), so another may serve the request.
 fn plan_on(
     p: &Arc<LoadedPlugin>,
-    wit_req: &wit::PlanRequest,
+    wit_req: &WitRequest<'_>,
     req: &OpRequest,
     target: &Target,
     generation: u64,
@@ -295,7 +507,20 @@ fn plan_on(
         plugin: p.label().to_string(),
         fault,
     };
-    match p.plan(wit_req).map_err(fault)? {
+    let planned = match p.plan_ext(wit_req.ext()) {
+        Some(r) => r,
+        None => match wit_req.legacy() {
+            Some(legacy) => p.plan(legacy),
+            None => {
+                return Ok(Err(format!(
+                    "built for umd:plugin@{}, which cannot take absent inputs, constant values, \
+                     outputs wanted or tensor/string-list attributes (1.2)",
+                    p.abi()
+                )));
+            }
+        },
+    };
+    match planned.map_err(fault)? {
         Ok(plan) => {
             let cb = build_command_buffer(p, req, target, plan).map_err(fault)?;
             Ok(Ok(finish(cb, p.clone(), generation)))

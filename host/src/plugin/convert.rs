@@ -50,8 +50,9 @@ pub fn tensor_from_wit(t: wit::TensorDesc) -> TensorDesc {
     }
 }
 
-pub fn attr_to_wit(name: &str, v: &AttrValue) -> wit::Attribute {
-    wit::Attribute {
+/// The 1.0/1.1 form of an attribute; `None` for values only 1.2 can carry (texts, tensors).
+pub fn attr_to_wit(name: &str, v: &AttrValue) -> Option<wit::Attribute> {
+    Some(wit::Attribute {
         name: name.to_string(),
         value: match v {
             AttrValue::Int(x) => wit::AttrValue::Int(*x),
@@ -60,6 +61,27 @@ pub fn attr_to_wit(name: &str, v: &AttrValue) -> wit::Attribute {
             AttrValue::Ints(x) => wit::AttrValue::Ints(x.clone()),
             AttrValue::Floats(x) => wit::AttrValue::Floats(x.clone()),
             AttrValue::Bool(x) => wit::AttrValue::Boolean(*x),
+            AttrValue::Texts(_) | AttrValue::Tensor(..) => return None,
+        },
+    })
+}
+
+/// The 1.2 form of an attribute.
+pub fn attr_to_wit_ext(name: &str, v: &AttrValue) -> wit::AttributeExt {
+    wit::AttributeExt {
+        name: name.to_string(),
+        value: match v {
+            AttrValue::Int(x) => wit::AttrValueExt::Int(*x),
+            AttrValue::Float(x) => wit::AttrValueExt::Float(*x),
+            AttrValue::Text(x) => wit::AttrValueExt::Text(x.clone()),
+            AttrValue::Ints(x) => wit::AttrValueExt::Ints(x.clone()),
+            AttrValue::Floats(x) => wit::AttrValueExt::Floats(x.clone()),
+            AttrValue::Bool(x) => wit::AttrValueExt::Boolean(*x),
+            AttrValue::Texts(x) => wit::AttrValueExt::Texts(x.clone()),
+            AttrValue::Tensor(d, data) => wit::AttrValueExt::Tensor(wit::TensorValue {
+                desc: tensor_to_wit(d),
+                data: data.clone(),
+            }),
         },
     }
 }

@@ -10,6 +10,7 @@ pub mod artifacts;
 mod bindings;
 pub mod convert;
 pub mod kernel_call;
+pub mod planner;
 pub mod sandbox;
 pub mod self_test;
 
@@ -32,9 +33,12 @@ use sandbox::StoreState;
 
 use crate::error::{LoadError, PluginFault};
 
-/// The ABI this host implements: `umd:plugin@1.1.0`. Plugins of the same major load (1.0
-/// plugins without the 1.1 additions).
-pub const HOST_ABI: semver::Version = semver::Version::new(1, 1, 0);
+/// The ABI this host implements: `umd:plugin@1.2.0`. Plugins of the same major load (1.0 and
+/// 1.1 plugins without the later additions).
+pub const HOST_ABI: semver::Version = semver::Version::new(1, 2, 0);
+/// Most op signatures a plugin may declare, and constant inputs per signature.
+const MAX_SIGNATURES: usize = 1024;
+const MAX_CONSTANT_INPUTS: usize = 64;
 /// The WIT package plugins export from.
 const PACKAGE: &str = "umd:plugin";
 /// Epoch tick period: deadlines are accurate to about this.
@@ -140,6 +144,7 @@ impl Runtime {
                 reason: "does not export operator.run-cpu".into(),
             })?;
         let self_test = self_test::Exports::find(&component, &abi);
+        let planner = planner::Exports::find(&component, &abi);
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -159,6 +164,8 @@ impl Runtime {
             pre,
             run_cpu_index,
             self_test,
+            planner,
+            signatures: Vec::new(),
             idle: Mutex::new(Vec::new()),
             info: wit::PluginInfo {
                 name: String::new(),
@@ -177,9 +184,15 @@ impl Runtime {
                 reason: format!("describe failed: {e}"),
             })?;
         validate_info(origin, &info)?;
+        let signatures = plugin.fetch_signatures().map_err(|e| LoadError::Instantiate {
+            path: origin.into(),
+            reason: format!("planner.signatures failed: {e}"),
+        })?;
+        validate_signatures(origin, &info, &signatures)?;
         let label = format!("{}@{}", info.name, info.version);
         Ok(Arc::new(LoadedPlugin {
             info,
+            signatures,
             label,
             load_time: started.elapsed(),
             ..plugin
@@ -277,6 +290,32 @@ fn validate_info(origin: &str, info: &wit::PluginInfo) -> Result<(), LoadError> 
     Ok(())
 }
 
+fn validate_signatures(
+    origin: &str,
+    info: &wit::PluginInfo,
+    sigs: &[wit::OpSignature],
+) -> Result<(), LoadError> {
+    let fail = |reason: String| {
+        Err(LoadError::Describe {
+            path: origin.into(),
+            name: info.name.clone(),
+            reason,
+        })
+    };
+    if sigs.len() > MAX_SIGNATURES {
+        return fail(format!("{} op signatures; at most {MAX_SIGNATURES}", sigs.len()));
+    }
+    for s in sigs {
+        if !info.ops.iter().any(|o| o.name.eq_ignore_ascii_case(&s.name)) {
+            return fail(format!("signature for op `{:.64}`, which it does not serve", s.name));
+        }
+        if s.domain.len() > 128 || s.constant_inputs.len() > MAX_CONSTANT_INPUTS {
+            return fail(format!("signature of `{}` is oversized", s.name));
+        }
+    }
+    Ok(())
+}
+
 /// A warm instance: its own store (a trap makes a store unusable) and bindings.
 struct Instance {
     store: Store<StoreState>,
@@ -297,6 +336,10 @@ pub struct LoadedPlugin {
     run_cpu_index: ComponentExportIndex,
     /// The 1.1 `self-test` export, when the plugin has it.
     self_test: Option<self_test::Exports>,
+    /// The 1.2 `planner` export, when the plugin has it.
+    planner: Option<planner::Exports>,
+    /// (1.2) Op signatures (empty for older plugins).
+    signatures: Vec<wit::OpSignature>,
     idle: Mutex<Vec<Instance>>,
     info: wit::PluginInfo,
     faults: AtomicU64,
@@ -417,6 +460,63 @@ impl LoadedPlugin {
         self.call("plan", self.runtime.limits.plan_deadline, |s, _, p| {
             p.umd_plugin_operator().call_plan(s, req)
         })
+    }
+
+    /// Whether the plugin has the ABI 1.2 `planner` (ONNX-complete requests).
+    pub fn has_planner(&self) -> bool {
+        self.planner.is_some()
+    }
+
+    /// (1.2) Input positions of `op` whose values a plan needs (empty for older plugins).
+    pub fn constant_inputs(&self, op: &str) -> &[u32] {
+        self.signatures
+            .iter()
+            .find(|s| s.name.eq_ignore_ascii_case(op))
+            .map(|s| s.constant_inputs.as_slice())
+            .unwrap_or_default()
+    }
+
+    fn fetch_signatures(&self) -> Result<Vec<wit::OpSignature>, PluginFault> {
+        let Some(ex) = self.planner else {
+            return Ok(Vec::new());
+        };
+        self.call(
+            "planner.signatures",
+            self.runtime.limits.plan_deadline,
+            |s, inst, _| {
+                let f = inst.get_typed_func::<(), (Vec<wit::OpSignature>,)>(&mut *s, ex.signatures)?;
+                Ok(f.call(s, ())?.0)
+            },
+        )
+    }
+
+    /// (1.2) `planner.plan` under the plan deadline; `None` for a plugin without the planner.
+    pub fn plan_ext(
+        &self,
+        req: &wit::PlanRequestExt,
+    ) -> Option<Result<Result<wit::OpPlan, wit::OpError>, PluginFault>> {
+        let ex = self.planner?;
+        Some(self.call("planner.plan", self.runtime.limits.plan_deadline, |s, inst, _| {
+            let f = inst.get_typed_func::<(&wit::PlanRequestExt,), (Result<wit::OpPlan, wit::OpError>,)>(
+                &mut *s, ex.plan,
+            )?;
+            Ok(f.call(s, (req,))?.0)
+        }))
+    }
+
+    /// (1.2) The plugin's tolerance for `op` in `dtype`; `None` when it declares none (or is
+    /// older than 1.2). A faulting call counts as none.
+    pub fn tolerance(&self, op: &str, dtype: wit::Dtype) -> Option<wit::OpTolerance> {
+        let ex = self.planner?;
+        self.call("planner.tolerance", self.runtime.limits.plan_deadline, |s, inst, _| {
+            let f = inst.get_typed_func::<(&str, wit::Dtype), (Option<wit::OpTolerance>,)>(
+                &mut *s, ex.tolerance,
+            )?;
+            Ok(f.call(s, (op, dtype))?.0)
+        })
+        .ok()
+        .flatten()
+        .filter(|t| t.absolute.is_finite() && t.relative.is_finite() && t.absolute >= 0.0 && t.relative >= 0.0)
     }
 
     /// `kernel-source` under the plan deadline.

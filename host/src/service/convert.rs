@@ -52,13 +52,62 @@ pub fn request_from_proto(r: &proto::TranslateRequest) -> Result<OpRequest, Requ
         .iter()
         .map(|(k, v)| (k.clone(), AttrValue::parse(v)))
         .collect();
+    for (k, v) in &r.typed_attributes {
+        if r.attributes.contains_key(k) {
+            return Err(RequestError::Attribute(format!(
+                "attribute `{:.64}` is given both as a string and typed",
+                k
+            )));
+        }
+        attributes.push((k.clone(), attr_from_proto(k, v)?));
+    }
     attributes.sort_by(|a, b| a.0.cmp(&b.0));
     let mut req = OpRequest::new(r.op_type.clone(), inputs);
     req.attributes = attributes;
     if !r.target.is_empty() {
         req.target = Some(Target::parse(&r.target)?);
     }
+    req.domain = r.domain.clone();
+    req.opset = r.opset;
+    req.absent = r.absent_inputs.clone();
+    req.values = r
+        .constant_inputs
+        .iter()
+        .map(|c| (c.index, c.data.clone()))
+        .collect();
+    req.values.sort_by_key(|(i, _)| *i);
+    if req.values.windows(2).any(|w| w[0].0 == w[1].0) {
+        return Err(RequestError::Other(
+            "a constant input index appears twice".into(),
+        ));
+    }
+    req.outputs_wanted = r.outputs_wanted.clone();
     Ok(req)
+}
+
+/// A protocol attribute value as a host one.
+fn attr_from_proto(name: &str, v: &proto::AttributeValue) -> Result<AttrValue, RequestError> {
+    use proto::attribute_value::Value;
+    Ok(match &v.value {
+        Some(Value::I(x)) => AttrValue::Int(*x),
+        Some(Value::F(x)) => AttrValue::Float(*x),
+        Some(Value::S(x)) => AttrValue::Text(x.clone()),
+        Some(Value::Ints(x)) => AttrValue::Ints(x.values.clone()),
+        Some(Value::Floats(x)) => AttrValue::Floats(x.values.clone()),
+        Some(Value::B(x)) => AttrValue::Bool(*x),
+        Some(Value::Strings(x)) => AttrValue::Texts(x.values.clone()),
+        Some(Value::Tensor(t)) => {
+            let desc = t.desc.as_ref().ok_or_else(|| {
+                RequestError::Attribute(format!("tensor attribute `{name:.64}` has no description"))
+            })?;
+            AttrValue::Tensor(tensor_from_proto(desc)?, t.data.clone())
+        }
+        None => {
+            return Err(RequestError::Attribute(format!(
+                "attribute `{name:.64}` has no value"
+            )));
+        }
+    })
 }
 
 /// The response for a translation.

@@ -97,11 +97,45 @@ impl DeviceService {
             .map_err(device_status)
     }
 
+    /// Gives `req` the values its plugins need at plan time (1.2 op signatures: Reshape's shape,
+    /// Slice's starts…), read from the client's input buffers.
+    async fn with_values(
+        &self,
+        mut req: crate::OpRequest,
+        handles: &[String],
+    ) -> Result<crate::OpRequest, Error> {
+        if self.host.translator().missing_values(&req).is_empty() {
+            return Ok(req);
+        }
+        let ids = handles
+            .iter()
+            .map(|h| self.buffers.get(h).map(|(id, _)| id))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(status_error)?;
+        let host = self.host.clone();
+        tokio::task::spawn_blocking(move || {
+            let dev = host.device().clone();
+            host.translator().fill_values(&mut req, |i, size| -> Result<Vec<u8>, Error> {
+                let id = *ids.get(i).ok_or_else(|| {
+                    crate::error::RequestError::Other(format!(
+                        "input {i} has no buffer ({} given)",
+                        ids.len()
+                    ))
+                })?;
+                Ok(dev.read(id, 0, size)?)
+            })?;
+            Ok(req)
+        })
+        .await
+        .unwrap_or_else(|e| Err(crate::error::RequestError::Other(format!("reading constant inputs failed: {e}")).into()))
+    }
+
     async fn execute_inner(&self, r: ExecuteRequest) -> Result<ExecuteResponse, Error> {
         let dev = self.host.device().clone();
         let (cmd, kernel_name) = match (&r.op, r.command_buffer.is_empty()) {
             (Some(op), true) => {
-                let t = super::translator::translate(&self.host, request_from_proto(op)?).await?;
+                let req = self.with_values(request_from_proto(op)?, &r.inputs).await?;
+                let t = super::translator::translate(&self.host, req).await?;
                 (t.cmdbuf.clone(), t.kernel_name.clone())
             }
             (None, false) => {
