@@ -1,6 +1,7 @@
-//! ABI versions: a 1.0 plugin runs unchanged on the 1.1 host, 1.1 plugins use the addition
-//! (self-test cases, tuning hints) and are admitted only when their cases pass, and a failing
-//! replacement leaves the working version serving. (A 2.0 plugin's refusal is in sandbox.rs.)
+//! ABI versions: 1.0 and 1.1 plugins run unchanged on the 1.2 host (and decline what only 1.2
+//! can say), 1.1+ plugins use the self-test addition and are admitted only when their cases
+//! pass, 1.2 plugins are planned through `planner`, and a failing replacement leaves the working
+//! version serving. (A 2.0 plugin's refusal is in sandbox.rs.)
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,8 +11,8 @@ use umd::{Dtype, Host, data};
 use umd_tests::{fixture, fixture_dir};
 
 #[test]
-fn a_1_0_plugin_runs_unchanged_on_the_1_1_host() {
-    assert_eq!(HOST_ABI.to_string(), "1.1.0");
+fn a_1_0_plugin_runs_unchanged_on_the_1_2_host() {
+    assert_eq!(HOST_ABI.to_string(), "1.2.0");
     let dir = fixture_dir(&["abi10"]);
     let host = Host::builder().plugin_dir(dir.path()).build().unwrap();
     let p = host
@@ -37,11 +38,43 @@ fn a_1_0_plugin_runs_unchanged_on_the_1_1_host() {
 }
 
 #[test]
-fn plugins_built_for_1_1_declare_self_tests_and_hints() {
+fn a_1_1_plugin_runs_unchanged_on_the_1_2_host_and_declines_1_2_requests() {
+    let dir = fixture_dir(&["abi11"]);
+    let host = Host::builder().plugin_dir(dir.path()).build().unwrap();
+    let p = host
+        .registry()
+        .snapshot()
+        .by_label("abi11@1.0.0")
+        .cloned()
+        .expect("1.1 plugin loaded (its self-test passed)");
+    assert_eq!(p.abi().to_string(), "1.1.0");
+    assert!(!p.has_planner(), "1.1 plugins have no planner export");
+    assert_eq!(p.self_test_cases().unwrap().unwrap().len(), 1);
+    assert_eq!(p.tuning_hints().unwrap()[0].value, "1.1");
+    assert!(p.constant_inputs("Triple").is_empty());
+    let x = umd::TensorDesc::new("x", vec![2], Dtype::F32);
+    let out = host
+        .run(
+            "Triple",
+            &[(x.clone(), data::encode(Dtype::F32, &[1.0, 0.5]))],
+        )
+        .unwrap();
+    assert_eq!(data::decode(Dtype::F32, &out[0].1), vec![3.0, 1.5]);
+    // A request only 1.2 can carry (an absent input) is declined by name, not mistranslated.
+    let mut req = umd::OpRequest::new("Triple", vec![x]);
+    req.absent = vec![1];
+    let err = host.translate(&req).unwrap_err();
+    assert_eq!(err.status(), umd::error::status::UNSUPPORTED, "{err}");
+    assert!(err.to_string().contains("umd:plugin@1.1.0"), "{err}");
+}
+
+#[test]
+fn plugins_built_with_the_sdk_are_1_2_and_declare_self_tests_and_hints() {
     let host = Host::builder().build().unwrap();
     let snap = host.registry().snapshot();
     let ew = snap.by_label("elementwise@0.1.0").unwrap();
-    assert_eq!(ew.abi().to_string(), "1.1.0");
+    assert_eq!(ew.abi().to_string(), "1.2.0");
+    assert!(ew.has_planner());
     let cases = ew
         .self_test_cases()
         .unwrap()

@@ -14,6 +14,7 @@ fn main() {
         "tagger-v2",
         "tagger-liar",
         "abi10",
+        "abi11",
         "vendor",
     ] {
         build = build.plugin(format!("tests/fixtures/{f}"));

@@ -135,8 +135,7 @@ impl OpRequest {
             )));
         }
         let slots = self.slots() as u32;
-        if self.absent.windows(2).any(|w| w[0] >= w[1]) || self.absent.iter().any(|&a| a >= slots)
-        {
+        if self.absent.windows(2).any(|w| w[0] >= w[1]) || self.absent.iter().any(|&a| a >= slots) {
             return Err(RequestError::Other(format!(
                 "absent inputs {:?} must be distinct, sorted positions below {slots}",
                 self.absent

@@ -99,7 +99,10 @@ pub fn ints_opt(attrs: &[Attribute], name: &str) -> Result<Option<Vec<i64>>, OpE
 }
 
 /// An optional tensor attribute (`None` when not given).
-pub fn tensor_opt<'a>(attrs: &'a [Attribute], name: &str) -> Result<Option<&'a TensorValue>, OpError> {
+pub fn tensor_opt<'a>(
+    attrs: &'a [Attribute],
+    name: &str,
+) -> Result<Option<&'a TensorValue>, OpError> {
     match find(attrs, name) {
         None => Ok(None),
         Some(AttrValue::Tensor(t)) => Ok(Some(t)),

@@ -97,7 +97,12 @@ pub fn cuda_type(dt: Dtype) -> Option<CudaType> {
         Dtype::I64 => t("long long", "long long", "(X)", "(X)"),
         Dtype::I8 => t("signed char", "int", "((int)(X))", "((signed char)(X))"),
         Dtype::U8 => t("unsigned char", "int", "((int)(X))", "((unsigned char)(X))"),
-        Dtype::Boolean => t("unsigned char", "int", "((int)((X) != 0))", "((unsigned char)((X) != 0))"),
+        Dtype::Boolean => t(
+            "unsigned char",
+            "int",
+            "((int)((X) != 0))",
+            "((unsigned char)((X) != 0))",
+        ),
     })
 }
 

@@ -35,9 +35,9 @@ pub use bindings::exports::umd::plugin::self_test::Guest as SelfTestGuest;
 pub use bindings::umd::plugin::host::LogLevel;
 pub use bindings::umd::plugin::types::{
     Access, AttrValue, AttrValueExt, Attribute, AttributeExt, CpuBuffer, CpuCall, CpuWrite, Dim3,
-    Dtype, InputSlot, Launch, ModuleSource, OpError, OpInfo, OpPlan, OpSignature, PlanRequest,
-    PlanRequestExt, PluginInfo, Relocation, SourceLanguage, Target, TargetLimits, TensorDesc,
-    OpTolerance as Tolerance, TensorValue, TestCase, TuningHint,
+    Dtype, InputSlot, Launch, ModuleSource, OpError, OpInfo, OpPlan, OpSignature,
+    OpTolerance as Tolerance, PlanRequest, PlanRequestExt, PluginInfo, Relocation, SourceLanguage,
+    Target, TargetLimits, TensorDesc, TensorValue, TestCase, TuningHint,
 };
 pub use half;
 

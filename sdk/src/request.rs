@@ -53,9 +53,8 @@ impl PlanRequestExt {
 
     /// Input slot `i`, which must be present: an error naming the op otherwise.
     pub fn required(&self, i: usize) -> Result<&TensorDesc, OpError> {
-        self.input(i).ok_or_else(|| {
-            OpError::InvalidShape(format!("{}: input {i} is required", self.op))
-        })
+        self.input(i)
+            .ok_or_else(|| OpError::InvalidShape(format!("{}: input {i} is required", self.op)))
     }
 
     /// The present inputs, in order (their binding order).
@@ -85,7 +84,10 @@ impl PlanRequestExt {
 
     /// Whether output `k` is wanted (every default output is wanted when the caller did not say).
     pub fn wants_output(&self, k: usize) -> bool {
-        self.outputs_wanted.get(k).copied().unwrap_or(self.outputs_wanted.is_empty())
+        self.outputs_wanted
+            .get(k)
+            .copied()
+            .unwrap_or(self.outputs_wanted.is_empty())
     }
 
     /// The opset of the request, or `newest` when the caller did not say.
@@ -269,13 +271,22 @@ mod tests {
             .attr("alpha", AttrValueExt::Float(0.5))
             .build(Target::cpu());
         let legacy = req.to_legacy().expect("representable");
-        assert_eq!(format!("{:?}", PlanRequestExt::from_legacy(&legacy)), format!("{req:?}"));
+        assert_eq!(
+            format!("{:?}", PlanRequestExt::from_legacy(&legacy)),
+            format!("{req:?}")
+        );
         let with_value = PlanRequestExt::builder("Reshape")
             .input(x.clone())
-            .constant(TensorDesc::new("s", vec![1], Dtype::I64), &4i64.to_le_bytes())
+            .constant(
+                TensorDesc::new("s", vec![1], Dtype::I64),
+                &4i64.to_le_bytes(),
+            )
             .build(Target::cpu());
         assert!(with_value.to_legacy().is_none());
-        let absent = PlanRequestExt::builder("Clip").input(x).absent().build(Target::cpu());
+        let absent = PlanRequestExt::builder("Clip")
+            .input(x)
+            .absent()
+            .build(Target::cpu());
         assert!(absent.to_legacy().is_none());
         assert_eq!(absent.binding(1), None);
         assert!(absent.required(1).is_err());
@@ -286,7 +297,10 @@ mod tests {
         let req = PlanRequestExt::builder("Slice")
             .input(TensorDesc::new("x", vec![4], Dtype::F32))
             .input(TensorDesc::new("starts", vec![1], Dtype::I64))
-            .constant(TensorDesc::new("f", vec![1], Dtype::F32), &1.5f32.to_le_bytes())
+            .constant(
+                TensorDesc::new("f", vec![1], Dtype::F32),
+                &1.5f32.to_le_bytes(),
+            )
             .build(Target::cpu());
         let e = req.ints(1).unwrap_err();
         assert!(matches!(e, OpError::InvalidShape(m) if m.contains("must be known")));

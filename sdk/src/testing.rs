@@ -41,7 +41,9 @@ pub fn execute(
         let mut call_buffers = Vec::with_capacity(bound.len());
         for &b in &bound {
             let data = buffers.get(b as usize).ok_or_else(|| {
-                OpError::internal(format!("relocation names binding {b}, which does not exist"))
+                OpError::internal(format!(
+                    "relocation names binding {b}, which does not exist"
+                ))
             })?;
             let reads = l
                 .relocations
@@ -64,7 +66,10 @@ pub fn execute(
         })?;
         for w in writes {
             let target = buffers.get_mut(w.binding as usize).ok_or_else(|| {
-                OpError::internal(format!("kernel wrote binding {}, which does not exist", w.binding))
+                OpError::internal(format!(
+                    "kernel wrote binding {}, which does not exist",
+                    w.binding
+                ))
             })?;
             if w.data.len() != target.len() {
                 return Err(OpError::internal(format!(

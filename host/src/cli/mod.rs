@@ -86,6 +86,12 @@ enum Command {
         /// Seed of the random inputs.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Write each output as `DIR/output_N.npy`.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Print every value of every output (default: a summary and the first 8).
+        #[arg(long)]
+        full: bool,
     },
     /// List plugins: file, name, version, ABI, ops, targets, status, load time; or explain the
     /// choice of plugin for a request.
@@ -125,28 +131,43 @@ enum BenchCommand {
 
 #[derive(Args)]
 struct OpArgs {
-    /// Input tensor: `f32[64,128]`, `x:f16[2,3]`, or with data `f32[3]=1,2,3` (repeatable).
+    /// Input tensor: `f32[64,128]`, `x:f16[2,3]`, with data `f32[3]=1,2,3`, from a file
+    /// `@x.npy`, or `none` for an absent optional input (repeatable, in order).
     #[arg(long = "input", short = 'i', required = true)]
     inputs: Vec<String>,
-    /// Attribute `name=value` (repeatable).
+    /// Attribute `name=value` (repeatable): `3` int, `0.5` float, `true`, `[1,2]` ints,
+    /// `[0.5,1]` floats, anything else text.
     #[arg(long = "attr")]
     attrs: Vec<String>,
+    /// ONNX opset version the op is used under (default: the plugin's newest).
+    #[arg(long, default_value_t = 0)]
+    opset: u32,
 }
 
-/// Parsed `--input`/`--attr` arguments: descriptions, values where given, attributes.
-type ParsedOp = (
-    Vec<TensorDesc>,
-    Vec<Option<Vec<f64>>>,
-    Vec<(String, AttrValue)>,
-);
+/// Parsed `--input`/`--attr` arguments: the request and, per present input, its bytes where given.
+struct ParsedOp {
+    req: OpRequest,
+    data: Vec<Option<Vec<u8>>>,
+}
 
 impl OpArgs {
-    /// The tensor descriptions, with data where given.
-    fn parse(&self) -> anyhow::Result<ParsedOp> {
-        let mut descs = Vec::new();
-        let mut values = Vec::new();
+    fn parse(&self, op: &str) -> anyhow::Result<ParsedOp> {
+        let mut req = OpRequest::new(op, Vec::new());
+        req.opset = self.opset;
+        let mut data = Vec::new();
         for (i, s) in self.inputs.iter().enumerate() {
-            let (spec, data) = match s.split_once('=') {
+            if s == "none" {
+                req.absent.push(i as u32);
+                continue;
+            }
+            if let Some(path) = s.strip_prefix('@') {
+                let (desc, bytes) = umd::npy::read(std::path::Path::new(path), &format!("in{i}"))
+                    .map_err(|e| anyhow::anyhow!("input {i}: {e}"))?;
+                req.inputs.push(desc);
+                data.push(Some(bytes));
+                continue;
+            }
+            let (spec, values) = match s.split_once('=') {
                 Some((spec, d)) => {
                     let v = d
                         .split(',')
@@ -163,7 +184,7 @@ impl OpArgs {
             if desc.name.is_empty() {
                 desc.name = format!("in{i}");
             }
-            if let Some(v) = &data
+            if let Some(v) = &values
                 && v.len() as u64 != desc.numel().unwrap_or(0)
             {
                 bail!(
@@ -172,10 +193,10 @@ impl OpArgs {
                     desc.numel().unwrap_or(0)
                 );
             }
-            descs.push(desc);
-            values.push(data);
+            data.push(values.map(|v| data::encode(desc.dtype, &v)));
+            req.inputs.push(desc);
         }
-        let attrs = self
+        req.attributes = self
             .attrs
             .iter()
             .map(|a| {
@@ -184,13 +205,18 @@ impl OpArgs {
                     .with_context(|| format!("attribute `{a}` is not name=value"))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        Ok((descs, values, attrs))
+        req.attributes.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(ParsedOp { req, data })
     }
 
+    /// The request, with the values of inputs given with data (so plans needing them work).
     fn request(&self, op: &str) -> anyhow::Result<OpRequest> {
-        let (descs, _, attrs) = self.parse()?;
-        let mut req = OpRequest::new(op, descs);
-        req.attributes = attrs;
+        let ParsedOp { mut req, data } = self.parse(op)?;
+        for (i, d) in data.into_iter().enumerate() {
+            if let Some(bytes) = d {
+                req = req.value(i as u32, bytes);
+            }
+        }
         Ok(req)
     }
 }
@@ -234,26 +260,47 @@ impl Cli {
                 println!("{cb}");
                 Ok(())
             }
-            Command::Run { op, op_args, seed } => {
+            Command::Run {
+                op,
+                op_args,
+                seed,
+                out,
+                full,
+            } => {
                 let host = self.host.host()?;
-                let (descs, values, _) = op_args.parse()?;
-                let inputs: Vec<(TensorDesc, Vec<u8>)> = descs
-                    .into_iter()
-                    .zip(values)
+                let ParsedOp { req, data } = op_args.parse(&op)?;
+                let data: Vec<Vec<u8>> = req
+                    .inputs
+                    .iter()
+                    .zip(data)
                     .enumerate()
                     .map(|(i, (d, v))| {
-                        let v = v.unwrap_or_else(|| {
-                            data::random(d.dtype, d.numel().unwrap_or(0) as usize, seed + i as u64)
-                        });
-                        let bytes = data::encode(d.dtype, &v);
-                        (d, bytes)
+                        v.unwrap_or_else(|| {
+                            let n = d.numel().unwrap_or(0) as usize;
+                            data::encode(d.dtype, &data::random(d.dtype, n, seed + i as u64))
+                        })
                     })
                     .collect();
                 let start = std::time::Instant::now();
-                let outputs = host.run(&op, &inputs)?;
+                let outputs = host.run_request(req, &data)?;
                 let took = start.elapsed();
-                for (d, bytes) in outputs {
-                    println!("{}", summary(&d, &data::decode(d.dtype, &bytes)));
+                if let Some(dir) = &out {
+                    std::fs::create_dir_all(dir)
+                        .with_context(|| format!("creating {}", dir.display()))?;
+                }
+                for (i, (d, bytes)) in outputs.iter().enumerate() {
+                    let values = data::decode(d.dtype, bytes);
+                    if full {
+                        println!("{} {d}: {values:?}", d.name);
+                    } else {
+                        println!("{}", summary(d, &values));
+                    }
+                    if let Some(dir) = &out {
+                        let path = dir.join(format!("output_{i}.npy"));
+                        umd::npy::write(&path, d, bytes)
+                            .with_context(|| format!("writing {}", path.display()))?;
+                        println!("  written to {}", path.display());
+                    }
                 }
                 println!(
                     "ran on {} in {:.3} ms",

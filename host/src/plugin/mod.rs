@@ -184,10 +184,12 @@ impl Runtime {
                 reason: format!("describe failed: {e}"),
             })?;
         validate_info(origin, &info)?;
-        let signatures = plugin.fetch_signatures().map_err(|e| LoadError::Instantiate {
-            path: origin.into(),
-            reason: format!("planner.signatures failed: {e}"),
-        })?;
+        let signatures = plugin
+            .fetch_signatures()
+            .map_err(|e| LoadError::Instantiate {
+                path: origin.into(),
+                reason: format!("planner.signatures failed: {e}"),
+            })?;
         validate_signatures(origin, &info, &signatures)?;
         let label = format!("{}@{}", info.name, info.version);
         Ok(Arc::new(LoadedPlugin {
@@ -303,11 +305,21 @@ fn validate_signatures(
         })
     };
     if sigs.len() > MAX_SIGNATURES {
-        return fail(format!("{} op signatures; at most {MAX_SIGNATURES}", sigs.len()));
+        return fail(format!(
+            "{} op signatures; at most {MAX_SIGNATURES}",
+            sigs.len()
+        ));
     }
     for s in sigs {
-        if !info.ops.iter().any(|o| o.name.eq_ignore_ascii_case(&s.name)) {
-            return fail(format!("signature for op `{:.64}`, which it does not serve", s.name));
+        if !info
+            .ops
+            .iter()
+            .any(|o| o.name.eq_ignore_ascii_case(&s.name))
+        {
+            return fail(format!(
+                "signature for op `{:.64}`, which it does not serve",
+                s.name
+            ));
         }
         if s.domain.len() > 128 || s.constant_inputs.len() > MAX_CONSTANT_INPUTS {
             return fail(format!("signature of `{}` is oversized", s.name));
@@ -484,7 +496,8 @@ impl LoadedPlugin {
             "planner.signatures",
             self.runtime.limits.plan_deadline,
             |s, inst, _| {
-                let f = inst.get_typed_func::<(), (Vec<wit::OpSignature>,)>(&mut *s, ex.signatures)?;
+                let f =
+                    inst.get_typed_func::<(), (Vec<wit::OpSignature>,)>(&mut *s, ex.signatures)?;
                 Ok(f.call(s, ())?.0)
             },
         )
@@ -508,15 +521,25 @@ impl LoadedPlugin {
     /// older than 1.2). A faulting call counts as none.
     pub fn tolerance(&self, op: &str, dtype: wit::Dtype) -> Option<wit::OpTolerance> {
         let ex = self.planner?;
-        self.call("planner.tolerance", self.runtime.limits.plan_deadline, |s, inst, _| {
-            let f = inst.get_typed_func::<(&str, wit::Dtype), (Option<wit::OpTolerance>,)>(
-                &mut *s, ex.tolerance,
-            )?;
-            Ok(f.call(s, (op, dtype))?.0)
-        })
+        self.call(
+            "planner.tolerance",
+            self.runtime.limits.plan_deadline,
+            |s, inst, _| {
+                let f = inst.get_typed_func::<(&str, wit::Dtype), (Option<wit::OpTolerance>,)>(
+                    &mut *s,
+                    ex.tolerance,
+                )?;
+                Ok(f.call(s, (op, dtype))?.0)
+            },
+        )
         .ok()
         .flatten()
-        .filter(|t| t.absolute.is_finite() && t.relative.is_finite() && t.absolute >= 0.0 && t.relative >= 0.0)
+        .filter(|t| {
+            t.absolute.is_finite()
+                && t.relative.is_finite()
+                && t.absolute >= 0.0
+                && t.relative >= 0.0
+        })
     }
 
     /// `kernel-source` under the plan deadline.

@@ -115,19 +115,25 @@ impl DeviceService {
         let host = self.host.clone();
         tokio::task::spawn_blocking(move || {
             let dev = host.device().clone();
-            host.translator().fill_values(&mut req, |i, size| -> Result<Vec<u8>, Error> {
-                let id = *ids.get(i).ok_or_else(|| {
-                    crate::error::RequestError::Other(format!(
-                        "input {i} has no buffer ({} given)",
-                        ids.len()
-                    ))
+            host.translator()
+                .fill_values(&mut req, |i, size| -> Result<Vec<u8>, Error> {
+                    let id = *ids.get(i).ok_or_else(|| {
+                        crate::error::RequestError::Other(format!(
+                            "input {i} has no buffer ({} given)",
+                            ids.len()
+                        ))
+                    })?;
+                    Ok(dev.read(id, 0, size)?)
                 })?;
-                Ok(dev.read(id, 0, size)?)
-            })?;
             Ok(req)
         })
         .await
-        .unwrap_or_else(|e| Err(crate::error::RequestError::Other(format!("reading constant inputs failed: {e}")).into()))
+        .unwrap_or_else(|e| {
+            Err(
+                crate::error::RequestError::Other(format!("reading constant inputs failed: {e}"))
+                    .into(),
+            )
+        })
     }
 
     async fn execute_inner(&self, r: ExecuteRequest) -> Result<ExecuteResponse, Error> {

@@ -1,0 +1,162 @@
+//! NumPy `.npy` files (format 1.0): write a tensor for a person or a script to load with
+//! `numpy.load`, and read one back. bf16 has no NumPy type: it is written as f32 (exact).
+//! Owns only the file format; knows nothing of devices or plugins.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::tensor::{Dtype, TensorDesc};
+
+const MAGIC: &[u8] = b"\x93NUMPY";
+/// Largest header accepted when reading.
+const MAX_HEADER: usize = 64 * 1024;
+
+fn descr(dt: Dtype) -> &'static str {
+    match dt {
+        Dtype::F32 | Dtype::Bf16 => "<f4",
+        Dtype::F16 => "<f2",
+        Dtype::F64 => "<f8",
+        Dtype::I32 => "<i4",
+        Dtype::I64 => "<i8",
+        Dtype::I8 => "|i1",
+        Dtype::U8 => "|u1",
+        Dtype::Bool => "|b1",
+    }
+}
+
+/// Writes `data` (little-endian elements of `desc`) as an `.npy` file.
+pub fn write(path: &Path, desc: &TensorDesc, data: &[u8]) -> std::io::Result<()> {
+    let shape = match desc.shape.len() {
+        0 => "()".to_string(),
+        1 => format!("({},)", desc.shape[0]),
+        _ => format!(
+            "({})",
+            desc.shape
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
+        descr(desc.dtype)
+    );
+    let unpadded = MAGIC.len() + 2 + 2 + header.len() + 1;
+    header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
+    header.push('\n');
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    f.write_all(MAGIC)?;
+    f.write_all(&[1, 0])?;
+    f.write_all(&(header.len() as u16).to_le_bytes())?;
+    f.write_all(header.as_bytes())?;
+    if desc.dtype == Dtype::Bf16 {
+        for c in data.chunks_exact(2) {
+            let bits = (u16::from_le_bytes([c[0], c[1]]) as u32) << 16;
+            f.write_all(&f32::from_bits(bits).to_le_bytes())?;
+        }
+    } else {
+        f.write_all(data)?;
+    }
+    f.flush()
+}
+
+/// Reads an `.npy` file (C order, little-endian, a umd dtype) as a description named `name`
+/// and its bytes.
+pub fn read(path: &Path, name: &str) -> Result<(TensorDesc, Vec<u8>), String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse(&bytes, name).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn parse(bytes: &[u8], name: &str) -> Result<(TensorDesc, Vec<u8>), String> {
+    if bytes.len() < 10 || &bytes[..6] != MAGIC {
+        return Err("not a .npy file".into());
+    }
+    let (len, start) = match bytes[6] {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        2 | 3 if bytes.len() >= 12 => (
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            12,
+        ),
+        v => return Err(format!("unsupported .npy version {v}")),
+    };
+    if len > MAX_HEADER || start + len > bytes.len() {
+        return Err("truncated or oversized header".into());
+    }
+    let header = std::str::from_utf8(&bytes[start..start + len]).map_err(|e| e.to_string())?;
+    let field = |key: &str| -> Option<&str> {
+        let at = header.find(&format!("'{key}'"))? + key.len() + 2;
+        let rest = header[at..].trim_start().strip_prefix(':')?.trim_start();
+        Some(rest)
+    };
+    let d = field("descr").ok_or("no descr")?;
+    let d = d
+        .strip_prefix('\'')
+        .and_then(|r| r.split('\'').next())
+        .ok_or("bad descr")?;
+    let dtype = match d {
+        "<f4" => Dtype::F32,
+        "<f2" => Dtype::F16,
+        "<f8" => Dtype::F64,
+        "<i4" => Dtype::I32,
+        "<i8" => Dtype::I64,
+        "|i1" | "<i1" => Dtype::I8,
+        "|u1" | "<u1" => Dtype::U8,
+        "|b1" => Dtype::Bool,
+        other => return Err(format!("dtype `{other}` is not one umd has")),
+    };
+    if field("fortran_order").is_some_and(|v| v.starts_with("True")) {
+        return Err("Fortran-order arrays are not supported".into());
+    }
+    let s = field("shape").ok_or("no shape")?;
+    let s = s
+        .strip_prefix('(')
+        .and_then(|r| r.split(')').next())
+        .ok_or("bad shape")?;
+    let shape = s
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| x.parse::<u64>().map_err(|_| format!("bad dimension `{x}`")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let desc = TensorDesc::new(name, shape, dtype);
+    desc.validate().map_err(|e| e.to_string())?;
+    let data = &bytes[start + len..];
+    let need = desc.byte_size().ok_or("size overflows")? as usize;
+    if data.len() != need {
+        return Err(format!("{} data bytes, {desc} needs {need}", data.len()));
+    }
+    Ok((desc, data.to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_refuses_garbage() {
+        let dir = std::env::temp_dir().join(format!("umd-npy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (shape, dt) in [
+            (vec![2, 3], Dtype::F32),
+            (vec![], Dtype::I64),
+            (vec![0, 4], Dtype::U8),
+        ] {
+            let desc = TensorDesc::new("x", shape, dt);
+            let data: Vec<u8> = (0..desc.byte_size().unwrap()).map(|i| i as u8).collect();
+            let p = dir.join("x.npy");
+            write(&p, &desc, &data).unwrap();
+            let raw = std::fs::read(&p).unwrap();
+            assert_eq!(
+                (raw.len() - data.len()) % 64,
+                0,
+                "header is 64-byte aligned"
+            );
+            let (d2, data2) = read(&p, "x").unwrap();
+            assert_eq!((d2, data2), (desc, data));
+        }
+        assert!(parse(b"\x93NUMPY\x01\x00\xff\xff", "x").is_err());
+        assert!(parse(b"PK\x03\x04", "x").is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""The official ONNX backend node tests against a real `umd serve`, through `umd.Device`.
+
+Every test that `onnx.backend.test.loader.load_model_tests(kind="node")` builds is run: each node
+of the test's graph is executed remotely in order (inputs uploaded once, intermediate values
+chained as device buffers), the graph outputs are downloaded and compared with the expected
+outputs as the ONNX backend test runner does (same shape, same dtype, `rtol=1e-3, atol=1e-7`;
+NaN equal to NaN). Writes CONFORMANCE.md (per op type: passed / failed / not served, every
+failure with its reason) and exits non-zero when the pass rate over the tests of served ops is
+below `--min-pass-rate`.
+
+    python scripts/conformance.py --umd target/debug/umd --out CONFORMANCE.md
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+from onnx.backend.test.loader import load_model_tests
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "clients" / "python"))
+from umd_client import umd_pb2 as pb  # noqa: E402
+from umd_client import umd_pb2_grpc as rpc  # noqa: E402
+
+import grpc  # noqa: E402
+
+# ONNX tensor element types umd has, by TensorProto number.
+ONNX_TO_UMD = {1: "f32", 2: "u8", 3: "i8", 6: "i32", 7: "i64", 9: "bool", 10: "f16", 11: "f64",
+               16: "bf16"}
+ONNX_TYPE_NAMES = {v: k for k, v in onnx.TensorProto.DataType.items()}
+STATUS_UNSUPPORTED = 2
+CHUNK = 1 << 20
+
+
+class NotServed(Exception):
+    """The op (or a dtype/feature of the test) is not served by umd: a status-2 answer."""
+
+
+class Failed(Exception):
+    """The test ran and failed: an error status other than 2, or wrong results."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(umd: str):
+    port = free_port()
+    proc = subprocess.Popen([umd, "serve", "--addr", f"127.0.0.1:{port}", "--log-interval", "0"],
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, f"127.0.0.1:{port}"
+        except OSError:
+            if proc.poll() is not None:
+                raise SystemExit("umd serve exited at start")
+            time.sleep(0.05)
+    raise SystemExit("umd serve did not start")
+
+
+def served_ops(umd: str) -> set[str]:
+    out = subprocess.run([umd, "plugins"], capture_output=True, text=True).stdout
+    return {m.group(1) for m in re.finditer(r"^ {4}(\w+)\s+targets", out, re.M)}
+
+
+def to_umd_array(arr: np.ndarray, elem_type: int) -> tuple[str, bytes]:
+    dt = ONNX_TO_UMD.get(elem_type)
+    if dt is None:
+        raise NotServed(f"dtype {ONNX_TYPE_NAMES.get(elem_type, elem_type)} is not a umd dtype")
+    return dt, np.ascontiguousarray(arr).tobytes()
+
+
+def tensor_desc(name: str, shape, dt: str) -> pb.TensorDesc:
+    return pb.TensorDesc(name=name[:64], shape=list(shape), dtype=dt)
+
+
+def attribute(a: onnx.AttributeProto) -> pb.AttributeValue:
+    T = onnx.AttributeProto
+    if a.type == T.INT:
+        return pb.AttributeValue(i=a.i)
+    if a.type == T.FLOAT:
+        return pb.AttributeValue(f=a.f)
+    if a.type == T.STRING:
+        return pb.AttributeValue(s=a.s.decode("utf-8", "replace"))
+    if a.type == T.INTS:
+        return pb.AttributeValue(ints=pb.IntList(values=list(a.ints)))
+    if a.type == T.FLOATS:
+        return pb.AttributeValue(floats=pb.FloatList(values=list(a.floats)))
+    if a.type == T.STRINGS:
+        return pb.AttributeValue(strings=pb.StringList(values=[s.decode("utf-8", "replace")
+                                                               for s in a.strings]))
+    if a.type == T.TENSOR:
+        arr = numpy_helper.to_array(a.t)
+        dt, data = to_umd_array(arr, a.t.data_type)
+        return pb.AttributeValue(tensor=pb.TensorValue(desc=tensor_desc(a.name, arr.shape, dt),
+                                                       data=data))
+    raise NotServed(f"attribute `{a.name}` of type {T.AttributeType.Name(a.type)} "
+                    "(subgraphs, sparse tensors, type protos) is not supported")
+
+
+class Remote:
+    """Values of one test run: device buffers by value name."""
+
+    def __init__(self, stub: rpc.DeviceStub):
+        self.stub = stub
+        self.values: dict[str, tuple[str, pb.TensorDesc]] = {}
+        self.owned: list[str] = []
+
+    def upload(self, name: str, arr: np.ndarray, elem_type: int):
+        dt, data = to_umd_array(arr, elem_type)
+        r = self.stub.CreateBuffer(pb.CreateBufferRequest(bytes=len(data)))
+        if r.status != 0:
+            raise Failed(f"CreateBuffer: status {r.status}: {r.msg}")
+        self.owned.append(r.handle)
+
+        def chunks():
+            yield pb.WriteChunk(handle=r.handle, data=data[:CHUNK])
+            for off in range(CHUNK, len(data), CHUNK):
+                yield pb.WriteChunk(data=data[off:off + CHUNK])
+
+        if data:
+            w = self.stub.WriteBuffer(chunks())
+            if w.status != 0:
+                raise Failed(f"WriteBuffer: status {w.status}: {w.msg}")
+        self.values[name] = (r.handle, tensor_desc(name, arr.shape, dt))
+
+    def run_node(self, node: onnx.NodeProto, opset: int):
+        handles, descs, absent = [], [], []
+        for pos, name in enumerate(node.input):
+            if name == "":
+                absent.append(pos)
+                continue
+            if name not in self.values:
+                raise Failed(f"node {node.op_type}: input `{name}` was never produced")
+            h, d = self.values[name]
+            handles.append(h)
+            descs.append(d)
+        # trailing absent inputs are simply not given
+        while absent and absent[-1] == len(handles) + len(absent) - 1:
+            absent.pop()
+        req = pb.TranslateRequest(op_type=node.op_type, inputs=descs, domain=node.domain,
+                                  opset=opset, absent_inputs=absent,
+                                  outputs_wanted=[o != "" for o in node.output])
+        for a in node.attribute:
+            req.typed_attributes[a.name].CopyFrom(attribute(a))
+        r = self.stub.Execute(pb.ExecuteRequest(op=req, inputs=handles, wait=True))
+        if r.status == STATUS_UNSUPPORTED:
+            raise NotServed(f"{node.op_type}: {r.msg}")
+        if r.status != 0:
+            raise Failed(f"{node.op_type}: status {r.status}: {r.msg}")
+        self.owned.extend(r.outputs)
+        for i, name in enumerate(node.output):
+            if name == "":
+                continue
+            if i >= len(r.outputs):
+                raise Failed(f"{node.op_type}: output {i} (`{name}`) was not produced "
+                             f"({len(r.outputs)} outputs)")
+            self.values[name] = (r.outputs[i], r.output_descs[i])
+
+    def download(self, name: str) -> tuple[np.ndarray, str]:
+        h, d = self.values[name]
+        data = b"".join(c.data for c in self.stub.ReadBuffer(pb.ReadRequest(handle=h)))
+        np_dt = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32,
+                 "i64": np.int64, "i8": np.int8, "u8": np.uint8, "bool": np.bool_,
+                 "bf16": np.uint16}[d.dtype]
+        arr = np.frombuffer(data, dtype=np_dt)
+        if d.dtype == "bf16":
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        n = int(np.prod(d.shape)) if len(d.shape) else 1
+        return arr[:n].reshape(tuple(d.shape)), d.dtype
+
+    def free(self):
+        for h in self.owned:
+            self.stub.FreeBuffer(pb.BufferRequest(handle=h))
+
+
+def load_tensor(path: str) -> onnx.TensorProto:
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return t
+
+
+def compare(name: str, got: np.ndarray, got_dt: str, want_t: onnx.TensorProto):
+    want = numpy_helper.to_array(want_t)
+    want_dt = ONNX_TO_UMD.get(want_t.data_type)
+    if got_dt != want_dt:
+        raise Failed(f"output `{name}`: dtype {got_dt}, expected {want_dt}")
+    if tuple(got.shape) != tuple(want.shape):
+        raise Failed(f"output `{name}`: shape {list(got.shape)}, expected {list(want.shape)}")
+    if want_dt == "bf16":
+        want = want.astype(np.float32)
+    if want.dtype.kind in "fc":
+        ok = np.isclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-3, atol=1e-7,
+                        equal_nan=True)
+    else:
+        ok = got == want
+    if not np.all(ok):
+        bad = int(np.size(ok) - np.count_nonzero(ok))
+        idx = tuple(int(i) for i in np.argwhere(~np.asarray(ok))[0]) if np.ndim(ok) else ()
+        raise Failed(f"output `{name}`: {bad} of {np.size(ok)} values differ, first at {idx}: "
+                     f"got {got[idx] if idx else got}, expected {want[idx] if idx else want}")
+
+
+def run_test(stub, case) -> None:
+    model = onnx.load(os.path.join(case.model_dir, "model.onnx"))
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    graph = model.graph
+    inits = {t.name for t in graph.initializer}
+    real_inputs = [i for i in graph.input if i.name not in inits]
+    for ds in sorted(glob.glob(os.path.join(case.model_dir, "test_data_set_*"))):
+        remote = Remote(stub)
+        try:
+            for t in graph.initializer:
+                remote.upload(t.name, numpy_helper.to_array(t), t.data_type)
+            for i, vi in enumerate(real_inputs):
+                p = os.path.join(ds, f"input_{i}.pb")
+                if not os.path.exists(p):
+                    continue
+                t = load_tensor(p)
+                if vi.type.WhichOneof("value") != "tensor_type":
+                    raise NotServed(f"input `{vi.name}` is a sequence/map/optional, not a tensor")
+                remote.upload(vi.name, numpy_helper.to_array(t), t.data_type)
+            for node in graph.node:
+                remote.run_node(node, opset)
+            for i, vo in enumerate(graph.output):
+                want = load_tensor(os.path.join(ds, f"output_{i}.pb"))
+                if vo.type.WhichOneof("value") != "tensor_type":
+                    raise NotServed(f"output `{vo.name}` is a sequence/map/optional")
+                got, got_dt = remote.download(vo.name)
+                compare(vo.name, got, got_dt, want)
+        finally:
+            remote.free()
+
+
+def op_of(case, schemas: dict[str, str]) -> str:
+    """The op type a test is about: the longest ONNX op whose snake_case name prefixes the
+    test name (test_reduce_sum_keepdims → ReduceSum)."""
+    name = case.name[len("test_"):]
+    best = ""
+    for snake, op in schemas.items():
+        if (name == snake or name.startswith(snake + "_")) and len(snake) > len(best):
+            best = snake
+    return schemas.get(best) or "(unknown)"
+
+
+def snake(op: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", op).lower()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--umd", default=str(ROOT / "target" / "debug" / "umd"))
+    ap.add_argument("--addr", help="an already running `umd serve` (default: start one)")
+    ap.add_argument("--out", default=str(ROOT / "CONFORMANCE.md"))
+    ap.add_argument("--filter", default="", help="regex on test names")
+    ap.add_argument("--min-pass-rate", type=float, default=0.0,
+                    help="fail when the pass rate over tests of served ops is below this")
+    a = ap.parse_args()
+
+    served = served_ops(a.umd)
+    proc = None
+    addr = a.addr
+    if not addr:
+        proc, addr = start_server(a.umd)
+    channel = grpc.insecure_channel(addr, options=[("grpc.max_receive_message_length", 64 << 20),
+                                                   ("grpc.max_send_message_length", 64 << 20)])
+    stub = rpc.DeviceStub(channel)
+    schemas = {}
+    for s in onnx.defs.get_all_schemas_with_history():
+        if s.domain in ("", "ai.onnx"):
+            schemas[snake(s.name)] = s.name
+    cases = [c for c in load_model_tests(kind="node") if re.search(a.filter, c.name)]
+    results = collections.defaultdict(list)  # op -> [(test, outcome, reason)]
+    started = time.time()
+    for case in cases:
+        op = op_of(case, schemas)
+        try:
+            run_test(stub, case)
+            outcome, reason = "pass", ""
+        except NotServed as e:
+            outcome, reason = "not served", str(e)
+        except Failed as e:
+            outcome, reason = "fail", str(e)
+        except grpc.RpcError as e:
+            outcome, reason = "fail", f"gRPC {e.code().name}: {e.details()}"
+        results[op].append((case.name, outcome, reason[:300].replace("\n", " ")))
+    elapsed = time.time() - started
+    if proc:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+    rows, failures = [], []
+    totals = collections.Counter()
+    for op in sorted(results):
+        c = collections.Counter(o for _, o, _ in results[op])
+        is_served = op in served
+        rows.append((op, is_served, c["pass"], c["fail"], c["not served"]))
+        if is_served:
+            totals["served_pass"] += c["pass"]
+            totals["served_fail"] += c["fail"] + c["not served"]
+        totals.update(c)
+        for name, o, reason in results[op]:
+            if o != "pass" and is_served:
+                failures.append((op, name, o, reason))
+    served_tests = totals["served_pass"] + totals["served_fail"]
+    rate = totals["served_pass"] / served_tests if served_tests else 0.0
+    ops_with_tests = {op for op in results if op in served}
+    lines = [
+        "# ONNX conformance",
+        "",
+        "Generated by `scripts/conformance.py` (run by `scripts/test.sh`): every node test of the "
+        f"`onnx` {onnx.__version__} wheel (`load_model_tests(kind=\"node\")`) against `umd serve` "
+        "on the CPU device, through `umd.Device` (each node executed remotely, values chained "
+        "as device buffers), compared as the ONNX backend runner does (rtol 1e-3, atol 1e-7).",
+        "",
+        f"- op types served by the bundled plugins: **{len(served)}**; of them with node tests: "
+        f"{len(ops_with_tests)}",
+        f"- node tests: {len(cases)}; passed {totals['pass']}, failed {totals['fail']}, "
+        f"not served {totals['not served']} ({elapsed:.0f} s)",
+        f"- tests of served op types: {served_tests}; passed {totals['served_pass']} "
+        f"(**{100 * rate:.1f} %**); every one that did not pass is listed below with its reason",
+        "",
+        "| op type | served | passed | failed | not served |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for op, s, p, f, n in rows:
+        lines.append(f"| {op} | {'yes' if s else 'no'} | {p} | {f} | {n} |")
+    lines += ["", "## Tests of served op types that did not pass", ""]
+    if not failures:
+        lines.append("None.")
+    for op, name, o, reason in failures:
+        lines.append(f"- `{name}` ({op}, {o}): {reason}")
+    unserved = sorted(op for op, s, *_ in rows if not s)
+    lines += ["", "## Op types with node tests that umd does not serve", "",
+              ", ".join(unserved) or "None.", ""]
+    Path(a.out).write_text("\n".join(lines))
+    print(f"conformance: {len(served)} op types served; {totals['served_pass']}/{served_tests} "
+          f"tests of served ops pass ({100 * rate:.1f} %); {totals['pass']}/{len(cases)} of all "
+          f"node tests; written to {a.out}")
+    if rate < a.min_pass_rate:
+        print(f"conformance: pass rate {100 * rate:.1f} % is below the required "
+              f"{100 * a.min_pass_rate:.1f} %", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
