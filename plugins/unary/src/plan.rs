@@ -16,6 +16,8 @@ use crate::ops::{self, Class, OpDef};
 
 /// Threads per block of every launch.
 const THREADS: u32 = 256;
+/// Opset-1 attribute of many of these ops; it never changed a result.
+const LEGACY: &str = "consumed_inputs";
 /// Clip-6's default bounds (the float32 range).
 const CLIP6_DEFAULT: f64 = f32::MAX as f64;
 
@@ -35,7 +37,7 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         return plan_clip(req);
     }
     let def = if first.onnx == "Gelu" {
-        attr::only(&req.attributes, &["approximate"])?;
+        attr::only(&req.attributes, &["approximate", LEGACY])?;
         match attr::text_or(&req.attributes, "approximate", "none")?.as_str() {
             "none" => first,
             "tanh" => ops::by_kernel("gelu_tanh").expect("the table has gelu_tanh"),
@@ -46,7 +48,8 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
             }
         }
     } else {
-        let names: Vec<&str> = first.attrs.iter().map(|(n, _)| *n).collect();
+        let mut names: Vec<&str> = first.attrs.iter().map(|(n, _)| *n).collect();
+        names.push(LEGACY);
         attr::only(&req.attributes, &names)?;
         first
     };
@@ -131,7 +134,7 @@ fn finish(
 /// input's dtype, read by the kernel) or, in opset 6, as attributes (default: the float32 range).
 fn plan_clip(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     let def = &ops::CLIP;
-    attr::only(&req.attributes, &["min", "max"])?;
+    attr::only(&req.attributes, &["min", "max", LEGACY])?;
     if req.slots() == 0 || req.slots() > 3 {
         return Err(OpError::shape(format!(
             "Clip takes 1 to 3 inputs, got {}",
@@ -141,7 +144,7 @@ fn plan_clip(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     let x = req.required(0)?;
     check_dtype(def, x.dtype)?;
     let n = count(x, x.dtype)?;
-    let opset6 = (1..11).contains(&req.opset);
+    let opset6 = (6..11).contains(&req.opset);
     let xb = binding(req, 0)?;
     let mut flags = 0;
     let mut bounds = [(xb, 0.0); 2];
