@@ -1,1 +1,170 @@
-//! The `conv` plugin (being written).
+//! The `conv` plugin: Conv, ConvTranspose (1-D, 2-D, 3-D, groups, dilations, auto_pad,
+//! output_padding / output_shape), MaxPool (with Indices), AveragePool, LpPool and the global
+//! pools, on f32, f16, bf16 (computing in f32) and f64; MaxPool also on i8 and u8.
+//!
+//! [`plan`] checks attributes and shapes and packs one launch per op (pointers then a
+//! [`geom::Geom`]); [`cuda`] renders the module `conv_{dtype}` (direct kernels, one thread per
+//! output element); [`cpu`] runs the same entry points on the CPU (Conv as im2col + a blocked
+//! GEMM, ConvTranspose as GEMM + col2im, pools window by window).
+
+pub mod cpu;
+pub mod cuda;
+pub mod geom;
+pub mod plan;
+
+use umd_sdk::{
+    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpInfo, OpPlan,
+    OpSignature, PlanRequestExt, Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance,
+    dtype,
+};
+
+/// The ops this plugin serves (ONNX spelling).
+pub const OPS: [&str; 8] = [
+    "Conv",
+    "ConvTranspose",
+    "MaxPool",
+    "AveragePool",
+    "LpPool",
+    "GlobalMaxPool",
+    "GlobalAveragePool",
+    "GlobalLpPool",
+];
+
+/// The module holding every entry point of `dt`.
+pub fn module_id(dt: Dtype) -> String {
+    format!("conv_{}", dtype::name(dt))
+}
+
+pub struct Conv;
+
+impl Plugin for Conv {
+    fn describe() -> PluginInfo {
+        PluginInfo {
+            name: "conv".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            ops: OPS
+                .iter()
+                .map(|op| OpInfo {
+                    name: op.to_string(),
+                    targets: vec!["cpu".into(), "cuda".into()],
+                    priority: 0,
+                })
+                .collect(),
+        }
+    }
+
+    fn plan_ext(request: &PlanRequestExt) -> Result<OpPlan, OpError> {
+        plan::plan(request)
+    }
+
+    fn signatures() -> Vec<OpSignature> {
+        Vec::new()
+    }
+
+    fn tolerance(op: &str, dt: Dtype) -> Option<Tolerance> {
+        let is = |names: &[&str]| names.iter().any(|n| op.eq_ignore_ascii_case(n));
+        let t = |absolute, relative| Some(Tolerance { absolute, relative });
+        if is(&["Conv", "ConvTranspose"]) {
+            match dt {
+                Dtype::F32 => t(1e-4, 1e-4),
+                Dtype::F16 => t(2e-2, 2e-2),
+                Dtype::Bf16 => t(5e-2, 5e-2),
+                Dtype::F64 => t(1e-10, 1e-10),
+                _ => None,
+            }
+        } else if is(&["AveragePool", "GlobalAveragePool", "LpPool", "GlobalLpPool"]) {
+            match dt {
+                // absolute 1e-4: the ONNX node test averagepool_2d_ceil_last_window_starts_on_pad
+                // gives its expected values rounded to 4 decimals
+                Dtype::F32 => t(1e-4, 1e-4),
+                Dtype::F16 => t(2e-3, 2e-3),
+                Dtype::Bf16 => t(1e-2, 1e-2),
+                Dtype::F64 => t(1e-12, 1e-12),
+                _ => None,
+            }
+        } else {
+            None
+        }
+    }
+
+    fn kernel_source(module_id: &str, _target: &Target) -> Result<ModuleSource, OpError> {
+        let dt = module_id
+            .strip_prefix("conv_")
+            .and_then(dtype::from_name)
+            .filter(|d| plan::MAX_DTYPES.contains(d))
+            .ok_or_else(|| OpError::internal(format!("unknown module `{module_id}`")))?;
+        Ok(cuda::module(dt))
+    }
+
+    fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
+        cpu::run(&call)
+    }
+
+    fn self_tests() -> Vec<TestCase> {
+        let t = |shape: &[u64], dt| TensorDesc::new("x", shape.to_vec(), dt);
+        let ints = |name: &str, v: &[i64]| Attribute {
+            name: name.into(),
+            value: AttrValue::Ints(v.to_vec()),
+        };
+        let nine: Vec<f64> = (0..9).map(f64::from).collect();
+        vec![
+            umd_sdk::test_case(
+                "conv 3x3 by 2x2 ones",
+                "Conv",
+                vec![
+                    (t(&[1, 1, 3, 3], Dtype::F32), nine.clone()),
+                    (t(&[1, 1, 2, 2], Dtype::F32), vec![1.0; 4]),
+                ],
+                vec![(Dtype::F32, vec![8., 12., 20., 24.])],
+                1e-6,
+            ),
+            umd_sdk::test_case(
+                "convtranspose 1-D, two output channels",
+                "ConvTranspose",
+                vec![
+                    (t(&[1, 1, 3], Dtype::F32), vec![0., 1., 2.]),
+                    (t(&[1, 2, 3], Dtype::F32), vec![1.0; 6]),
+                ],
+                vec![(Dtype::F32, vec![0., 1., 3., 3., 2., 0., 1., 3., 3., 2.])],
+                1e-6,
+            ),
+            umd_sdk::test_case_with(
+                "maxpool 2x2 stride 2",
+                "MaxPool",
+                vec![(
+                    t(&[1, 1, 4, 4], Dtype::F32),
+                    (1..=16).map(f64::from).collect(),
+                )],
+                vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])],
+                vec![(Dtype::F32, vec![6., 8., 14., 16.])],
+                0.0,
+            ),
+            umd_sdk::test_case_with(
+                "averagepool 3x3 pads 1 excludes the padding",
+                "AveragePool",
+                vec![(
+                    t(&[1, 1, 3, 3], Dtype::F32),
+                    (1..=9).map(f64::from).collect(),
+                )],
+                vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1, 1, 1, 1])],
+                vec![(Dtype::F32, vec![3., 3.5, 4., 4.5, 5., 5.5, 6., 6.5, 7.])],
+                1e-6,
+            ),
+            umd_sdk::test_case(
+                "globalaveragepool f16",
+                "GlobalAveragePool",
+                vec![(
+                    t(&[1, 2, 2, 2], Dtype::F16),
+                    vec![1., 2., 3., 4., -1., -1., 0., 0.],
+                )],
+                vec![(Dtype::F16, vec![2.5, -0.5])],
+                1e-3,
+            ),
+        ]
+    }
+}
+
+umd_sdk::export_plugin!(Conv);
+
+#[cfg(test)]
+mod tests;

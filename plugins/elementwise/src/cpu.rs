@@ -1,210 +1,377 @@
 //! CPU kernels: the reference implementation of every entry point of [`crate::cuda`], reading
-//! the same parameter block.
+//! the same parameter block. The entry point is decoded once; each (kernel, dtype) then runs a
+//! monomorphic loop over the rows [`Geometry::walk`] yields, with contiguous and
+//! scalar-broadcast rows specialised so they vectorize.
 
 use half::{bf16, f16};
 use umd_sdk::cpu::Buffers;
 use umd_sdk::dtype::{self, Element};
 use umd_sdk::params::ParamReader;
-use umd_sdk::shape::MAX_RANK;
 use umd_sdk::{CpuCall, CpuWrite, Dtype, OpError};
 
-/// Arithmetic in a compute type, with the same semantics as the CUDA templates: i32 wraps and
-/// integer division by zero gives 0.
-pub trait Arith: Copy {
-    fn apply(op: &str, x: Self, y: Self) -> Self;
-    fn relu(x: Self) -> Self;
-    fn neg(x: Self) -> Self;
+use crate::bcast::Geometry;
+use crate::ops::Entry;
+use crate::scalar::{Arith, Bits, Exponent, PowBase};
+
+/// A value a kernel loads and stores: every dtype, bools as [`Flag`], moved bytes as [`Raw`].
+pub trait Val: Copy {
+    const SIZE: usize;
+    fn load(b: &[u8]) -> Self;
+    fn store(self, out: &mut [u8]);
 }
 
-impl Arith for f32 {
-    #[inline(always)]
-    fn apply(op: &str, x: f32, y: f32) -> f32 {
-        match op {
-            "add" => x + y,
-            "sub" => x - y,
-            "mul" => x * y,
-            _ => x / y,
-        }
-    }
-    fn relu(x: f32) -> f32 {
-        if x > 0.0 { x } else { 0.0 }
-    }
-    fn neg(x: f32) -> f32 {
-        -x
-    }
-}
-
-impl Arith for i32 {
-    #[inline(always)]
-    fn apply(op: &str, x: i32, y: i32) -> i32 {
-        match op {
-            "add" => x.wrapping_add(y),
-            "sub" => x.wrapping_sub(y),
-            "mul" => x.wrapping_mul(y),
-            _ if y == 0 => 0,
-            _ => x.wrapping_div(y),
-        }
-    }
-    fn relu(x: i32) -> i32 {
-        x.max(0)
-    }
-    fn neg(x: i32) -> i32 {
-        x.wrapping_neg()
-    }
-}
-
-/// Runs one launch: entry points are `{op}_{dtype}` or `{op}_{dtype}_bcast`.
-pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
-    let mut parts = call.entry_point.split('_');
-    let (op, dt, bcast) = (
-        parts.next(),
-        parts.next().and_then(dtype::from_name),
-        parts.next(),
-    );
-    let (Some(op), Some(dt)) = (op, dt) else {
-        return Err(OpError::internal(format!(
-            "unknown entry point `{}`",
-            call.entry_point
-        )));
-    };
-    let bcast = bcast == Some("bcast");
-    match dt {
-        Dtype::F32 => run_typed::<f32>(call, op, bcast),
-        Dtype::F16 => run_typed::<f16>(call, op, bcast),
-        Dtype::Bf16 => run_typed::<bf16>(call, op, bcast),
-        Dtype::I32 => run_typed::<i32>(call, op, bcast),
-        other => Err(OpError::dtype(format!(
-            "no CPU kernel for {}",
-            dtype::name(other)
-        ))),
-    }
-}
-
-fn run_typed<T: Element>(call: &CpuCall, op: &str, bcast: bool) -> Result<Vec<CpuWrite>, OpError>
-where
-    T::Compute: Arith,
-{
-    let bufs = Buffers::new(call);
-    let mut r = ParamReader::new(&call.params, &call.relocations);
-    let size = std::mem::size_of::<T>() as u64;
-    match op {
-        "relu" | "neg" => {
-            let (x, out, n) = (r.ptr()?, r.ptr()?, r.u64()?);
-            let x = bufs.input(x, n * size)?;
-            let mut w = bufs.output(out, n * size)?;
-            let f = if op == "relu" {
-                Arith::relu
-            } else {
-                Arith::neg
-            };
-            unary::<T>(x, &mut w.data, f);
-            Ok(vec![w])
-        }
-        "add" | "sub" | "mul" | "div" => {
-            let (a, b, out, n) = (r.ptr()?, r.ptr()?, r.ptr()?, r.u64()?);
-            let mut w = bufs.output(out, n * size)?;
-            if bcast {
-                let rank = r.u32()? as usize;
-                let shape = r.u64_array::<MAX_RANK>()?;
-                let (sa, sb) = (r.u64_array::<MAX_RANK>()?, r.u64_array::<MAX_RANK>()?);
-                if rank > MAX_RANK {
-                    return Err(OpError::internal(format!("rank {rank} over {MAX_RANK}")));
-                }
-                let extent = |s: &[u64; MAX_RANK]| {
-                    (0..rank)
-                        .map(|d| (shape[d].saturating_sub(1)) * s[d])
-                        .sum::<u64>()
-                        + 1
-                };
-                let a = bufs.input(a, extent(&sa) * size)?;
-                let b = bufs.input(b, extent(&sb) * size)?;
-                broadcast::<T>(
-                    op,
-                    a,
-                    b,
-                    &mut w.data,
-                    &shape[..rank],
-                    &sa[..rank],
-                    &sb[..rank],
-                );
-            } else {
-                let (a, b) = (bufs.input(a, n * size)?, bufs.input(b, n * size)?);
-                contiguous::<T>(op, a, b, &mut w.data);
+macro_rules! element_val {
+    ($($t:ty),*) => {$(
+        impl Val for $t {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            #[inline(always)]
+            fn load(b: &[u8]) -> Self {
+                <$t as Element>::load(b)
             }
-            Ok(vec![w])
+            #[inline(always)]
+            fn store(self, out: &mut [u8]) {
+                <$t as Element>::store(self, out)
+            }
         }
-        _ => Err(OpError::internal(format!(
-            "unknown entry point `{}`",
-            call.entry_point
-        ))),
+    )*};
+}
+element_val!(f32, f64, f16, bf16, i32, i64, i8, u8);
+
+/// A bool element (any nonzero byte is true; true is stored as 1).
+#[derive(Clone, Copy)]
+pub struct Flag(pub bool);
+
+impl Val for Flag {
+    const SIZE: usize = 1;
+    #[inline(always)]
+    fn load(b: &[u8]) -> Self {
+        Flag(b[0] != 0)
+    }
+    #[inline(always)]
+    fn store(self, out: &mut [u8]) {
+        out[0] = self.0 as u8;
     }
 }
 
-fn unary<T: Element>(x: &[u8], out: &mut [u8], f: fn(T::Compute) -> T::Compute) {
-    let s = std::mem::size_of::<T>();
-    for (o, x) in out.chunks_exact_mut(s).zip(x.chunks_exact(s)) {
-        T::from_compute(f(T::load(x).to_compute())).store(o);
+/// `N` bytes moved as they are (Where).
+#[derive(Clone, Copy)]
+pub struct Raw<const N: usize>([u8; N]);
+
+impl<const N: usize> Val for Raw<N> {
+    const SIZE: usize = N;
+    #[inline(always)]
+    fn load(b: &[u8]) -> Self {
+        Raw(b.try_into().expect("element-sized slice"))
+    }
+    #[inline(always)]
+    fn store(self, out: &mut [u8]) {
+        out.copy_from_slice(&self.0)
     }
 }
 
-fn contiguous<T: Element>(op: &str, a: &[u8], b: &[u8], out: &mut [u8])
-where
-    T::Compute: Arith,
-{
-    // One monomorphic loop per op, so the compiler vectorizes it.
-    fn body<T: Element>(
-        a: &[u8],
-        b: &[u8],
-        out: &mut [u8],
-        f: impl Fn(T::Compute, T::Compute) -> T::Compute,
-    ) {
-        let s = std::mem::size_of::<T>();
-        for ((o, x), y) in out
-            .chunks_exact_mut(s)
-            .zip(a.chunks_exact(s))
-            .zip(b.chunks_exact(s))
-        {
-            T::from_compute(f(T::load(x).to_compute(), T::load(y).to_compute())).store(o);
+/// Runs one launch.
+pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
+    let e = Entry::parse(&call.entry_point)
+        .ok_or_else(|| OpError::internal(format!("unknown entry point `{}`", call.entry_point)))?;
+    let k = e.kernel;
+    let mut r = ParamReader::new(&call.params, &call.relocations);
+    let bindings = (0..k.arity)
+        .map(|_| r.ptr())
+        .collect::<Result<Vec<_>, _>>()?;
+    let out_binding = r.ptr()?;
+    let g = Geometry::read(&mut r, e.mode, k.arity)?;
+    let extra = if k.extra { r.u64()? } else { 0 };
+    let bufs = Buffers::new(call);
+    let dts = k.input_dtypes(e.dt, e.ydt);
+    let mut ins = Vec::with_capacity(bindings.len());
+    for (i, (&b, &dt)) in bindings.iter().zip(&dts).enumerate() {
+        ins.push(bufs.input(b, g.extent(i)? * dtype::size(dt) as u64)?);
+    }
+    let out_size = g.n.checked_mul(dtype::size(k.output_dtype(e.dt)) as u64);
+    let mut w = bufs.output(out_binding, out_size.unwrap_or(u64::MAX))?;
+    dispatch(&e, &g, &ins, &mut w.data, extra)?;
+    Ok(vec![w])
+}
+
+/// Runs `body` with `$T` the Rust type of numeric dtype `$dt`.
+macro_rules! numeric {
+    ($dt:expr, |$T:ident| $body:expr) => {
+        match $dt {
+            Dtype::F32 => {
+                type $T = f32;
+                $body
+            }
+            Dtype::F16 => {
+                type $T = f16;
+                $body
+            }
+            Dtype::Bf16 => {
+                type $T = bf16;
+                $body
+            }
+            Dtype::F64 => {
+                type $T = f64;
+                $body
+            }
+            Dtype::I32 => {
+                type $T = i32;
+                $body
+            }
+            Dtype::I64 => {
+                type $T = i64;
+                $body
+            }
+            Dtype::I8 => {
+                type $T = i8;
+                $body
+            }
+            Dtype::U8 => {
+                type $T = u8;
+                $body
+            }
+            other => return Err(no_kernel(other)),
+        }
+    };
+}
+
+/// Runs `body` with `$T` the Rust type of integer dtype `$dt`.
+macro_rules! ints {
+    ($dt:expr, |$T:ident| $body:expr) => {
+        match $dt {
+            Dtype::I32 => {
+                type $T = i32;
+                $body
+            }
+            Dtype::I64 => {
+                type $T = i64;
+                $body
+            }
+            Dtype::I8 => {
+                type $T = i8;
+                $body
+            }
+            Dtype::U8 => {
+                type $T = u8;
+                $body
+            }
+            other => return Err(no_kernel(other)),
+        }
+    };
+}
+
+/// Runs `body` with `$T` the Rust type of Pow base dtype `$dt`.
+macro_rules! pow_bases {
+    ($dt:expr, |$T:ident| $body:expr) => {
+        match $dt {
+            Dtype::F32 => {
+                type $T = f32;
+                $body
+            }
+            Dtype::F16 => {
+                type $T = f16;
+                $body
+            }
+            Dtype::Bf16 => {
+                type $T = bf16;
+                $body
+            }
+            Dtype::F64 => {
+                type $T = f64;
+                $body
+            }
+            Dtype::I32 => {
+                type $T = i32;
+                $body
+            }
+            Dtype::I64 => {
+                type $T = i64;
+                $body
+            }
+            other => return Err(no_kernel(other)),
+        }
+    };
+}
+
+fn no_kernel(dt: Dtype) -> OpError {
+    OpError::internal(format!("no CPU kernel for {}", dtype::name(dt)))
+}
+
+fn dispatch(
+    e: &Entry,
+    g: &Geometry,
+    ins: &[&[u8]],
+    out: &mut [u8],
+    extra: u64,
+) -> Result<(), OpError> {
+    let (dt, a, b) = (e.dt, ins[0], ins.get(1).copied().unwrap_or(&[]));
+    match e.kernel.name {
+        "add" => numeric!(dt, |T| arith::<T>(g, a, b, out, Arith::add)),
+        "sub" => numeric!(dt, |T| arith::<T>(g, a, b, out, Arith::sub)),
+        "mul" => numeric!(dt, |T| arith::<T>(g, a, b, out, Arith::mul)),
+        "div" => numeric!(dt, |T| arith::<T>(g, a, b, out, Arith::div)),
+        "mod" => numeric!(dt, |T| arith::<T>(g, a, b, out, Arith::pymod)),
+        "fmod" => numeric!(dt, |T| arith::<T>(g, a, b, out, Arith::fmod)),
+        "max" => numeric!(dt, |T| arith::<T>(g, a, b, out, Arith::max)),
+        "min" => numeric!(dt, |T| arith::<T>(g, a, b, out, Arith::min)),
+        "prelu" => numeric!(dt, |T| arith::<T>(g, a, b, out, Arith::prelu)),
+        "copy" => numeric!(dt, |T| map1::<T, T>(g, a, out, |x| x)),
+        "divn" => numeric!(dt, |T| map1::<T, T>(g, a, out, |x: T| {
+            T::from_compute(x.to_compute().divn(extra))
+        })),
+        "band" => ints!(dt, |T| map2::<false, T, T, T>(g, a, b, out, Bits::band)),
+        "bor" => ints!(dt, |T| map2::<false, T, T, T>(g, a, b, out, Bits::bor)),
+        "bxor" => ints!(dt, |T| map2::<false, T, T, T>(g, a, b, out, Bits::bxor)),
+        "shl" => ints!(dt, |T| map2::<false, T, T, T>(g, a, b, out, Bits::shl)),
+        "shr" => ints!(dt, |T| map2::<false, T, T, T>(g, a, b, out, Bits::shr)),
+        "eq" if dt == Dtype::Boolean => {
+            map2::<false, Flag, Flag, Flag>(g, a, b, out, |x, y| Flag(x.0 == y.0))
+        }
+        "eq" => numeric!(dt, |T| compare::<T>(g, a, b, out, |x, y| x == y)),
+        "lt" => numeric!(dt, |T| compare::<T>(g, a, b, out, |x, y| x < y)),
+        "gt" => numeric!(dt, |T| compare::<T>(g, a, b, out, |x, y| x > y)),
+        "le" => numeric!(dt, |T| compare::<T>(g, a, b, out, |x, y| x <= y)),
+        "ge" => numeric!(dt, |T| compare::<T>(g, a, b, out, |x, y| x >= y)),
+        "and" => map2::<false, Flag, Flag, Flag>(g, a, b, out, |x, y| Flag(x.0 && y.0)),
+        "or" => map2::<false, Flag, Flag, Flag>(g, a, b, out, |x, y| Flag(x.0 || y.0)),
+        "xor" => map2::<false, Flag, Flag, Flag>(g, a, b, out, |x, y| Flag(x.0 != y.0)),
+        "pow" => {
+            let ydt = e.ydt.unwrap_or(dt);
+            pow_bases!(dt, |X| numeric!(ydt, |Y| pow::<X, Y>(g, a, b, out)))
+        }
+        "where" => {
+            let (x, y) = (b, ins[2]);
+            match dtype::size(dt) {
+                1 => select::<Raw<1>>(g, a, x, y, out),
+                2 => select::<Raw<2>>(g, a, x, y, out),
+                4 => select::<Raw<4>>(g, a, x, y, out),
+                _ => select::<Raw<8>>(g, a, x, y, out),
+            }
+        }
+        other => {
+            return Err(OpError::internal(format!("no CPU kernel `{other}`")));
         }
     }
-    match op {
-        "add" => body::<T>(a, b, out, |x, y| Arith::apply("add", x, y)),
-        "sub" => body::<T>(a, b, out, |x, y| Arith::apply("sub", x, y)),
-        "mul" => body::<T>(a, b, out, |x, y| Arith::apply("mul", x, y)),
-        _ => body::<T>(a, b, out, |x, y| Arith::apply("div", x, y)),
-    }
+    Ok(())
 }
 
-fn broadcast<T: Element>(
-    op: &str,
+fn arith<T: Element + Val>(
+    g: &Geometry,
     a: &[u8],
     b: &[u8],
     out: &mut [u8],
-    shape: &[u64],
-    sa: &[u64],
-    sb: &[u64],
-) where
-    T::Compute: Arith,
+    f: impl Fn(T::Compute, T::Compute) -> T::Compute,
+) {
+    map2::<true, T, T, T>(g, a, b, out, |x: T, y: T| {
+        T::from_compute(f(x.to_compute(), y.to_compute()))
+    })
+}
+
+fn compare<T: Element + Val>(
+    g: &Geometry,
+    a: &[u8],
+    b: &[u8],
+    out: &mut [u8],
+    f: impl Fn(T::Compute, T::Compute) -> bool,
+) {
+    map2::<false, T, T, Flag>(g, a, b, out, |x: T, y: T| {
+        Flag(f(x.to_compute(), y.to_compute()))
+    })
+}
+
+fn pow<X: Element + Val, Y: Element + Val>(g: &Geometry, a: &[u8], b: &[u8], out: &mut [u8])
+where
+    X::Compute: PowBase,
+    Y::Compute: Exponent,
 {
-    let s = std::mem::size_of::<T>();
-    let rank = shape.len();
-    let mut idx = [0u64; MAX_RANK];
-    let (mut oa, mut ob) = (0u64, 0u64);
-    for o in out.chunks_exact_mut(s) {
-        let x = T::load(&a[oa as usize * s..][..s]).to_compute();
-        let y = T::load(&b[ob as usize * s..][..s]).to_compute();
-        T::from_compute(Arith::apply(op, x, y)).store(o);
-        // advance the multi-index, last dimension fastest
-        for d in (0..rank).rev() {
-            idx[d] += 1;
-            oa += sa[d];
-            ob += sb[d];
-            if idx[d] < shape[d] {
-                break;
+    map2::<false, X, Y, X>(g, a, b, out, |x: X, y: Y| {
+        X::from_compute(x.to_compute().pow(y.to_compute()))
+    })
+}
+
+fn select<T: Val>(g: &Geometry, c: &[u8], x: &[u8], y: &[u8], out: &mut [u8]) {
+    map3::<Flag, T, T, T>(g, c, x, y, out, |c, x, y| if c.0 { x } else { y })
+}
+
+#[inline(always)]
+fn at<V: Val>(data: &[u8], i: usize) -> V {
+    V::load(&data[i * V::SIZE..][..V::SIZE])
+}
+
+/// One input: `out = f(a)` over the geometry.
+fn map1<A: Val, O: Val>(g: &Geometry, a: &[u8], out: &mut [u8], f: impl Fn(A) -> O) {
+    g.walk::<1>(|[ia], [sa], o, len| {
+        let out = &mut out[o * O::SIZE..(o + len) * O::SIZE];
+        if sa == 1 {
+            let a = &a[ia * A::SIZE..(ia + len) * A::SIZE];
+            for (o, x) in out.chunks_exact_mut(O::SIZE).zip(a.chunks_exact(A::SIZE)) {
+                f(A::load(x)).store(o);
             }
-            oa -= sa[d] * shape[d];
-            ob -= sb[d] * shape[d];
-            idx[d] = 0;
+        } else {
+            for (j, o) in out.chunks_exact_mut(O::SIZE).enumerate() {
+                f(at(a, ia + j * sa)).store(o);
+            }
         }
-    }
+    });
+}
+
+/// Two inputs: `out = f(a, b)`. With `FAST` (arithmetic: the hot ops), contiguous and scalar
+/// rows get their own loops so they vectorize; otherwise one strided loop (less code: Pow,
+/// comparisons, bitwise and logic ops have ~120 instantiations between them).
+fn map2<const FAST: bool, A: Val, B: Val, O: Val>(
+    g: &Geometry,
+    a: &[u8],
+    b: &[u8],
+    out: &mut [u8],
+    f: impl Fn(A, B) -> O,
+) {
+    g.walk::<2>(|[ia, ib], steps, o, len| {
+        let out = &mut out[o * O::SIZE..(o + len) * O::SIZE];
+        let outs = out.chunks_exact_mut(O::SIZE);
+        match steps {
+            [1, 1] if FAST => {
+                let a = &a[ia * A::SIZE..(ia + len) * A::SIZE];
+                let b = &b[ib * B::SIZE..(ib + len) * B::SIZE];
+                for ((o, x), y) in outs
+                    .zip(a.chunks_exact(A::SIZE))
+                    .zip(b.chunks_exact(B::SIZE))
+                {
+                    f(A::load(x), B::load(y)).store(o);
+                }
+            }
+            [1, 0] if FAST => {
+                let (a, y) = (&a[ia * A::SIZE..(ia + len) * A::SIZE], at::<B>(b, ib));
+                for (o, x) in outs.zip(a.chunks_exact(A::SIZE)) {
+                    f(A::load(x), y).store(o);
+                }
+            }
+            [0, 1] if FAST => {
+                let (x, b) = (at::<A>(a, ia), &b[ib * B::SIZE..(ib + len) * B::SIZE]);
+                for (o, y) in outs.zip(b.chunks_exact(B::SIZE)) {
+                    f(x, B::load(y)).store(o);
+                }
+            }
+            [sa, sb] => {
+                for (j, o) in outs.enumerate() {
+                    f(at(a, ia + j * sa), at(b, ib + j * sb)).store(o);
+                }
+            }
+        }
+    });
+}
+
+/// Three inputs: `out = f(a, b, c)`.
+fn map3<A: Val, B: Val, C: Val, O: Val>(
+    g: &Geometry,
+    a: &[u8],
+    b: &[u8],
+    c: &[u8],
+    out: &mut [u8],
+    f: impl Fn(A, B, C) -> O,
+) {
+    g.walk::<3>(|[ia, ib, ic], [sa, sb, sc], o, len| {
+        let out = &mut out[o * O::SIZE..(o + len) * O::SIZE];
+        for (j, o) in out.chunks_exact_mut(O::SIZE).enumerate() {
+            f(at(a, ia + j * sa), at(b, ib + j * sb), at(c, ic + j * sc)).store(o);
+        }
+    });
 }

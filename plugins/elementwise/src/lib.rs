@@ -1,66 +1,69 @@
-//! The `elementwise` plugin: Add, Sub, Mul, Div (numpy broadcasting), Relu and Neg on f32, f16,
-//! bf16 and i32.
+//! The `elementwise` plugin: the binary, variadic and logic operators of ONNX with numpy
+//! multidirectional broadcasting — Add, Sub, Mul, Div, Mod, Pow, Max, Min, Sum, Mean, Equal,
+//! Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Xor, BitShift, BitwiseAnd/Or/Xor,
+//! PRelu and Where.
 //!
-//! A model for plugin authors: [`plan`] does shape inference, picks a kernel (a contiguous one
-//! when no input is broadcast, a strided one otherwise), computes the launch and packs the
-//! parameters; [`cuda`] renders the CUDA C module for a dtype; [`cpu`] is the same kernel on the
-//! CPU, reading the very parameter block the GPU kernel gets.
+//! Everything is table-driven: [`ops`] lists the kernels and the ONNX ops; [`plan`] checks a
+//! request and emits launches; [`bcast`] is the broadcast machinery every op shares (output
+//! shape, coalesced per-input strides, the walk mode, its parameters, the CPU walk); [`cuda`]
+//! renders one module per (kernel group, dtype); [`cpu`] runs the same kernels on the CPU with
+//! the per-element semantics of [`scalar`], reading the very parameter block the GPU gets.
 
+pub mod bcast;
 mod cpu;
 mod cuda;
+pub mod ops;
+mod plan;
+pub mod scalar;
 
-use umd_sdk::params::ParamPacker;
-use umd_sdk::shape::{self, MAX_RANK};
+pub use plan::plan;
+
 use umd_sdk::{
-    Access, CpuCall, CpuWrite, Dtype, Launch, ModuleSource, OpError, OpInfo, OpPlan, PlanRequest,
-    Plugin, PluginInfo, Target, TensorDesc, TestCase, dtype, launch,
+    CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpInfo, OpPlan, PlanRequestExt, Plugin,
+    PluginInfo, Target, TensorDesc, TestCase, Tolerance,
 };
-
-/// Binary ops: (ONNX name, kernel name).
-pub const BINARY: [(&str, &str); 4] = [
-    ("Add", "add"),
-    ("Sub", "sub"),
-    ("Mul", "mul"),
-    ("Div", "div"),
-];
-/// Unary ops: (ONNX name, kernel name).
-pub const UNARY: [(&str, &str); 2] = [("Relu", "relu"), ("Neg", "neg")];
-/// Dtypes every op supports.
-pub const DTYPES: [Dtype; 4] = [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::I32];
-/// Threads per block of every launch.
-const THREADS: u32 = 256;
 
 pub struct Elementwise;
 
 impl Plugin for Elementwise {
     fn describe() -> PluginInfo {
-        let ops = BINARY
-            .iter()
-            .chain(UNARY.iter())
-            .map(|(name, _)| OpInfo {
-                name: name.to_string(),
-                targets: vec!["cpu".into(), "cuda".into()],
-                priority: 0,
-            })
-            .collect();
         PluginInfo {
             name: "elementwise".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            ops,
+            ops: ops::ONNX_OPS
+                .iter()
+                .map(|op| OpInfo {
+                    name: op.name.into(),
+                    targets: vec!["cpu".into(), "cuda".into()],
+                    priority: 0,
+                })
+                .collect(),
         }
     }
 
-    fn plan(request: &PlanRequest) -> Result<OpPlan, OpError> {
+    fn plan_ext(request: &PlanRequestExt) -> Result<OpPlan, OpError> {
         plan(request)
     }
 
+    fn tolerance(op: &str, dt: Dtype) -> Option<Tolerance> {
+        // Only Pow is transcendental; everything else is exact (halves round once, as here).
+        if !op.eq_ignore_ascii_case("Pow") {
+            return None;
+        }
+        let t = |absolute, relative| Some(Tolerance { absolute, relative });
+        match dt {
+            Dtype::F32 => t(1e-5, 1e-5),
+            Dtype::F16 => t(1e-3, 1e-3),
+            Dtype::Bf16 => t(1e-2, 1e-2),
+            Dtype::F64 => t(1e-12, 1e-12),
+            _ => None,
+        }
+    }
+
     fn kernel_source(module_id: &str, _target: &Target) -> Result<ModuleSource, OpError> {
-        let dt = module_id
-            .strip_prefix("elementwise_")
-            .and_then(dtype::from_name)
-            .filter(|d| DTYPES.contains(d))
+        let (group, dt) = ops::parse_module(module_id)
             .ok_or_else(|| OpError::internal(format!("unknown module `{module_id}`")))?;
-        Ok(cuda::module(dt))
+        Ok(cuda::module(group, dt))
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
@@ -91,10 +94,45 @@ impl Plugin for Elementwise {
                 0.0,
             ),
             umd_sdk::test_case(
-                "relu in bf16",
-                "Relu",
-                vec![(t(&[4], Dtype::Bf16), vec![-1.5, 0.0, 2.5, -0.0])],
-                vec![(Dtype::Bf16, vec![0.0, 0.0, 2.5, 0.0])],
+                "Mod takes the divisor's sign",
+                "Mod",
+                vec![
+                    (t(&[3], Dtype::I32), vec![-4., 7., 5.]),
+                    (t(&[3], Dtype::I32), vec![3., -3., -2.]),
+                ],
+                vec![(Dtype::I32, vec![2., -2., -1.])],
+                0.0,
+            ),
+            umd_sdk::test_case(
+                "Max of three propagates NaN",
+                "Max",
+                vec![
+                    (t(&[3], Dtype::F32), vec![1., f64::NAN, 3.]),
+                    (t(&[3], Dtype::F32), vec![2., 0., -1.]),
+                    (t(&[], Dtype::F32), vec![2.5]),
+                ],
+                vec![(Dtype::F32, vec![2.5, f64::NAN, 3.])],
+                0.0,
+            ),
+            umd_sdk::test_case(
+                "Less against a scalar gives bool",
+                "Less",
+                vec![
+                    (t(&[3], Dtype::I64), vec![-1., 2., 5.]),
+                    (t(&[], Dtype::I64), vec![2.]),
+                ],
+                vec![(Dtype::Boolean, vec![1., 0., 0.])],
+                0.0,
+            ),
+            umd_sdk::test_case(
+                "Where broadcasts three ways",
+                "Where",
+                vec![
+                    (t(&[2, 1], Dtype::Boolean), vec![1., 0.]),
+                    (t(&[3], Dtype::F16), vec![1., 2., 3.]),
+                    (t(&[], Dtype::F16), vec![-1.]),
+                ],
+                vec![(Dtype::F16, vec![1., 2., 3., -1., -1., -1.])],
                 0.0,
             ),
         ]
@@ -102,137 +140,6 @@ impl Plugin for Elementwise {
 }
 
 umd_sdk::export_plugin!(Elementwise);
-
-/// Plans one elementwise op.
-pub fn plan(request: &PlanRequest) -> Result<OpPlan, OpError> {
-    if let Some(a) = request.attributes.first() {
-        return Err(OpError::InvalidAttribute(format!(
-            "{}: unknown attribute `{}` (it takes none)",
-            request.op, a.name
-        )));
-    }
-    let find = |table: &[(&'static str, &'static str)]| {
-        table
-            .iter()
-            .find(|(name, _)| request.op.eq_ignore_ascii_case(name))
-            .map(|(_, kernel)| *kernel)
-    };
-    if let Some(kernel) = find(&BINARY) {
-        plan_binary(request, kernel)
-    } else if let Some(kernel) = find(&UNARY) {
-        plan_unary(request, kernel)
-    } else {
-        Err(umd_sdk::unsupported_op(request))
-    }
-}
-
-fn check_inputs(request: &PlanRequest, count: usize) -> Result<Dtype, OpError> {
-    if request.inputs.len() != count {
-        return Err(OpError::shape(format!(
-            "{} takes {count} input(s), got {}",
-            request.op,
-            request.inputs.len()
-        )));
-    }
-    let dt = request.inputs[0].dtype;
-    if let Some(other) = request.inputs.iter().find(|t| t.dtype != dt) {
-        return Err(OpError::dtype(format!(
-            "{} needs inputs of one dtype, got {} and {}",
-            request.op,
-            dtype::name(dt),
-            dtype::name(other.dtype)
-        )));
-    }
-    if !DTYPES.contains(&dt) {
-        return Err(OpError::dtype(format!(
-            "{} supports f32, f16, bf16 and i32, not {}",
-            request.op,
-            dtype::name(dt)
-        )));
-    }
-    for t in &request.inputs {
-        if t.shape.len() > MAX_RANK {
-            return Err(OpError::shape(format!(
-                "input `{}` has rank {}, the maximum is {MAX_RANK}",
-                t.name,
-                t.shape.len()
-            )));
-        }
-    }
-    Ok(dt)
-}
-
-fn make_launch(
-    request: &PlanRequest,
-    dt: Dtype,
-    entry: String,
-    n: u64,
-    packer: ParamPacker,
-) -> Result<Launch, OpError> {
-    let limits = &request.target.limits;
-    let (grid, block) = launch::linear(n, THREADS, limits)?;
-    let (params, relocations) = packer.finish(limits.max_param_bytes)?;
-    Ok(Launch {
-        module_id: format!("elementwise_{}", dtype::name(dt)),
-        entry_point: entry,
-        grid,
-        block,
-        shared_memory: 0,
-        params,
-        relocations,
-    })
-}
-
-fn plan_binary(request: &PlanRequest, kernel: &str) -> Result<OpPlan, OpError> {
-    let dt = check_inputs(request, 2)?;
-    let (a, b) = (&request.inputs[0], &request.inputs[1]);
-    let out_shape = shape::broadcast(&a.shape, &b.shape)?;
-    let n = shape::byte_size(&out_shape, dt).map(|_| shape::numel(&out_shape))??;
-    let mut p = ParamPacker::new();
-    p.ptr(0, Access::Read)
-        .ptr(1, Access::Read)
-        .ptr(2, Access::Write)
-        .u64(n);
-    let entry = if a.shape == out_shape && b.shape == out_shape {
-        format!("{kernel}_{}", dtype::name(dt))
-    } else {
-        p.u32(out_shape.len() as u32)
-            .u64_array(&shape::padded::<MAX_RANK>(&out_shape, 1)?)
-            .u64_array(&shape::padded::<MAX_RANK>(
-                &shape::broadcast_strides(&a.shape, &out_shape),
-                0,
-            )?)
-            .u64_array(&shape::padded::<MAX_RANK>(
-                &shape::broadcast_strides(&b.shape, &out_shape),
-                0,
-            )?);
-        format!("{kernel}_{}_bcast", dtype::name(dt))
-    };
-    Ok(OpPlan {
-        outputs: vec![TensorDesc::new("out", out_shape, dt)],
-        launches: vec![make_launch(request, dt, entry, n, p)?],
-        workspace_bytes: 0,
-    })
-}
-
-fn plan_unary(request: &PlanRequest, kernel: &str) -> Result<OpPlan, OpError> {
-    let dt = check_inputs(request, 1)?;
-    let x = &request.inputs[0];
-    let n = shape::byte_size(&x.shape, dt).map(|_| shape::numel(&x.shape))??;
-    let mut p = ParamPacker::new();
-    p.ptr(0, Access::Read).ptr(1, Access::Write).u64(n);
-    Ok(OpPlan {
-        outputs: vec![TensorDesc::new("out", x.shape.clone(), dt)],
-        launches: vec![make_launch(
-            request,
-            dt,
-            format!("{kernel}_{}", dtype::name(dt)),
-            n,
-            p,
-        )?],
-        workspace_bytes: 0,
-    })
-}
 
 #[cfg(test)]
 mod tests;

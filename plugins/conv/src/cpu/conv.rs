@@ -1,0 +1,232 @@
+//! CPU Conv and ConvTranspose, per (image, group), over blocks of output (Conv) or input
+//! (ConvTranspose) positions:
+//! - Conv: im2col of the block into a `[Cg·K, block]` scratch (a 1×1, stride-1, unpadded conv
+//!   reads the input directly), then `Y[Mg, block] += W[Mg, Cg·K] · col` with the blocked GEMM;
+//! - ConvTranspose: `col[Mg·K, block] = Wᵀ[Mg·K, Cg] · X[Cg, block]`, then col2im adds every
+//!   column into the output positions it reaches.
+//!
+//! Both accumulate in the compute type (f32, or f64 for f64) and add the bias at the end.
+
+use super::gemm::Real;
+use crate::geom::{Geom, valid_range};
+
+/// Target size of the im2col / col2im scratch block, in bytes.
+const BLOCK_BYTES: usize = 512 * 1024;
+
+/// A run of consecutive positions along the last axis of a 3-D grid, inside a block of the
+/// grid's flattened positions.
+#[derive(Debug, Clone, Copy)]
+pub struct Run {
+    pub z: i64,
+    pub y: i64,
+    pub x0: i64,
+    pub len: usize,
+    /// Offset of the run in the block.
+    pub at: usize,
+}
+
+/// The runs covering flattened positions `start..start + len` of a grid of extents `shape`.
+pub fn runs(shape: [i64; 3], start: usize, len: usize, out: &mut Vec<Run>) {
+    out.clear();
+    let (h, w) = (shape[1] as usize, shape[2] as usize);
+    let (mut pos, end) = (start, start + len);
+    while pos < end {
+        let (row, x0) = (pos / w, pos % w);
+        let l = (w - x0).min(end - pos);
+        out.push(Run {
+            z: (row / h) as i64,
+            y: (row % h) as i64,
+            x0: x0 as i64,
+            len: l,
+            at: pos - start,
+        });
+        pos += l;
+    }
+}
+
+/// Positions per block for rows of `rows` elements of `A`: a multiple of 8 in 64..=4096.
+fn block_len<A>(rows: usize, total: usize) -> usize {
+    let per = BLOCK_BYTES / (rows.max(1) * std::mem::size_of::<A>());
+    (per.clamp(64, 4096) / 8 * 8).min(total).max(1)
+}
+
+fn usize_of(v: i64) -> usize {
+    v as usize
+}
+
+/// Conv: `y` (zeroed, `[N, M, out]`) gets `x` (`[N, C, in]`) convolved with `w`
+/// (`[M, Cg, K]`).
+pub fn conv<A: Real>(g: &Geom, x: &[A], w: &[A], y: &mut [A]) {
+    let (in_sz, out_sz, ks) = (
+        usize_of(g.in_size()),
+        usize_of(g.out_size()),
+        usize_of(g.k_size()),
+    );
+    let (c, m, cg, mg) = (usize_of(g.c), usize_of(g.m), usize_of(g.cg), usize_of(g.mg));
+    let ck = cg * ks;
+    if ck == 0 {
+        return;
+    }
+    let direct = ks == 1 && g.s == [1; 3] && g.pb == [0; 3] && g.inp == g.out;
+    let jb = block_len::<A>(if direct { 1024 } else { ck }, out_sz);
+    let mut col = vec![A::ZERO; if direct { 0 } else { ck * jb }];
+    let mut rs = Vec::new();
+    for n in 0..usize_of(g.n) {
+        for grp in 0..usize_of(g.group) {
+            let xg = &x[(n * c + grp * cg) * in_sz..][..cg * in_sz];
+            let wg = &w[grp * mg * ck..][..mg * ck];
+            let yg = &mut y[(n * m + grp * mg) * out_sz..][..mg * out_sz];
+            let mut j0 = 0;
+            while j0 < out_sz {
+                let len = jb.min(out_sz - j0);
+                if direct {
+                    A::gemm(mg, len, ck, wg, ck, &xg[j0..], in_sz, &mut yg[j0..], out_sz);
+                } else {
+                    runs(g.out, j0, len, &mut rs);
+                    im2col(g, xg, &rs, len, &mut col[..ck * len]);
+                    A::gemm(mg, len, ck, wg, ck, &col, len, &mut yg[j0..], out_sz);
+                }
+                j0 += len;
+            }
+        }
+    }
+}
+
+/// Rows `(c, kz, ky, kx)` of the im2col matrix for the output positions of `runs`.
+fn im2col<A: Real>(g: &Geom, xg: &[A], runs: &[Run], len: usize, col: &mut [A]) {
+    let in_sz = usize_of(g.in_size());
+    let mut rows = col.chunks_exact_mut(len);
+    for ci in 0..usize_of(g.cg) {
+        let xc = &xg[ci * in_sz..][..in_sz];
+        for kz in 0..g.k[0] {
+            for ky in 0..g.k[1] {
+                for kx in 0..g.k[2] {
+                    let row = rows.next().expect("one row per (c, k)");
+                    for r in runs {
+                        let dst = &mut row[r.at..r.at + r.len];
+                        let iz = r.z * g.s[0] - g.pb[0] + kz * g.d[0];
+                        let iy = r.y * g.s[1] - g.pb[1] + ky * g.d[1];
+                        if !(0..g.inp[0]).contains(&iz) || !(0..g.inp[1]).contains(&iy) {
+                            dst.fill(A::ZERO);
+                            continue;
+                        }
+                        let start = r.x0 * g.s[2] - g.pb[2] + kx * g.d[2];
+                        let (lo, hi) = valid_range(start, g.s[2], r.len as i64, g.inp[2]);
+                        let (lo, hi) = (lo as usize, hi as usize);
+                        dst[..lo].fill(A::ZERO);
+                        dst[hi..].fill(A::ZERO);
+                        // first in-bounds element of the run
+                        let first =
+                            ((iz * g.inp[1] + iy) * g.inp[2] + start + lo as i64 * g.s[2]) as usize;
+                        let s = g.s[2] as usize;
+                        if s == 1 {
+                            dst[lo..hi].copy_from_slice(&xc[first..first + hi - lo]);
+                        } else {
+                            for (t, o) in dst[lo..hi].iter_mut().enumerate() {
+                                *o = xc[first + t * s];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// ConvTranspose: `y` (zeroed, `[N, M, out]`) gets the transposed convolution of `x`
+/// (`[N, C, in]`) with `w` (`[C, Mg, K]`).
+pub fn conv_transpose<A: Real>(g: &Geom, x: &[A], w: &[A], y: &mut [A]) {
+    let (in_sz, out_sz, ks) = (
+        usize_of(g.in_size()),
+        usize_of(g.out_size()),
+        usize_of(g.k_size()),
+    );
+    let (c, m, cg, mg, groups) = (
+        usize_of(g.c),
+        usize_of(g.m),
+        usize_of(g.cg),
+        usize_of(g.mg),
+        usize_of(g.group),
+    );
+    let rows = mg * ks;
+    if cg == 0 || rows == 0 {
+        return;
+    }
+    // wt[grp][(mi, k)][ci] = w[grp*cg + ci][mi][k]
+    let mut wt = vec![A::ZERO; groups * rows * cg];
+    for grp in 0..groups {
+        let wtg = &mut wt[grp * rows * cg..][..rows * cg];
+        for ci in 0..cg {
+            let src = &w[(grp * cg + ci) * rows..][..rows];
+            for (r, &v) in src.iter().enumerate() {
+                wtg[r * cg + ci] = v;
+            }
+        }
+    }
+    let pb = block_len::<A>(rows, in_sz);
+    let mut col = vec![A::ZERO; rows * pb];
+    let mut rs = Vec::new();
+    for n in 0..usize_of(g.n) {
+        for grp in 0..groups {
+            let xg = &x[(n * c + grp * cg) * in_sz..][..cg * in_sz];
+            let wtg = &wt[grp * rows * cg..][..rows * cg];
+            let yg = &mut y[(n * m + grp * mg) * out_sz..][..mg * out_sz];
+            let mut p0 = 0;
+            while p0 < in_sz {
+                let len = pb.min(in_sz - p0);
+                let col = &mut col[..rows * len];
+                col.fill(A::ZERO);
+                A::gemm(rows, len, cg, wtg, cg, &xg[p0..], in_sz, col, len);
+                runs(g.inp, p0, len, &mut rs);
+                col2im(g, col, len, &rs, yg);
+                p0 += len;
+            }
+        }
+    }
+}
+
+/// Adds rows `(mi, kz, ky, kx)` of `col` (input positions of `runs`) into the output planes.
+fn col2im<A: Real>(g: &Geom, col: &[A], len: usize, runs: &[Run], yg: &mut [A]) {
+    let out_sz = usize_of(g.out_size());
+    if out_sz == 0 {
+        return;
+    }
+    let mut rows = col.chunks_exact(len);
+    for plane in yg.chunks_exact_mut(out_sz) {
+        for kz in 0..g.k[0] {
+            for ky in 0..g.k[1] {
+                for kx in 0..g.k[2] {
+                    let row = rows.next().expect("one row per (m, k)");
+                    for r in runs {
+                        let oz = r.z * g.s[0] - g.pb[0] + kz * g.d[0];
+                        let oy = r.y * g.s[1] - g.pb[1] + ky * g.d[1];
+                        if !(0..g.out[0]).contains(&oz) || !(0..g.out[1]).contains(&oy) {
+                            continue;
+                        }
+                        let start = r.x0 * g.s[2] - g.pb[2] + kx * g.d[2];
+                        let (lo, hi) = valid_range(start, g.s[2], r.len as i64, g.out[2]);
+                        let base = (oz * g.out[1] + oy) * g.out[2] + start;
+                        let s = g.s[2];
+                        let src = &row[r.at..r.at + r.len];
+                        for t in lo..hi {
+                            plane[(base + t * s) as usize] += src[t as usize];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Adds `b[m]` to every element of channel `m` of `y` (`[N, M, out]`).
+pub fn add_bias<A: Real>(y: &mut [A], b: &[A], out_sz: usize) {
+    if out_sz == 0 || b.is_empty() {
+        return;
+    }
+    for (i, plane) in y.chunks_exact_mut(out_sz).enumerate() {
+        let bias = b[i % b.len()];
+        for v in plane {
+            *v += bias;
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! The CUDA C module `conv_{dtype}`: direct kernels, one thread per output element (grid-stride
+//! loop), the rank-generic index math in registers over three spatial dimensions. Every entry
+//! point takes its pointers and then `struct conv_geom` (= [`crate::geom::Geom`]) by value.
+//!
+//! Float modules hold `conv`, `conv_bias`, `convt`, `convt_bias`, `maxpool`, `maxpool_idx`,
+//! `avgpool` and `lppool`; the i8/u8 modules only the two MaxPool entries.
+
+use umd_sdk::dtype::{self, CUDA_PRELUDE, CudaType};
+use umd_sdk::{Dtype, ModuleSource, SourceLanguage};
+
+const COMMON: &str = r#"
+struct conv_geom {
+  long long n, c, m, group, cg, mg;
+  long long in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+  long long flags;
+  double p;
+};
+#define GRID_LOOP(i, total) \
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (total); \
+       i += (long long)gridDim.x * blockDim.x)
+/* The k in [0, n) with 0 <= start + k * step < lim. */
+__device__ __forceinline__ void umd_krange(long long start, long long step, long long n,
+                                           long long lim, long long* lo, long long* hi) {
+  long long l = start >= 0 ? 0 : (-start + step - 1) / step;
+  long long h = start >= lim ? 0 : (lim - 1 - start) / step + 1;
+  if (h > n) h = n;
+  if (l > h) l = h;
+  *lo = l; *hi = h;
+}
+/* Splits output index i into (rest, oz, oy, ox). */
+__device__ __forceinline__ long long umd_unravel(long long i, const conv_geom& g, long long* oz,
+                                                 long long* oy, long long* ox) {
+  *ox = i % g.out[2]; i /= g.out[2];
+  *oy = i % g.out[1]; i /= g.out[1];
+  *oz = i % g.out[0]; return i / g.out[0];
+}
+/* MaxPool over one window; col-major (storage_order 1) indices on request. */
+template <bool IDX>
+__device__ __forceinline__ void maxpool_body(const T* __restrict__ x, T* __restrict__ y,
+                                             long long* __restrict__ idx, const conv_geom& g) {
+  const long long total = g.n * g.c * g.out[0] * g.out[1] * g.out[2];
+  const long long in_sz = g.in[0] * g.in[1] * g.in[2];
+  GRID_LOOP(i, total) {
+    long long oz, oy, ox;
+    const long long nc = umd_unravel(i, g, &oz, &oy, &ox);
+    const long long bz = oz * g.s[0] - g.pb[0], by = oy * g.s[1] - g.pb[1],
+                    bx = ox * g.s[2] - g.pb[2];
+    long long z0, z1, y0, y1, x0, x1;
+    umd_krange(bz, g.d[0], g.k[0], g.in[0], &z0, &z1);
+    umd_krange(by, g.d[1], g.k[1], g.in[1], &y0, &y1);
+    umd_krange(bx, g.d[2], g.k[2], g.in[2], &x0, &x1);
+    const T* xp = x + nc * in_sz;
+    ACC best = LOWEST;
+    long long az = -1, ay = -1, ax = -1;
+    bool have = false;
+    for (long long kz = z0; kz < z1; ++kz) {
+      const long long iz = bz + kz * g.d[0];
+      for (long long ky = y0; ky < y1; ++ky) {
+        const long long iy = by + ky * g.d[1];
+        const long long row = (iz * g.in[1] + iy) * g.in[2];
+        for (long long kx = x0; kx < x1; ++kx) {
+          const long long ix = bx + kx * g.d[2];
+          const ACC v = LD(xp[row + ix]);
+          if (!have || v > best || (v != v && best == best)) {
+            best = v; az = iz; ay = iy; ax = ix; have = true;
+          }
+        }
+      }
+    }
+    y[i] = ST(best);
+    if (IDX) {
+      long long at = -1;
+      if (have) {
+        at = nc * in_sz + ((g.flags & 2) ? az + g.in[0] * (ay + g.in[1] * ax)
+                                          : (az * g.in[1] + ay) * g.in[2] + ax);
+      }
+      idx[i] = at;
+    }
+  }
+}
+extern "C" __global__ void maxpool_DT(const T* __restrict__ x, T* __restrict__ y, conv_geom g) {
+  maxpool_body<false>(x, y, 0, g);
+}
+extern "C" __global__ void maxpool_idx_DT(const T* __restrict__ x, T* __restrict__ y,
+                                          long long* __restrict__ idx, conv_geom g) {
+  maxpool_body<true>(x, y, idx, g);
+}
+"#;
+
+const FLOAT: &str = r#"
+template <bool BIAS>
+__device__ __forceinline__ void conv_body(const T* __restrict__ x, const T* __restrict__ w,
+                                          const T* __restrict__ b, T* __restrict__ y,
+                                          const conv_geom& g) {
+  const long long total = g.n * g.m * g.out[0] * g.out[1] * g.out[2];
+  const long long in_sz = g.in[0] * g.in[1] * g.in[2];
+  const long long ks = g.k[0] * g.k[1] * g.k[2];
+  GRID_LOOP(i, total) {
+    long long oz, oy, ox;
+    const long long t = umd_unravel(i, g, &oz, &oy, &ox);
+    const long long m = t % g.m, n = t / g.m, grp = m / g.mg;
+    const long long bz = oz * g.s[0] - g.pb[0], by = oy * g.s[1] - g.pb[1],
+                    bx = ox * g.s[2] - g.pb[2];
+    long long z0, z1, y0, y1, x0, x1;
+    umd_krange(bz, g.d[0], g.k[0], g.in[0], &z0, &z1);
+    umd_krange(by, g.d[1], g.k[1], g.in[1], &y0, &y1);
+    umd_krange(bx, g.d[2], g.k[2], g.in[2], &x0, &x1);
+    const T* xg = x + (n * g.c + grp * g.cg) * in_sz;
+    const T* wm = w + m * g.cg * ks;
+    ACC acc = 0;
+    for (long long c = 0; c < g.cg; ++c) {
+      const T* xc = xg + c * in_sz;
+      const T* wc = wm + c * ks;
+      for (long long kz = z0; kz < z1; ++kz) {
+        const long long iz = bz + kz * g.d[0];
+        for (long long ky = y0; ky < y1; ++ky) {
+          const long long row = (iz * g.in[1] + by + ky * g.d[1]) * g.in[2] + bx;
+          const T* wr = wc + (kz * g.k[1] + ky) * g.k[2];
+          for (long long kx = x0; kx < x1; ++kx) acc += LD(xc[row + kx * g.d[2]]) * LD(wr[kx]);
+        }
+      }
+    }
+    if (BIAS) acc += LD(b[m]);
+    y[i] = ST(acc);
+  }
+}
+extern "C" __global__ void conv_DT(const T* __restrict__ x, const T* __restrict__ w,
+                                   T* __restrict__ y, conv_geom g) {
+  conv_body<false>(x, w, 0, y, g);
+}
+extern "C" __global__ void conv_bias_DT(const T* __restrict__ x, const T* __restrict__ w,
+                                        const T* __restrict__ b, T* __restrict__ y, conv_geom g) {
+  conv_body<true>(x, w, b, y, g);
+}
+
+/* ConvTranspose as a gather: output o takes input i wherever i*s - pb + k*d == o. */
+template <bool BIAS>
+__device__ __forceinline__ void convt_body(const T* __restrict__ x, const T* __restrict__ w,
+                                           const T* __restrict__ b, T* __restrict__ y,
+                                           const conv_geom& g) {
+  const long long total = g.n * g.m * g.out[0] * g.out[1] * g.out[2];
+  const long long in_sz = g.in[0] * g.in[1] * g.in[2];
+  const long long ks = g.k[0] * g.k[1] * g.k[2];
+  GRID_LOOP(i, total) {
+    long long oz, oy, ox;
+    const long long t = umd_unravel(i, g, &oz, &oy, &ox);
+    const long long m = t % g.m, n = t / g.m, grp = m / g.mg, mi = m % g.mg;
+    const long long az = oz + g.pb[0], ay = oy + g.pb[1], ax = ox + g.pb[2];
+    ACC acc = 0;
+    for (long long c = 0; c < g.cg; ++c) {
+      const long long ic = grp * g.cg + c;
+      const T* xc = x + (n * g.c + ic) * in_sz;
+      const T* wc = w + (ic * g.mg + mi) * ks;
+      for (long long kz = 0; kz < g.k[0]; ++kz) {
+        const long long nz = az - kz * g.d[0];
+        if (nz < 0) break;
+        if (nz % g.s[0]) continue;
+        const long long iz = nz / g.s[0];
+        if (iz >= g.in[0]) continue;
+        for (long long ky = 0; ky < g.k[1]; ++ky) {
+          const long long ny = ay - ky * g.d[1];
+          if (ny < 0) break;
+          if (ny % g.s[1]) continue;
+          const long long iy = ny / g.s[1];
+          if (iy >= g.in[1]) continue;
+          const long long row = (iz * g.in[1] + iy) * g.in[2];
+          const T* wr = wc + (kz * g.k[1] + ky) * g.k[2];
+          for (long long kx = 0; kx < g.k[2]; ++kx) {
+            const long long nx = ax - kx * g.d[2];
+            if (nx < 0) break;
+            if (nx % g.s[2]) continue;
+            const long long ix = nx / g.s[2];
+            if (ix < g.in[2]) acc += LD(xc[row + ix]) * LD(wr[kx]);
+          }
+        }
+      }
+    }
+    if (BIAS) acc += LD(b[m]);
+    y[i] = ST(acc);
+  }
+}
+extern "C" __global__ void convt_DT(const T* __restrict__ x, const T* __restrict__ w,
+                                    T* __restrict__ y, conv_geom g) {
+  convt_body<false>(x, w, 0, y, g);
+}
+extern "C" __global__ void convt_bias_DT(const T* __restrict__ x, const T* __restrict__ w,
+                                         const T* __restrict__ b, T* __restrict__ y,
+                                         conv_geom g) {
+  convt_body<true>(x, w, b, y, g);
+}
+
+/* AveragePool and LpPool: a sum over the window's in-bounds elements. */
+template <bool LP>
+__device__ __forceinline__ void sumpool_body(const T* __restrict__ x, T* __restrict__ y,
+                                             const conv_geom& g) {
+  const long long total = g.n * g.c * g.out[0] * g.out[1] * g.out[2];
+  const long long in_sz = g.in[0] * g.in[1] * g.in[2];
+  const ACC p = (ACC)g.p;
+  GRID_LOOP(i, total) {
+    long long oz, oy, ox;
+    const long long nc = umd_unravel(i, g, &oz, &oy, &ox);
+    const long long bz = oz * g.s[0] - g.pb[0], by = oy * g.s[1] - g.pb[1],
+                    bx = ox * g.s[2] - g.pb[2];
+    long long z0, z1, y0, y1, x0, x1;
+    umd_krange(bz, g.d[0], g.k[0], g.in[0], &z0, &z1);
+    umd_krange(by, g.d[1], g.k[1], g.in[1], &y0, &y1);
+    umd_krange(bx, g.d[2], g.k[2], g.in[2], &x0, &x1);
+    const T* xp = x + nc * in_sz;
+    ACC sum = 0;
+    for (long long kz = z0; kz < z1; ++kz) {
+      const long long iz = bz + kz * g.d[0];
+      for (long long ky = y0; ky < y1; ++ky) {
+        const long long row = (iz * g.in[1] + by + ky * g.d[1]) * g.in[2] + bx;
+        for (long long kx = x0; kx < x1; ++kx) {
+          const ACC v = LD(xp[row + kx * g.d[2]]);
+          if (LP) {
+            sum += p == (ACC)1 ? FABS(v) : p == (ACC)2 ? v * v : POW(FABS(v), p);
+          } else {
+            sum += v;
+          }
+        }
+      }
+    }
+    ACC r;
+    if (LP) {
+      r = p == (ACC)1 ? sum : p == (ACC)2 ? SQRT(sum) : POW(sum, (ACC)1 / p);
+    } else {
+      long long count = (z1 - z0) * (y1 - y0) * (x1 - x0);
+      if (g.flags & 1) {
+        long long a, b;
+        count = 1;
+        for (int d = 0; d < 3; ++d) {
+          const long long o = d == 0 ? oz : d == 1 ? oy : ox;
+          umd_krange(o * g.s[d], g.d[d], g.k[d], g.in[d] + g.pb[d] + g.pe[d], &a, &b);
+          count *= b - a;
+        }
+      }
+      r = sum / (ACC)count;
+    }
+    y[i] = ST(r);
+  }
+}
+extern "C" __global__ void avgpool_DT(const T* __restrict__ x, T* __restrict__ y, conv_geom g) {
+  sumpool_body<false>(x, y, g);
+}
+extern "C" __global__ void lppool_DT(const T* __restrict__ x, T* __restrict__ y, conv_geom g) {
+  sumpool_body<true>(x, y, g);
+}
+"#;
+
+/// Entry-point kernels of a dtype's module.
+pub fn kernels(dt: Dtype) -> &'static [&'static str] {
+    if matches!(dt, Dtype::I8 | Dtype::U8) {
+        &["maxpool", "maxpool_idx"]
+    } else {
+        &[
+            "conv",
+            "conv_bias",
+            "convt",
+            "convt_bias",
+            "maxpool",
+            "maxpool_idx",
+            "avgpool",
+            "lppool",
+        ]
+    }
+}
+
+/// The module `conv_{dt}`.
+pub fn module(dt: Dtype) -> ModuleSource {
+    let CudaType {
+        storage,
+        compute,
+        load,
+        store,
+    } = dtype::cuda_type(dt).expect("every served dtype has a CUDA type");
+    let name = dtype::name(dt);
+    let (lowest, math) = match dt {
+        Dtype::F64 => (
+            "(-__longlong_as_double(0x7ff0000000000000LL))",
+            "#define FABS(X) fabs(X)\n#define SQRT(X) sqrt(X)\n#define POW(X, Y) pow(X, Y)\n",
+        ),
+        Dtype::I8 => ("(-128)", ""),
+        Dtype::U8 => ("0", ""),
+        _ => (
+            "(-__int_as_float(0x7f800000))",
+            "#define FABS(X) fabsf(X)\n#define SQRT(X) sqrtf(X)\n#define POW(X, Y) powf(X, Y)\n",
+        ),
+    };
+    let mut code = format!(
+        "{CUDA_PRELUDE}\ntypedef {storage} T;\ntypedef {compute} ACC;\n#define LD(X) {}\n\
+         #define ST(X) {}\n#define LOWEST {lowest}\n{math}",
+        load.replace('X', "(X)"),
+        store.replace('X', "(X)"),
+    );
+    code.push_str(COMMON);
+    if !math.is_empty() {
+        code.push_str(FLOAT);
+    }
+    let code = code.replace("_DT(", &format!("_{name}("));
+    ModuleSource {
+        language: SourceLanguage::CudaC,
+        code,
+        entry_points: kernels(dt).iter().map(|k| format!("{k}_{name}")).collect(),
+        options: vec!["--std=c++17".into()],
+    }
+}

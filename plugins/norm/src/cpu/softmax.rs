@@ -1,0 +1,155 @@
+//! Softmax, LogSoftmax and Hardmax over the `(outer, len, inner)` view: each outer block of
+//! `len * inner` elements is decoded once; contiguous rows (`inner` = 1) run row by row, strided
+//! ones keep per-column statistics so every inner loop is contiguous.
+
+use umd_sdk::cpu::Buffers;
+use umd_sdk::dtype::Element;
+use umd_sdk::params::ParamReader;
+use umd_sdk::{CpuCall, CpuWrite, OpError};
+
+use super::{Real, decode_into, encode_from, nan_max};
+
+/// Whether `a` beats the current best `b` in an argmax (numpy: the first NaN wins, then the first
+/// maximum).
+#[inline(always)]
+fn beats<C: Real>(a: C, b: C) -> bool {
+    !b.is_nan() && (a.is_nan() || a > b)
+}
+
+pub fn softmax<T: Element>(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError>
+where
+    T::Compute: Real,
+{
+    let bufs = Buffers::new(call);
+    let mut r = ParamReader::new(&call.params, &call.relocations);
+    let (x, y) = (r.ptr()?, r.ptr()?);
+    let (outer, len, inner, mode) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);
+    let overflow = || OpError::internal("softmax: element count overflows");
+    let blk = len.checked_mul(inner).ok_or_else(overflow)?;
+    let n = outer.checked_mul(blk).ok_or_else(overflow)?;
+    let size = std::mem::size_of::<T>() as u64;
+    let x = bufs.input(x, n * size)?;
+    let mut out = bufs.output(y, n * size)?;
+    let (blk, len, inner) = (blk as usize, len as usize, inner as usize);
+    let mut v = vec![T::Compute::from_f64(0.0); blk];
+    let mut cols = Columns::default();
+    for o in 0..outer as usize {
+        decode_into::<T>(x, o * blk, &mut v);
+        if inner == 1 {
+            row(&mut v, mode);
+        } else {
+            cols.run(&mut v, len, inner, mode);
+        }
+        encode_from::<T>(&mut out.data, o * blk, &v);
+    }
+    Ok(vec![out])
+}
+
+/// One contiguous row.
+fn row<C: Real>(v: &mut [C], mode: u32) {
+    let (zero, one) = (C::from_f64(0.0), C::from_f64(1.0));
+    if mode == 2 {
+        let mut best = 0;
+        for i in 1..v.len() {
+            if beats(v[i], v[best]) {
+                best = i;
+            }
+        }
+        v.fill(zero);
+        if let Some(b) = v.get_mut(best) {
+            *b = one;
+        }
+        return;
+    }
+    let m = v.iter().fold(C::NEG_INFINITY, |m, &x| nan_max(m, x));
+    if mode == 0 {
+        let mut sum = 0f64;
+        for x in v.iter_mut() {
+            *x = (*x - m).exp();
+            sum += x.to_f64();
+        }
+        let s = C::from_f64(sum);
+        v.iter_mut().for_each(|x| *x = *x / s);
+    } else {
+        let sum: f64 = v.iter().map(|&x| (x - m).exp().to_f64()).sum();
+        let lse = C::from_f64(sum.ln());
+        v.iter_mut().for_each(|x| *x = (*x - m) - lse);
+    }
+}
+
+/// Per-column statistics of a strided block, reused across blocks.
+struct Columns<C> {
+    best: Vec<C>,
+    at: Vec<usize>,
+    sum: Vec<f64>,
+}
+
+impl<C> Default for Columns<C> {
+    fn default() -> Self {
+        Columns {
+            best: Vec::new(),
+            at: Vec::new(),
+            sum: Vec::new(),
+        }
+    }
+}
+
+impl<C: Real> Columns<C> {
+    fn run(&mut self, v: &mut [C], len: usize, inner: usize, mode: u32) {
+        let (zero, one) = (C::from_f64(0.0), C::from_f64(1.0));
+        if len == 0 {
+            return;
+        }
+        self.best.clear();
+        self.best.extend_from_slice(&v[..inner]);
+        if mode == 2 {
+            self.at.clear();
+            self.at.resize(inner, 0);
+            for e in 1..len {
+                let rowv = &v[e * inner..(e + 1) * inner];
+                for ((b, at), &x) in self.best.iter_mut().zip(&mut self.at).zip(rowv) {
+                    if beats(x, *b) {
+                        *b = x;
+                        *at = e;
+                    }
+                }
+            }
+            v.fill(zero);
+            for (i, &e) in self.at.iter().enumerate() {
+                v[e * inner + i] = one;
+            }
+            return;
+        }
+        for rowv in v.chunks_exact(inner).skip(1) {
+            for (b, &x) in self.best.iter_mut().zip(rowv) {
+                *b = nan_max(*b, x);
+            }
+        }
+        self.sum.clear();
+        self.sum.resize(inner, 0.0);
+        for rowv in v.chunks_exact_mut(inner) {
+            for ((s, &m), x) in self.sum.iter_mut().zip(&self.best).zip(rowv.iter_mut()) {
+                let t = (*x - m).exp();
+                *s += t.to_f64();
+                if mode == 0 {
+                    *x = t;
+                }
+            }
+        }
+        if mode == 0 {
+            let s: Vec<C> = self.sum.iter().map(|&s| C::from_f64(s)).collect();
+            for rowv in v.chunks_exact_mut(inner) {
+                for (x, &s) in rowv.iter_mut().zip(&s) {
+                    *x = *x / s;
+                }
+            }
+        } else {
+            let lse: Vec<C> = self.sum.iter().map(|&s| C::from_f64(s.ln())).collect();
+            for rowv in v.chunks_exact_mut(inner) {
+                for ((x, &m), &l) in rowv.iter_mut().zip(&self.best).zip(&lse) {
+                    *x = (*x - m) - l;
+                }
+            }
+        }
+    }
+}

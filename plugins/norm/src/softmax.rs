@@ -1,0 +1,72 @@
+//! Planning Softmax, LogSoftmax and Hardmax over the axis view `(outer, len, inner)`.
+//!
+//! Opset < 13 coerces the input to 2-D at `axis` (default 1): rows are everything from `axis`
+//! on (`inner` = 1). Opset ≥ 13 works along the one axis `axis` (default -1). Contiguous rows
+//! (`inner` = 1) get one block per row (`softmax_{T}_rows`); strided ones one thread per row
+//! (`softmax_{T}_cols`, coalesced across neighbouring rows). Both read the same parameters:
+//! `x, y, outer, len, inner, mode` (mode 0 Softmax, 1 LogSoftmax, 2 Hardmax).
+
+use umd_sdk::params::ParamPacker;
+use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, dtype};
+
+use crate::plan::{float_input, group_launch, linear_launch, max_inputs, norm_axis, prod};
+
+/// The kernel mode of each op.
+pub fn mode(op: &str) -> u32 {
+    match op {
+        "Softmax" => 0,
+        "LogSoftmax" => 1,
+        _ => 2,
+    }
+}
+
+/// The `(outer, len, inner)` view of `shape` for these ops under `opset`.
+pub fn view(shape: &[u64], axis: Option<i64>, opset: u32) -> Result<(u64, u64, u64), OpError> {
+    let rank = shape.len();
+    if opset < 13 {
+        // coerced to 2-D: [prod(dims[..axis]), prod(dims[axis..])]; axis = rank is accepted
+        let a = axis.unwrap_or(1);
+        let a = if a < 0 { a + rank as i64 } else { a };
+        if a < 0 || a > rank as i64 {
+            return Err(OpError::InvalidAttribute(format!(
+                "attribute `axis` = {} is out of range for rank {rank}",
+                axis.unwrap_or(1)
+            )));
+        }
+        let a = a as usize;
+        Ok((prod(&shape[..a]), prod(&shape[a..]), 1))
+    } else {
+        let a = norm_axis(axis.unwrap_or(-1), rank, "axis")?;
+        Ok((prod(&shape[..a]), shape[a], prod(&shape[a + 1..])))
+    }
+}
+
+/// Plans `op` (Softmax, LogSoftmax or Hardmax).
+pub fn plan(req: &PlanRequestExt, op: &str) -> Result<OpPlan, OpError> {
+    attr::only(&req.attributes, &["axis"])?;
+    max_inputs(req, 1)?;
+    let (x, dt) = float_input(req, 0)?;
+    let axis = attr::has(&req.attributes, "axis")
+        .then(|| attr::int(&req.attributes, "axis"))
+        .transpose()?;
+    let (outer, len, inner) = view(&x.shape, axis, req.opset_or(13))?;
+    let mut p = ParamPacker::new();
+    p.ptr(0, Access::Read)
+        .ptr(req.output_binding(0), Access::Write)
+        .u64(outer)
+        .u64(len)
+        .u64(inner)
+        .u32(mode(op));
+    let groups = outer * inner;
+    let name = dtype::name(dt);
+    let launch = if inner == 1 {
+        group_launch(req, dt, format!("softmax_{name}_rows"), groups, len, p)?
+    } else {
+        linear_launch(req, dt, format!("softmax_{name}_cols"), groups, p)?
+    };
+    Ok(OpPlan {
+        outputs: vec![TensorDesc::new("y", x.shape.clone(), dt)],
+        launches: vec![launch],
+        workspace_bytes: 0,
+    })
+}

@@ -1,0 +1,135 @@
+//! Native tests: planning, every op on the CPU kernels against naive references written here
+//! (f64 arithmetic over explicit multi-indices), errors, and the CUDA sources of every op ×
+//! dtype.
+
+mod arg;
+mod axis;
+mod cuda;
+mod errors;
+mod reduce;
+
+use umd_sdk::{AttrValueExt, Dtype, OpError, OpPlan, PlanRequestExt, Target, TensorDesc, dtype};
+
+use crate::Reduce;
+
+/// Deterministic pseudo-random values in [-range, range], rounded to `step` (so integer and
+/// half dtypes hold them exactly when `step` is 1 or a power of two).
+pub fn data(n: usize, seed: u64, range: f64, step: f64) -> Vec<f64> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let u = (s >> 11) as f64 / (1u64 << 53) as f64;
+            ((u * 2.0 - 1.0) * range / step).round() * step
+        })
+        .collect()
+}
+
+/// Values as stored in `dt` and read back (what the kernel actually sees).
+pub fn quantize(dt: Dtype, v: &[f64]) -> Vec<f64> {
+    dtype::decode_f64(dt, &dtype::encode(dt, v).unwrap())
+}
+
+pub fn i64_bytes(v: &[i64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A request builder with the data input `x` of `shape` and `dt`.
+pub fn builder(op: &str, shape: &[u64], dt: Dtype) -> umd_sdk::request::RequestBuilder {
+    PlanRequestExt::builder(op).input(TensorDesc::new("x", shape.to_vec(), dt))
+}
+
+/// Adds a constant i64 input of `values` (shape `[len]`, or `[]` when `scalar`).
+pub fn with_ints(
+    b: umd_sdk::request::RequestBuilder,
+    values: &[i64],
+    scalar: bool,
+) -> umd_sdk::request::RequestBuilder {
+    let shape = if scalar {
+        vec![]
+    } else {
+        vec![values.len() as u64]
+    };
+    b.constant(TensorDesc::new("c", shape, Dtype::I64), &i64_bytes(values))
+}
+
+pub fn int(v: i64) -> AttrValueExt {
+    AttrValueExt::Int(v)
+}
+
+pub fn ints(v: &[i64]) -> AttrValueExt {
+    AttrValueExt::Ints(v.to_vec())
+}
+
+/// Plans and runs on the CPU kernels; returns the plan and each output decoded as f64.
+/// `x` is the data input's values; constant inputs are sent as their bytes.
+pub fn run(req: &PlanRequestExt, x: &[f64]) -> Result<(OpPlan, Vec<Vec<f64>>), OpError> {
+    let dt = req.input(0).unwrap().dtype;
+    let mut inputs = vec![dtype::encode(dt, x).unwrap()];
+    for i in 1..req.slots() {
+        if let Some(v) = req.value(i) {
+            inputs.push(v.to_vec());
+        } else if req.input(i).is_some() {
+            panic!("test inputs past 0 must be constants");
+        }
+    }
+    let (plan, outs) = umd_sdk::testing::run::<Reduce>(req, &inputs)?;
+    let decoded = plan
+        .outputs
+        .iter()
+        .zip(&outs)
+        .map(|(d, b)| dtype::decode_f64(d.dtype, b))
+        .collect();
+    Ok((plan, decoded))
+}
+
+/// Asserts `got` matches `want` element-wise within `|d| <= tol * (1 + |want|)` (NaN = NaN,
+/// infinities equal).
+pub fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g.is_nan() && w.is_nan())
+            || g == w
+            || (g.is_finite() && w.is_finite() && (g - w).abs() <= tol * (1.0 + w.abs()));
+        assert!(
+            ok,
+            "{what}: element {i}: got {g}, want {w}\n got {got:?}\nwant {want:?}"
+        );
+    }
+}
+
+pub fn target() -> Target {
+    Target::cpu()
+}
+
+/// Row-major unravel of `flat` over `shape`.
+pub fn unravel(mut flat: usize, shape: &[u64]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        idx[d] = flat % shape[d] as usize;
+        flat /= shape[d] as usize;
+    }
+    idx
+}
+
+/// Row-major flat index of `idx` over `shape`.
+pub fn ravel(idx: &[usize], shape: &[u64]) -> usize {
+    idx.iter()
+        .zip(shape)
+        .fold(0, |acc, (i, d)| acc * *d as usize + i)
+}
+
+/// Tolerance of a result in `dt` against the f64 reference.
+pub fn tol(dt: Dtype) -> f64 {
+    match dt {
+        Dtype::F32 => 2e-5,
+        Dtype::F16 => 2e-3,
+        Dtype::Bf16 => 1e-2,
+        Dtype::F64 => 1e-12,
+        _ => 0.0,
+    }
+}
