@@ -4,6 +4,7 @@
 #![allow(clippy::too_many_arguments)]
 
 mod conv;
+mod emu;
 mod node_cases;
 mod pool;
 mod reference;
