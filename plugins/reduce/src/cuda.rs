@@ -81,6 +81,7 @@ pub fn module(id: &str) -> Result<ModuleSource, OpError> {
         Group::CumSum => {
             code.push_str(&CUMSUM.replace("NAME", name));
             entries.push(format!("cumsum_{name}"));
+            entries.push(format!("cumsum_{name}_rows"));
         }
         Group::TopK => {
             code.push_str(&TOPK.replace("NAME", name));
@@ -338,7 +339,9 @@ template <bool IS_MAX> __device__ __forceinline__ void umd_arg_cols(const T* __r
 }
 "#;
 
-/// CumSum: one thread per line along the axis, accumulating in the compute type.
+/// CumSum: `cumsum_{dt}` runs one thread per line (coalesced across lines when `inner` > 1);
+/// `cumsum_{dt}_rows` one block per line, scanning chunks of `blockDim` elements with a
+/// shared-memory (Hillis-Steele) scan plus a running carry, for few long lines.
 const CUMSUM: &str = r#"
 extern "C" __global__ void cumsum_NAME(const T* __restrict__ x, T* __restrict__ y,
     unsigned long long lines, unsigned long long R, unsigned long long inner,
@@ -355,11 +358,41 @@ extern "C" __global__ void cumsum_NAME(const T* __restrict__ x, T* __restrict__ 
     }
   }
 }
+
+extern "C" __global__ void __launch_bounds__(UMD_BLOCK) cumsum_NAME_rows(const T* __restrict__ x,
+    T* __restrict__ y, unsigned long long lines, unsigned long long R, unsigned long long inner,
+    unsigned int exclusive, unsigned int reverse) {
+  __shared__ C s[UMD_BLOCK];
+  unsigned int t = threadIdx.x;
+  for (unsigned long long l = blockIdx.x; l < lines; l += gridDim.x) {
+    unsigned long long base = (l / inner) * R * inner + l % inner;
+    C carry = (C)0;
+    for (unsigned long long c0 = 0; c0 < R; c0 += blockDim.x) {
+      unsigned long long p = c0 + t;
+      unsigned long long off = base + (reverse ? R - 1 - p : p) * inner;
+      C v = p < R ? LD(x[off]) : (C)0;
+      s[t] = v;
+      __syncthreads();
+      for (unsigned int d = 1; d < blockDim.x; d <<= 1) {
+        C add = t >= d ? s[t - d] : (C)0;
+        __syncthreads();
+        s[t] = umd_add(s[t], add);
+        __syncthreads();
+      }
+      C prefix = exclusive ? (t == 0 ? (C)0 : s[t - 1]) : s[t];
+      C total = s[blockDim.x - 1];
+      if (p < R) y[off] = ST(umd_add(carry, prefix));
+      carry = umd_add(carry, total);
+      __syncthreads();
+    }
+  }
+}
 "#;
 
 /// TopK: one block per line; each element's rank is the number of elements before it in the
 /// total order (NaN largest, ties by lower index), counted against tiles of the line staged in
-/// shared memory; ranks below k are written in place, so the output comes out sorted.
+/// shared memory (a chunk stops once none of its candidates can be in the top k); ranks below
+/// k are written in place, so the output comes out sorted.
 const TOPK: &str = r#"
 __device__ __forceinline__ bool umd_topk_before(C av, unsigned long long ai, C bv,
     unsigned long long bi, bool largest) {
@@ -391,7 +424,8 @@ extern "C" __global__ void __launch_bounds__(UMD_BLOCK) topk_NAME(const T* __res
         if (have && rank < k)
           for (unsigned long long j = 0; j < cnt; ++j)
             rank += umd_topk_before(tile[j], t0 + j, av, a, largest != 0);
-        __syncthreads();
+        /* stop scanning once no candidate of the chunk can still be in the top k */
+        if (!__syncthreads_or(have && rank < k)) break;
       }
       if (have && rank < k) {
         vals[obase + rank * inner] = line[a * inner];

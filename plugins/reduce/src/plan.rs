@@ -270,14 +270,25 @@ fn plan_cumsum(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         .u32(exclusive as u32)
         .u32(reverse as u32);
     let limits = &req.target.limits;
-    let (grid, block) = launch::linear(lines, THREADS, limits)?;
+    // Few long lines: one block per line (a block scan); otherwise one thread per line.
+    let rows = r >= 256 && lines < 8192;
+    let (grid, block) = if rows {
+        let (g, b) = (
+            umd_sdk::Dim3::x(lines.clamp(1, limits.max_grid_dims.x as u64) as u32),
+            umd_sdk::Dim3::x(BLOCK),
+        );
+        launch::check(g, b, 0, limits)?;
+        (g, b)
+    } else {
+        launch::linear(lines, THREADS, limits)?
+    };
     let (params, relocations) = p.finish(limits.max_param_bytes)?;
     let name = dtype::name(x.dtype);
     Ok(OpPlan {
         outputs: vec![TensorDesc::new("y", x.shape.clone(), x.dtype)],
         launches: vec![Launch {
             module_id: format!("reduce_cumsum_{name}"),
-            entry_point: format!("cumsum_{name}"),
+            entry_point: format!("cumsum_{name}{}", if rows { "_rows" } else { "" }),
             grid,
             block,
             shared_memory: 0,

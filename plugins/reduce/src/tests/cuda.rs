@@ -10,7 +10,10 @@ use umd_sdk::Plugin;
 fn requests(op: &str, dt: Dtype) -> Vec<PlanRequestExt> {
     let b = |shape: &[u64]| builder(op, shape, dt);
     match op {
-        "CumSum" => vec![with_ints(b(&[4, 8]), &[1], true).build(target())],
+        "CumSum" => vec![
+            with_ints(b(&[4, 8]), &[1], true).build(target()),
+            with_ints(b(&[2, 1000]), &[1], true).build(target()),
+        ],
         "TopK" => vec![with_ints(b(&[4, 8]), &[3], false).build(target())],
         "ArgMax" | "ArgMin" => vec![
             b(&[4, 1000]).attr("axis", int(1)).build(target()),
