@@ -4,6 +4,7 @@
 //! builder and comparison helpers, and the behaviour every op shares.
 
 mod moments;
+mod onnx;
 mod reference;
 mod softmax;
 

@@ -2,6 +2,8 @@
 //! naive reference (every dtype, shapes crossing every block edge, transposes, broadcasts,
 //! empty dimensions), error cases, and the CUDA sources of every dtype.
 
+mod onnx;
+
 use super::*;
 use umd_sdk::{AttrValueExt as A, CpuBuffer, PlanRequestExt, testing};
 
