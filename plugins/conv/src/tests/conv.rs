@@ -408,6 +408,16 @@ fn conv_transpose_matches_the_reference_on_every_dtype() {
             dt,
             4,
         );
+        // stride and dilation sharing a factor
+        check_convt(
+            &[1, 2, 5, 4],
+            &[2, 2, 3, 3],
+            1,
+            &Win::new(&[3, 3]).s(&[4, 3]).d(&[2, 3]).pads(&[1, 2, 0, 1]),
+            &[0, 0],
+            dt,
+            6,
+        );
         // wide enough for several input blocks
         check_convt(
             &[1, 8, 30, 40],

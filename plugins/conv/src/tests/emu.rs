@@ -72,6 +72,16 @@ fn requests() -> Vec<PlanRequestExt> {
         ));
         out.push(req(
             "ConvTranspose",
+            &[(&[1, 2, 5, 4], dt), (&[2, 2, 3, 3], dt)],
+            &[
+                ("strides", ints(&[4, 3])),
+                ("dilations", ints(&[2, 3])),
+                ("pads", ints(&[1, 2, 0, 1])),
+            ],
+            1,
+        ));
+        out.push(req(
+            "ConvTranspose",
             &[(&[1, 2, 3, 4], dt), (&[2, 3, 3, 3], dt)],
             &[("strides", ints(&[2, 2])), ("output_shape", ints(&[8, 9]))],
             1,
