@@ -2,6 +2,7 @@
 //! ONNX reference (the replayed fixture).
 
 mod cuda;
+mod emu;
 mod gather;
 mod layout;
 mod onnx;

@@ -271,3 +271,33 @@ fn resize_errors() {
         &[("mode", text("linear")), ("antialias", int(1))],
     )));
 }
+
+#[test]
+fn opset_11_forms() {
+    // X, roi (empty), scales (empty), sizes; tf_half_pixel_for_nn: x = (y + .5) / scale
+    let req = build(
+        builder("Resize")
+            .opset(11)
+            .input(desc("x", &[1, 2], Dtype::F32))
+            .constant(desc("roi", &[0], Dtype::F32), &[])
+            .constant(desc("scales", &[0], Dtype::F32), &[])
+            .constant(desc("sizes", &[2], Dtype::I64), &ints(&[1, 4]))
+            .attr(
+                "coordinate_transformation_mode",
+                text("tf_half_pixel_for_nn"),
+            ),
+    );
+    let (plan, out) = run(&req, &inputs(&req, f32s(&[7., 9.]))).unwrap();
+    assert_eq!(plan.outputs[0].shape, vec![1, 4]);
+    // .25 .75 1.25 1.75 round (prefer floor) to 0 1 1 2, the last clamped to 1
+    assert_eq!(dec(Dtype::F32, &out[0]), vec![7., 9., 9., 9.]);
+    cuda(&req);
+    // an unsaid opset with two inputs is Resize-10's (X, scales)
+    let req = build(
+        builder("Resize")
+            .input(desc("x", &[2], Dtype::F32))
+            .constant(desc("s", &[1], Dtype::F32), &f32s(&[2.])),
+    );
+    let (_, out) = run(&req, &inputs(&req, f32s(&[1., 2.]))).unwrap();
+    assert_eq!(dec(Dtype::F32, &out[0]), vec![1., 1., 2., 2.]);
+}
