@@ -3,6 +3,7 @@
 //! strided shapes, error cases, and the CUDA sources of every op × dtype. This file: the request
 //! builder and comparison helpers, and the behaviour every op shares.
 
+mod emu;
 mod moments;
 mod onnx;
 mod reference;
