@@ -2,6 +2,7 @@
 //! naive reference (every dtype, shapes crossing every block edge, transposes, broadcasts,
 //! empty dimensions), error cases, and the CUDA sources of every dtype.
 
+mod emu;
 mod onnx;
 
 use super::*;
