@@ -1,5 +1,6 @@
 //! CUDA C modules, one per (group, dtype): `reduce_{dt}` (every `Reduce*` op and
-//! ArgMax/ArgMin, each as `_rows` and `_cols`), `reduce_cumsum_{dt}` and `reduce_topk_{dt}`.
+//! ArgMax/ArgMin, each as `_rows` and `_cols`, the reduce ops but LogSumExp also as
+//! `_split1`/`_split2`), `reduce_cumsum_{dt}` and `reduce_topk_{dt}`.
 //!
 //! A module starts with the dtype's typedefs (`T` storage, `C` compute), load/store macros and
 //! bounds, then shared C++ helpers overloaded on the compute type (so one text serves every
@@ -9,7 +10,7 @@
 use umd_sdk::dtype::{self, CUDA_PRELUDE};
 use umd_sdk::{Dtype, ModuleSource, OpError, SourceLanguage};
 
-use crate::ops::{ARG_OPS, NUMERIC, ORDERED, REDUCE_OPS};
+use crate::ops::{ARG_OPS, NUMERIC, ORDERED, REDUCE_OPS, Red};
 use crate::plan::BLOCK;
 
 /// Which module a module id names.
@@ -48,6 +49,7 @@ pub fn module(id: &str) -> Result<ModuleSource, OpError> {
     match group {
         Group::Reduce => {
             code.push_str(REDUCE_TEMPLATES);
+            code.push_str(SPLIT_TEMPLATES);
             for (_, red, k) in REDUCE_OPS {
                 if !red.dtypes().contains(&dt) {
                     continue;
@@ -60,6 +62,18 @@ pub fn module(id: &str) -> Result<ModuleSource, OpError> {
                          T* __restrict__ out, {VIEW_PARAMS}) {{ umd_{variant}<{op}>(x, out, {VIEW_ARGS}); }}\n"
                     ));
                     entries.push(e);
+                }
+                if red != Red::LogSumExp {
+                    let (e1, e2) = (format!("{k}_{name}_split1"), format!("{k}_{name}_split2"));
+                    code.push_str(&format!(
+                        "extern \"C\" __global__ void __launch_bounds__({BLOCK}) {e1}(const T* __restrict__ x, \
+                         C* __restrict__ ws, {VIEW_PARAMS}, unsigned long long S, unsigned long long chunk) {{ \
+                         umd_split1<{op}>(x, ws, {VIEW_ARGS}, S, chunk); }}\n\
+                         extern \"C\" __global__ void __launch_bounds__({BLOCK}) {e2}(const C* __restrict__ ws, \
+                         T* __restrict__ out, unsigned long long n_out, unsigned long long R, unsigned long long S) {{ \
+                         umd_split2<{op}>(ws, out, n_out, R, S); }}\n"
+                    ));
+                    entries.extend([e1, e2]);
                 }
             }
             if ORDERED.contains(&dt) {
@@ -275,6 +289,37 @@ template <class Op> __device__ __forceinline__ void umd_cols(const T* __restrict
     for (unsigned long long r = 0; r < R; ++r)
       acc = Op::comb(acc, Op::map(LD(base[umd_roff(r, rrank, rs, rst)]), shift));
     out[o] = ST(Op::fin(acc, R, shift));
+  }
+}
+"#;
+
+/// Split reductions: one block per (output, chunk) writes a partial to the workspace, then one
+/// thread per output combines its partials and finalizes.
+const SPLIT_TEMPLATES: &str = r#"
+template <class Op> __device__ __forceinline__ void umd_split1(const T* __restrict__ x,
+    C* __restrict__ ws, unsigned long long n_out, unsigned long long R, unsigned int krank,
+    unsigned int rrank, const umd_dims& ks, const umd_dims& kst, const umd_dims& rs,
+    const umd_dims& rst, unsigned long long S, unsigned long long chunk) {
+  __shared__ C sm[UMD_BLOCK];
+  for (unsigned long long b = blockIdx.x; b < n_out * S; b += gridDim.x) {
+    unsigned long long o = b / S, r0 = (b % S) * chunk;
+    unsigned long long r1 = r0 + chunk < R ? r0 + chunk : R;
+    const T* base = x + umd_koff(o, krank, ks, kst);
+    C acc = Op::init();
+    for (unsigned long long r = r0 + threadIdx.x; r < r1; r += blockDim.x)
+      acc = Op::comb(acc, Op::map(LD(base[umd_roff(r, rrank, rs, rst)]), (C)0));
+    acc = umd_block_reduce<Op>(acc, sm);
+    if (threadIdx.x == 0) ws[b] = acc;
+  }
+}
+
+template <class Op> __device__ __forceinline__ void umd_split2(const C* __restrict__ ws,
+    T* __restrict__ out, unsigned long long n_out, unsigned long long R, unsigned long long S) {
+  for (unsigned long long o = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+       o < n_out; o += (unsigned long long)blockDim.x * gridDim.x) {
+    C acc = Op::init();
+    for (unsigned long long s = 0; s < S; ++s) acc = Op::comb(acc, ws[o * S + s]);
+    out[o] = ST(Op::fin(acc, R, (C)0));
   }
 }
 "#;

@@ -114,29 +114,39 @@ const EMU_PARAMS: &str = r#"
 struct P_view { const T* x; T* out; unsigned long long n_out, R; unsigned int krank, rrank; umd_dims ks, kst, rs, rst; };
 struct P_arg { const T* x; long long* out; unsigned long long n_out, R; unsigned int krank, rrank; umd_dims ks, kst, rs, rst; unsigned int last; };
 struct P_cum { const T* x; T* y; unsigned long long lines, R, inner; unsigned int exclusive, reverse; };
+struct P_split1 { const T* x; C* ws; unsigned long long n_out, R; unsigned int krank, rrank; umd_dims ks, kst, rs, rst; unsigned long long S, chunk; };
+struct P_split2 { const C* ws; T* out; unsigned long long n_out, R, S; };
 struct P_topk { const T* x; T* vals; long long* idx; unsigned long long lines, R, inner, k; unsigned int largest; };
 "#;
 
 /// The dispatch table entry of kernel `e`.
 fn table_entry(e: &str) -> String {
     let family = e.split('_').next().unwrap();
-    let (st, args) = match family {
-        "argmax" | "argmin" => (
-            "P_arg",
-            "a.x, a.out, a.n_out, a.R, a.krank, a.rrank, a.ks, a.kst, a.rs, a.rst, a.last",
+    let variant = e.rsplit('_').next().unwrap();
+    let (st, args) = match (family, variant) {
+        (_, "split1") => (
+            "P_split1",
+            "a.x, a.ws, a.n_out, a.R, a.krank, a.rrank, a.ks, a.kst, a.rs, a.rst, a.S, a.chunk",
         ),
-        "cumsum" => (
-            "P_cum",
-            "a.x, a.y, a.lines, a.R, a.inner, a.exclusive, a.reverse",
-        ),
-        "topk" => (
-            "P_topk",
-            "a.x, a.vals, a.idx, a.lines, a.R, a.inner, a.k, a.largest",
-        ),
-        _ => (
-            "P_view",
-            "a.x, a.out, a.n_out, a.R, a.krank, a.rrank, a.ks, a.kst, a.rs, a.rst",
-        ),
+        (_, "split2") => ("P_split2", "a.ws, a.out, a.n_out, a.R, a.S"),
+        _ => match family {
+            "argmax" | "argmin" => (
+                "P_arg",
+                "a.x, a.out, a.n_out, a.R, a.krank, a.rrank, a.ks, a.kst, a.rs, a.rst, a.last",
+            ),
+            "cumsum" => (
+                "P_cum",
+                "a.x, a.y, a.lines, a.R, a.inner, a.exclusive, a.reverse",
+            ),
+            "topk" => (
+                "P_topk",
+                "a.x, a.vals, a.idx, a.lines, a.R, a.inner, a.k, a.largest",
+            ),
+            _ => (
+                "P_view",
+                "a.x, a.out, a.n_out, a.R, a.krank, a.rrank, a.ks, a.kst, a.rs, a.rst",
+            ),
+        },
     };
     format!(
         "{{\"{e}\", [](const unsigned char* p) {{ {st} a; memcpy(&a, p, sizeof a); {e}({args}); }}}},\n"
@@ -205,6 +215,9 @@ impl Emulator {
         for o in &plan.outputs {
             sizes.push(umd_sdk::shape::byte_size(&o.shape, o.dtype).unwrap());
         }
+        if plan.workspace_bytes > 0 {
+            sizes.push(plan.workspace_bytes);
+        }
         let paths: Vec<PathBuf> = (0..sizes.len())
             .map(|i| self.dir.join(format!("b{i}.bin")))
             .collect();
@@ -235,7 +248,7 @@ impl Emulator {
             );
             self.runs += 1;
         }
-        paths[inputs.len()..]
+        paths[inputs.len()..inputs.len() + plan.outputs.len()]
             .iter()
             .map(|p| std::fs::read(p).unwrap())
             .collect()
@@ -298,6 +311,8 @@ fn cuda_kernels_emulated_on_cpu_match_the_cpu_kernels() {
         (&[1000, 4], &[1]),
         (&[2, 0, 4], &[1]),
         (&[3, 5], &[0, 1]),
+        (&[3, 9000], &[1]),
+        (&[50, 2, 200], &[0, 2]),
     ];
     for (op, red, _) in REDUCE_OPS {
         for &dt in red.dtypes() {
