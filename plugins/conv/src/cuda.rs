@@ -133,7 +133,22 @@ extern "C" __global__ void conv_bias_DT(const T* __restrict__ x, const T* __rest
   conv_body<true>(x, w, b, y, g);
 }
 
-/* ConvTranspose as a gather: output o takes input i wherever i*s - pb + k*d == o. */
+/* ConvTranspose as a gather: output o takes input i wherever i*s - pb + k*d == o, i.e. the taps
+   k with a - k*d divisible by s (a = o + pb): a first tap k0, every ks = s/gcd(s,d) after it,
+   the input index falling by is = ks*d/s per tap. */
+__device__ __forceinline__ void umd_taps(long long a, long long s, long long d, long long k,
+                                         long long* k0, long long* ks, long long* i0,
+                                         long long* is) {
+  long long x = s, y = d;
+  while (y) { const long long t = x % y; x = y; y = t; }
+  *ks = s / x;
+  *is = *ks * d / s;
+  *k0 = k;
+  *i0 = -1;
+  for (long long t = 0; t < *ks && t < k; ++t) {
+    if ((a - t * d) % s == 0) { *k0 = t; *i0 = (a - t * d) / s; break; }
+  }
+}
 template <bool BIAS>
 __device__ __forceinline__ void convt_body(const T* __restrict__ x, const T* __restrict__ w,
                                            const T* __restrict__ b, T* __restrict__ y,
@@ -145,31 +160,22 @@ __device__ __forceinline__ void convt_body(const T* __restrict__ x, const T* __r
     long long oz, oy, ox;
     const long long t = umd_unravel(i, g, &oz, &oy, &ox);
     const long long m = t % g.m, n = t / g.m, grp = m / g.mg, mi = m % g.mg;
-    const long long az = oz + g.pb[0], ay = oy + g.pb[1], ax = ox + g.pb[2];
+    long long z0, zs, iz0, izs, y0, ys, iy0, iys, x0, xs, ix0, ixs;
+    umd_taps(oz + g.pb[0], g.s[0], g.d[0], g.k[0], &z0, &zs, &iz0, &izs);
+    umd_taps(oy + g.pb[1], g.s[1], g.d[1], g.k[1], &y0, &ys, &iy0, &iys);
+    umd_taps(ox + g.pb[2], g.s[2], g.d[2], g.k[2], &x0, &xs, &ix0, &ixs);
     ACC acc = 0;
     for (long long c = 0; c < g.cg; ++c) {
       const long long ic = grp * g.cg + c;
       const T* xc = x + (n * g.c + ic) * in_sz;
       const T* wc = w + (ic * g.mg + mi) * ks;
-      for (long long kz = 0; kz < g.k[0]; ++kz) {
-        const long long nz = az - kz * g.d[0];
-        if (nz < 0) break;
-        if (nz % g.s[0]) continue;
-        const long long iz = nz / g.s[0];
+      for (long long kz = z0, iz = iz0; kz < g.k[0] && iz >= 0; kz += zs, iz -= izs) {
         if (iz >= g.in[0]) continue;
-        for (long long ky = 0; ky < g.k[1]; ++ky) {
-          const long long ny = ay - ky * g.d[1];
-          if (ny < 0) break;
-          if (ny % g.s[1]) continue;
-          const long long iy = ny / g.s[1];
+        for (long long ky = y0, iy = iy0; ky < g.k[1] && iy >= 0; ky += ys, iy -= iys) {
           if (iy >= g.in[1]) continue;
           const long long row = (iz * g.in[1] + iy) * g.in[2];
           const T* wr = wc + (kz * g.k[1] + ky) * g.k[2];
-          for (long long kx = 0; kx < g.k[2]; ++kx) {
-            const long long nx = ax - kx * g.d[2];
-            if (nx < 0) break;
-            if (nx % g.s[2]) continue;
-            const long long ix = nx / g.s[2];
+          for (long long kx = x0, ix = ix0; kx < g.k[2] && ix >= 0; kx += xs, ix -= ixs) {
             if (ix < g.in[2]) acc += LD(xc[row + ix]) * LD(wr[kx]);
           }
         }

@@ -162,7 +162,7 @@ extern "C" __global__ void normalize_NAME_UNAME(unsigned int flags, unsigned int
   u64 plane = len * inner;
   for (u64 g = blockIdx.x; g < groups; g += gridDim.x) {
     // element e of group g: view 0 strided along the middle dim, view 1 over (outer, inner)
-    u64 rowbase = (g / inner) * plane + g % inner;
+    u64 rowbase = view == 0 ? (g / inner) * plane + g % inner : 0;
 #define UMD_OFF(e) (view == 0 ? rowbase + (e) * inner : ((e) / inner) * plane + g * inner + (e) % inner)
     C s = (C)0;
     for (u64 e = threadIdx.x; e < count; e += blockDim.x) s += umd_ld(x[UMD_OFF(e)]);

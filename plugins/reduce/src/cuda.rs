@@ -1,5 +1,6 @@
 //! CUDA C modules, one per (group, dtype): `reduce_{dt}` (every `Reduce*` op and
-//! ArgMax/ArgMin, each as `_rows` and `_cols`), `reduce_cumsum_{dt}` and `reduce_topk_{dt}`.
+//! ArgMax/ArgMin, each as `_rows` and `_cols`, the reduce ops but LogSumExp also as
+//! `_split1`/`_split2`), `reduce_cumsum_{dt}` and `reduce_topk_{dt}`.
 //!
 //! A module starts with the dtype's typedefs (`T` storage, `C` compute), load/store macros and
 //! bounds, then shared C++ helpers overloaded on the compute type (so one text serves every
@@ -9,7 +10,7 @@
 use umd_sdk::dtype::{self, CUDA_PRELUDE};
 use umd_sdk::{Dtype, ModuleSource, OpError, SourceLanguage};
 
-use crate::ops::{ARG_OPS, NUMERIC, ORDERED, REDUCE_OPS};
+use crate::ops::{ARG_OPS, NUMERIC, ORDERED, REDUCE_OPS, Red};
 use crate::plan::BLOCK;
 
 /// Which module a module id names.
@@ -48,6 +49,7 @@ pub fn module(id: &str) -> Result<ModuleSource, OpError> {
     match group {
         Group::Reduce => {
             code.push_str(REDUCE_TEMPLATES);
+            code.push_str(SPLIT_TEMPLATES);
             for (_, red, k) in REDUCE_OPS {
                 if !red.dtypes().contains(&dt) {
                     continue;
@@ -60,6 +62,18 @@ pub fn module(id: &str) -> Result<ModuleSource, OpError> {
                          T* __restrict__ out, {VIEW_PARAMS}) {{ umd_{variant}<{op}>(x, out, {VIEW_ARGS}); }}\n"
                     ));
                     entries.push(e);
+                }
+                if red != Red::LogSumExp {
+                    let (e1, e2) = (format!("{k}_{name}_split1"), format!("{k}_{name}_split2"));
+                    code.push_str(&format!(
+                        "extern \"C\" __global__ void __launch_bounds__({BLOCK}) {e1}(const T* __restrict__ x, \
+                         C* __restrict__ ws, {VIEW_PARAMS}, unsigned long long S, unsigned long long chunk) {{ \
+                         umd_split1<{op}>(x, ws, {VIEW_ARGS}, S, chunk); }}\n\
+                         extern \"C\" __global__ void __launch_bounds__({BLOCK}) {e2}(const C* __restrict__ ws, \
+                         T* __restrict__ out, unsigned long long n_out, unsigned long long R, unsigned long long S) {{ \
+                         umd_split2<{op}>(ws, out, n_out, R, S); }}\n"
+                    ));
+                    entries.extend([e1, e2]);
                 }
             }
             if ORDERED.contains(&dt) {
@@ -81,6 +95,7 @@ pub fn module(id: &str) -> Result<ModuleSource, OpError> {
         Group::CumSum => {
             code.push_str(&CUMSUM.replace("NAME", name));
             entries.push(format!("cumsum_{name}"));
+            entries.push(format!("cumsum_{name}_rows"));
         }
         Group::TopK => {
             code.push_str(&TOPK.replace("NAME", name));
@@ -278,6 +293,37 @@ template <class Op> __device__ __forceinline__ void umd_cols(const T* __restrict
 }
 "#;
 
+/// Split reductions: one block per (output, chunk) writes a partial to the workspace, then one
+/// thread per output combines its partials and finalizes.
+const SPLIT_TEMPLATES: &str = r#"
+template <class Op> __device__ __forceinline__ void umd_split1(const T* __restrict__ x,
+    C* __restrict__ ws, unsigned long long n_out, unsigned long long R, unsigned int krank,
+    unsigned int rrank, const umd_dims& ks, const umd_dims& kst, const umd_dims& rs,
+    const umd_dims& rst, unsigned long long S, unsigned long long chunk) {
+  __shared__ C sm[UMD_BLOCK];
+  for (unsigned long long b = blockIdx.x; b < n_out * S; b += gridDim.x) {
+    unsigned long long o = b / S, r0 = (b % S) * chunk;
+    unsigned long long r1 = r0 + chunk < R ? r0 + chunk : R;
+    const T* base = x + umd_koff(o, krank, ks, kst);
+    C acc = Op::init();
+    for (unsigned long long r = r0 + threadIdx.x; r < r1; r += blockDim.x)
+      acc = Op::comb(acc, Op::map(LD(base[umd_roff(r, rrank, rs, rst)]), (C)0));
+    acc = umd_block_reduce<Op>(acc, sm);
+    if (threadIdx.x == 0) ws[b] = acc;
+  }
+}
+
+template <class Op> __device__ __forceinline__ void umd_split2(const C* __restrict__ ws,
+    T* __restrict__ out, unsigned long long n_out, unsigned long long R, unsigned long long S) {
+  for (unsigned long long o = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+       o < n_out; o += (unsigned long long)blockDim.x * gridDim.x) {
+    C acc = Op::init();
+    for (unsigned long long s = 0; s < S; ++s) acc = Op::comb(acc, ws[o * S + s]);
+    out[o] = ST(Op::fin(acc, R, (C)0));
+  }
+}
+"#;
+
 /// ArgMax/ArgMin: (value, index) pairs under a total order, so the block reduction is exact.
 const ARG_TEMPLATES: &str = r#"
 /* Whether (av, ai) wins over (bv, bi): NaN first (numpy), then the larger (smaller) value,
@@ -338,7 +384,9 @@ template <bool IS_MAX> __device__ __forceinline__ void umd_arg_cols(const T* __r
 }
 "#;
 
-/// CumSum: one thread per line along the axis, accumulating in the compute type.
+/// CumSum: `cumsum_{dt}` runs one thread per line (coalesced across lines when `inner` > 1);
+/// `cumsum_{dt}_rows` one block per line, scanning chunks of `blockDim` elements with a
+/// shared-memory (Hillis-Steele) scan plus a running carry, for few long lines.
 const CUMSUM: &str = r#"
 extern "C" __global__ void cumsum_NAME(const T* __restrict__ x, T* __restrict__ y,
     unsigned long long lines, unsigned long long R, unsigned long long inner,
@@ -355,11 +403,41 @@ extern "C" __global__ void cumsum_NAME(const T* __restrict__ x, T* __restrict__ 
     }
   }
 }
+
+extern "C" __global__ void __launch_bounds__(UMD_BLOCK) cumsum_NAME_rows(const T* __restrict__ x,
+    T* __restrict__ y, unsigned long long lines, unsigned long long R, unsigned long long inner,
+    unsigned int exclusive, unsigned int reverse) {
+  __shared__ C s[UMD_BLOCK];
+  unsigned int t = threadIdx.x;
+  for (unsigned long long l = blockIdx.x; l < lines; l += gridDim.x) {
+    unsigned long long base = (l / inner) * R * inner + l % inner;
+    C carry = (C)0;
+    for (unsigned long long c0 = 0; c0 < R; c0 += blockDim.x) {
+      unsigned long long p = c0 + t;
+      unsigned long long off = base + (reverse ? R - 1 - p : p) * inner;
+      C v = p < R ? LD(x[off]) : (C)0;
+      s[t] = v;
+      __syncthreads();
+      for (unsigned int d = 1; d < blockDim.x; d <<= 1) {
+        C add = t >= d ? s[t - d] : (C)0;
+        __syncthreads();
+        s[t] = umd_add(s[t], add);
+        __syncthreads();
+      }
+      C prefix = exclusive ? (t == 0 ? (C)0 : s[t - 1]) : s[t];
+      C total = s[blockDim.x - 1];
+      if (p < R) y[off] = ST(umd_add(carry, prefix));
+      carry = umd_add(carry, total);
+      __syncthreads();
+    }
+  }
+}
 "#;
 
 /// TopK: one block per line; each element's rank is the number of elements before it in the
 /// total order (NaN largest, ties by lower index), counted against tiles of the line staged in
-/// shared memory; ranks below k are written in place, so the output comes out sorted.
+/// shared memory (a chunk stops once none of its candidates can be in the top k); ranks below
+/// k are written in place, so the output comes out sorted.
 const TOPK: &str = r#"
 __device__ __forceinline__ bool umd_topk_before(C av, unsigned long long ai, C bv,
     unsigned long long bi, bool largest) {
@@ -391,7 +469,8 @@ extern "C" __global__ void __launch_bounds__(UMD_BLOCK) topk_NAME(const T* __res
         if (have && rank < k)
           for (unsigned long long j = 0; j < cnt; ++j)
             rank += umd_topk_before(tile[j], t0 + j, av, a, largest != 0);
-        __syncthreads();
+        /* stop scanning once no candidate of the chunk can still be in the top k */
+        if (!__syncthreads_or(have && rank < k)) break;
       }
       if (have && rank < k) {
         vals[obase + rank * inner] = line[a * inner];

@@ -2,7 +2,9 @@
 //!
 //! Reduce ops and ArgMax/ArgMin are planned over a [`View`] and launched either as one block
 //! per output (`_rows`: a block reduction, for long or contiguous reductions) or one thread per
-//! output (`_cols`: coalesced when the reduced dimension is outer to a contiguous kept one).
+//! output (`_cols`: coalesced when the reduced dimension is outer to a contiguous kept one); a
+//! long reduction with too few outputs to fill the device is split across blocks (`_split1`
+//! into a workspace of partials, `_split2` combining them).
 //! CumSum and TopK work along one axis, seen as `(outer, R, inner)`.
 
 use umd_sdk::params::ParamPacker;
@@ -173,6 +175,72 @@ fn view_launch(
     })
 }
 
+/// Reductions at least this long with few outputs are split across blocks.
+const SPLIT_MIN_R: u64 = 8192;
+/// The shortest chunk of a split reduction.
+const SPLIT_MIN_CHUNK: u64 = 2048;
+
+/// `(chunks, chunk length)` when a reduction has too few outputs to fill the device and is
+/// long enough to split: each chunk is reduced by one block into a partial (in the workspace),
+/// then the partials are combined and finalized. LogSumExp (two passes) is never split.
+fn split_of(req: &PlanRequestExt, red: Red, v: &View) -> Option<(u64, u64)> {
+    let wanted = (4 * req.target.limits.sm_count as u64).max(8);
+    if red == Red::LogSumExp || v.r < SPLIT_MIN_R || v.n_out == 0 || v.n_out * 2 > wanted {
+        return None;
+    }
+    let s = wanted.div_ceil(v.n_out).min(v.r.div_ceil(SPLIT_MIN_CHUNK));
+    let chunk = v.r.div_ceil(s.max(1));
+    let s = v.r.div_ceil(chunk);
+    (s >= 2).then_some((s, chunk))
+}
+
+/// The two launches of a split reduction (`_split1`: partials, `_split2`: combine) and the
+/// workspace they need (8 bytes per partial, whatever the compute type).
+fn split_launches(
+    req: &PlanRequestExt,
+    kernel: &str,
+    dt: Dtype,
+    v: &View,
+    (s, chunk): (u64, u64),
+) -> Result<(Vec<Launch>, u64), OpError> {
+    let limits = &req.target.limits;
+    let (out, ws) = (req.output_binding(0), req.output_binding(1));
+    let partials = shape::numel(&[v.n_out, s])?;
+    let name = dtype::name(dt);
+    let launch = |variant: &str, grid, block, p: ParamPacker| -> Result<Launch, OpError> {
+        launch::check(grid, block, 0, limits)?;
+        let (params, relocations) = p.finish(limits.max_param_bytes)?;
+        Ok(Launch {
+            module_id: format!("reduce_{name}"),
+            entry_point: format!("{kernel}_{name}_{variant}"),
+            grid,
+            block,
+            shared_memory: 0,
+            params,
+            relocations,
+        })
+    };
+    let mut p1 = ParamPacker::new();
+    p1.ptr(0, Access::Read).ptr(ws, Access::Write);
+    v.pack(&mut p1)?;
+    p1.u64(s).u64(chunk);
+    let grid1 = umd_sdk::Dim3::x(partials.min(limits.max_grid_dims.x as u64) as u32);
+    let mut p2 = ParamPacker::new();
+    p2.ptr(ws, Access::Read)
+        .ptr(out, Access::Write)
+        .u64(v.n_out)
+        .u64(v.r)
+        .u64(s);
+    let (grid2, block2) = launch::linear(v.n_out, THREADS, limits)?;
+    Ok((
+        vec![
+            launch("split1", grid1, umd_sdk::Dim3::x(BLOCK), p1)?,
+            launch("split2", grid2, block2, p2)?,
+        ],
+        partials * 8,
+    ))
+}
+
 fn plan_reduce(req: &PlanRequestExt, red: Red) -> Result<OpPlan, OpError> {
     attr::only(
         &req.attributes,
@@ -184,12 +252,21 @@ fn plan_reduce(req: &PlanRequestExt, red: Red) -> Result<OpPlan, OpError> {
     let mask = reduce_mask(req, x.shape.len())?;
     let out_shape = reduced_shape(&x.shape, &mask, keepdims);
     let v = View::new(&x.shape, &mask)?;
+    let outputs = vec![TensorDesc::new("reduced", out_shape, x.dtype)];
+    if let Some(split) = split_of(req, red, &v) {
+        let (launches, workspace_bytes) = split_launches(req, red.kernel(), x.dtype, &v, split)?;
+        return Ok(OpPlan {
+            outputs,
+            launches,
+            workspace_bytes,
+        });
+    }
     let mut p = ParamPacker::new();
     p.ptr(0, Access::Read)
         .ptr(req.output_binding(0), Access::Write);
     v.pack(&mut p)?;
     Ok(OpPlan {
-        outputs: vec![TensorDesc::new("reduced", out_shape, x.dtype)],
+        outputs,
         launches: vec![view_launch(req, red.kernel(), x.dtype, &v, p)?],
         workspace_bytes: 0,
     })
@@ -270,14 +347,25 @@ fn plan_cumsum(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         .u32(exclusive as u32)
         .u32(reverse as u32);
     let limits = &req.target.limits;
-    let (grid, block) = launch::linear(lines, THREADS, limits)?;
+    // Few long lines: one block per line (a block scan); otherwise one thread per line.
+    let rows = r >= 256 && lines < 8192;
+    let (grid, block) = if rows {
+        let (g, b) = (
+            umd_sdk::Dim3::x(lines.clamp(1, limits.max_grid_dims.x as u64) as u32),
+            umd_sdk::Dim3::x(BLOCK),
+        );
+        launch::check(g, b, 0, limits)?;
+        (g, b)
+    } else {
+        launch::linear(lines, THREADS, limits)?
+    };
     let (params, relocations) = p.finish(limits.max_param_bytes)?;
     let name = dtype::name(x.dtype);
     Ok(OpPlan {
         outputs: vec![TensorDesc::new("y", x.shape.clone(), x.dtype)],
         launches: vec![Launch {
             module_id: format!("reduce_cumsum_{name}"),
-            entry_point: format!("cumsum_{name}"),
+            entry_point: format!("cumsum_{name}{}", if rows { "_rows" } else { "" }),
             grid,
             block,
             shared_memory: 0,

@@ -138,6 +138,18 @@ impl<'a> Odometer<'a> {
         }
     }
 
+    /// An odometer standing at the `start`-th index (row-major).
+    pub fn at(shape: &'a [u64], stride: &'a [u64], start: u64) -> Self {
+        let mut o = Odometer::new(shape, stride);
+        let mut rem = start;
+        for d in (0..shape.len()).rev() {
+            o.idx[d] = rem % shape[d].max(1);
+            rem /= shape[d].max(1);
+            o.off += o.idx[d] * stride[d];
+        }
+        o
+    }
+
     /// Steps to the next index (wrapping to the start after the last).
     #[inline]
     pub fn step(&mut self) {
@@ -192,5 +204,9 @@ mod tests {
             o.step();
         }
         assert_eq!(seen, vec![0, 1, 2, 10, 11, 12, 0]);
+        let mut o = Odometer::at(&s, &st, 4);
+        assert_eq!(o.off, 11);
+        o.step();
+        assert_eq!(o.off, 12);
     }
 }

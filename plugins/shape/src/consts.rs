@@ -257,7 +257,7 @@ pub fn range(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         if n >= 2f64.powi(62) {
             return Err(OpError::shape(format!("Range: {n} elements are too many")));
         }
-        let wide = dt == Dtype::F64 || (stash == 11 && dt != Dtype::F32);
+        let wide = stash == 11; // only f16/bf16 look at it
         p.ptr(req.output_binding(0), Access::Write)
             .u64(n as u64)
             .f64(start)

@@ -320,7 +320,7 @@ fn range(call: &CpuCall, dt: Dtype) -> Result<Vec<CpuWrite>, OpError> {
     match dt {
         Dtype::F32 => out
             .enumerate()
-            .for_each(|(i, o)| o.copy_from_slice(&f32_at(i).to_le_bytes())),
+            .for_each(|(i, o)| o.copy_from_slice(&(f64_at(i) as f32).to_le_bytes())),
         Dtype::F64 => out
             .enumerate()
             .for_each(|(i, o)| o.copy_from_slice(&f64_at(i).to_le_bytes())),

@@ -110,8 +110,9 @@ extern \"C\" __global__ void trilu_b{s}(const {t}* __restrict__ src, {t}* __rest
 }
 
 /// The module `shape_range`: `range_{dt}(dst, n, start, delta, istart, idelta, wide)`. Floats
-/// compute `start + i·delta` in f32 (f64 for f64, and for f16/bf16 when `wide`), without FMA
-/// contraction, as the CPU kernel does.
+/// compute `start + i·delta` in f64 and round (as the ONNX reference does for f32 and f64);
+/// f16/bf16 compute in f32, or in f64 when `wide` (`stash_type`); no FMA contraction, as the
+/// CPU kernel.
 pub fn range_module() -> ModuleSource {
     let mut code = header();
     let mut entries = Vec::new();
@@ -124,7 +125,7 @@ pub fn range_module() -> ModuleSource {
         let f64_at = "__dadd_rn(start, __dmul_rn((double)i, delta))";
         let int_at = "(long long)((unsigned long long)istart + i * (unsigned long long)idelta)";
         let value = match dt {
-            Dtype::F32 => f32_at.to_string(),
+            Dtype::F32 => format!("(float){f64_at}"),
             Dtype::F64 => f64_at.to_string(),
             Dtype::F16 => format!("umd_f2h(wide ? umd_d2f_odd({f64_at}) : {f32_at})"),
             Dtype::Bf16 => format!("umd_f2b(wide ? umd_d2f_odd({f64_at}) : {f32_at})"),

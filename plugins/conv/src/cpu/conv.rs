@@ -1,17 +1,15 @@
 //! CPU Conv and ConvTranspose, per (image, group), over blocks of output (Conv) or input
 //! (ConvTranspose) positions:
-//! - Conv: im2col of the block into a `[Cg·K, block]` scratch (a 1×1, stride-1, unpadded conv
-//!   reads the input directly), then `Y[Mg, block] += W[Mg, Cg·K] · col` with the blocked GEMM;
+//! - Conv: im2col of the block into a `[Cg·K, block]` scratch (for a 1×1 conv too: reading the
+//!   input rows in place, a plane apart, thrashes the cache), then `Y[Mg, block] += W[Mg, Cg·K]
+//!   · col` with the blocked GEMM;
 //! - ConvTranspose: `col[Mg·K, block] = Wᵀ[Mg·K, Cg] · X[Cg, block]`, then col2im adds every
 //!   column into the output positions it reaches.
 //!
 //! Both accumulate in the compute type (f32, or f64 for f64) and add the bias at the end.
 
-use super::gemm::Real;
+use super::gemm::{MR, Real};
 use crate::geom::{Geom, valid_range};
-
-/// Target size of the im2col / col2im scratch block, in bytes.
-const BLOCK_BYTES: usize = 512 * 1024;
 
 /// A run of consecutive positions along the last axis of a 3-D grid, inside a block of the
 /// grid's flattened positions.
@@ -24,7 +22,6 @@ pub struct Run {
     /// Offset of the run in the block.
     pub at: usize,
 }
-
 /// The runs covering flattened positions `start..start + len` of a grid of extents `shape`.
 pub fn runs(shape: [i64; 3], start: usize, len: usize, out: &mut Vec<Run>) {
     out.clear();
@@ -44,10 +41,16 @@ pub fn runs(shape: [i64; 3], start: usize, len: usize, out: &mut Vec<Run>) {
     }
 }
 
-/// Positions per block for rows of `rows` elements of `A`: a multiple of 8 in 64..=4096.
+/// Positions per block: a B panel of the GEMM (256 deep × block) stays within L2.
+const BLOCK: usize = 256;
+/// Largest im2col / col2im scratch, in bytes (deep kernels take narrower blocks).
+const MAX_SCRATCH: usize = 8 << 20;
+
+/// Positions per block for scratch rows of `rows` elements of `A`: [`BLOCK`], narrower (down
+/// to 64) when the scratch would exceed [`MAX_SCRATCH`], at most `total`.
 fn block_len<A>(rows: usize, total: usize) -> usize {
-    let per = BLOCK_BYTES / (rows.max(1) * std::mem::size_of::<A>());
-    (per.clamp(64, 4096) / 8 * 8).min(total).max(1)
+    let fit = MAX_SCRATCH / (rows.max(1) * std::mem::size_of::<A>());
+    BLOCK.min(fit.max(64) / 8 * 8).min(total).max(1)
 }
 
 fn usize_of(v: i64) -> usize {
@@ -67,9 +70,11 @@ pub fn conv<A: Real>(g: &Geom, x: &[A], w: &[A], y: &mut [A]) {
     if ck == 0 {
         return;
     }
-    let direct = ks == 1 && g.s == [1; 3] && g.pb == [0; 3] && g.inp == g.out;
-    let jb = block_len::<A>(if direct { 1024 } else { ck }, out_sz);
-    let mut col = vec![A::ZERO; if direct { 0 } else { ck * jb }];
+    if mg < MR {
+        return A::conv_direct(g, x, w, y);
+    }
+    let jb = block_len::<A>(ck, out_sz);
+    let mut col = vec![A::ZERO; ck * jb];
     let mut rs = Vec::new();
     for n in 0..usize_of(g.n) {
         for grp in 0..usize_of(g.group) {
@@ -79,14 +84,76 @@ pub fn conv<A: Real>(g: &Geom, x: &[A], w: &[A], y: &mut [A]) {
             let mut j0 = 0;
             while j0 < out_sz {
                 let len = jb.min(out_sz - j0);
-                if direct {
-                    A::gemm(mg, len, ck, wg, ck, &xg[j0..], in_sz, &mut yg[j0..], out_sz);
-                } else {
-                    runs(g.out, j0, len, &mut rs);
-                    im2col(g, xg, &rs, len, &mut col[..ck * len]);
-                    A::gemm(mg, len, ck, wg, ck, &col, len, &mut yg[j0..], out_sz);
-                }
+                runs(g.out, j0, len, &mut rs);
+                im2col(g, xg, &rs, len, &mut col[..ck * len]);
+                A::gemm(mg, len, ck, wg, ck, &col, len, &mut yg[j0..], out_sz);
                 j0 += len;
+            }
+        }
+    }
+}
+
+/// Conv without im2col, for groups of fewer than [`MR`] output channels (depthwise convs):
+/// for every output plane, input channel and kernel offset, every output row takes
+/// `w * input row` over its in-bounds span (contiguous when the stride along x is 1).
+#[inline(always)]
+pub fn direct_body<A: Real>(g: &Geom, x: &[A], w: &[A], y: &mut [A]) {
+    let (in_sz, out_sz, ks) = (
+        usize_of(g.in_size()),
+        usize_of(g.out_size()),
+        usize_of(g.k_size()),
+    );
+    let (c, cg, mg) = (usize_of(g.c), usize_of(g.cg), usize_of(g.mg));
+    let (ow, iw) = (usize_of(g.out[2]), g.inp[2]);
+    if out_sz == 0 {
+        return;
+    }
+    for (plane, yp) in y.chunks_exact_mut(out_sz).enumerate() {
+        let (n, m) = (plane / usize_of(g.m), plane % usize_of(g.m));
+        let grp = m / mg;
+        for ci in 0..cg {
+            let xc = &x[(n * c + grp * cg + ci) * in_sz..][..in_sz];
+            let wc = &w[(m * cg + ci) * ks..][..ks];
+            let mut wk = wc.iter();
+            for kz in 0..g.k[0] {
+                for ky in 0..g.k[1] {
+                    for kx in 0..g.k[2] {
+                        let wv = *wk.next().expect("one weight per offset");
+                        let start = -g.pb[2] + kx * g.d[2];
+                        let (lo, hi) = valid_range(start, g.s[2], ow as i64, iw);
+                        let (lo, hi) = (lo as usize, hi as usize);
+                        if lo >= hi {
+                            continue;
+                        }
+                        for oz in 0..g.out[0] {
+                            let iz = oz * g.s[0] - g.pb[0] + kz * g.d[0];
+                            if !(0..g.inp[0]).contains(&iz) {
+                                continue;
+                            }
+                            for oy in 0..g.out[1] {
+                                let iy = oy * g.s[1] - g.pb[1] + ky * g.d[1];
+                                if !(0..g.inp[1]).contains(&iy) {
+                                    continue;
+                                }
+                                let yrow = &mut yp[(oz * g.out[1] + oy) as usize * ow..][lo..hi];
+                                let first = ((iz * g.inp[1] + iy) * iw + start + lo as i64 * g.s[2])
+                                    as usize;
+                                if g.s[2] == 1 {
+                                    for (o, &v) in
+                                        yrow.iter_mut().zip(&xc[first..first + (hi - lo)])
+                                    {
+                                        *o += wv * v;
+                                    }
+                                } else {
+                                    let s = g.s[2] as usize;
+                                    for (t, o) in yrow.iter_mut().enumerate() {
+                                        *o += wv * xc[first + t * s];
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
             }
         }
     }

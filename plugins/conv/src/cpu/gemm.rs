@@ -3,6 +3,7 @@
 //! 256-deep slices of the shared dimension. On wasm32 the f32 path is compiled with SIMD128
 //! (the micro-kernel with explicit `f32x4` intrinsics).
 
+use crate::geom::Geom;
 use std::ops::{Add, AddAssign, Div, Mul, Sub};
 
 /// Arithmetic the float kernels compute in.
@@ -25,6 +26,11 @@ pub trait Real:
     fn abs(self) -> Self;
     fn sqrt(self) -> Self;
     fn powf(self, p: Self) -> Self;
+    /// The direct convolution ([`super::conv::direct_body`]); on wasm32 the f32 one is
+    /// compiled with SIMD128 so its contiguous inner loop vectorizes.
+    fn conv_direct(g: &Geom, x: &[Self], w: &[Self], y: &mut [Self]) {
+        super::conv::direct_body(g, x, w, y)
+    }
     /// `c[r*ldc + j] += Σ_k a[r*lda + k] * b[k*ldb + j]` for `r < rows`, `j < cols`,
     /// `k < depth`.
     #[allow(clippy::too_many_arguments)]
@@ -102,6 +108,11 @@ impl Real for f32 {
         // enables it.
         unsafe { simd::gemm_f32(rows, cols, depth, a, lda, b, ldb, c, ldc) }
     }
+    #[cfg(target_arch = "wasm32")]
+    fn conv_direct(g: &Geom, x: &[f32], w: &[f32], y: &mut [f32]) {
+        // SAFETY: as for `gemm`.
+        unsafe { simd::conv_direct_f32(g, x, w, y) }
+    }
 }
 
 /// Row block and column block of the micro-kernel, and the depth slice.
@@ -128,13 +139,14 @@ fn gemm_body<A: Real>(
     if rows == 0 || cols == 0 {
         return;
     }
+    let full_rows = rows / MR * MR;
+    let full_cols = cols / NR * NR;
     let mut k0 = 0;
     while k0 < depth {
         let kc = KC.min(depth - k0);
-        let mut r = 0;
-        while r + MR <= rows {
-            let mut j = 0;
-            while j + NR <= cols {
+        // column strips outside, row blocks inside: a strip of B (kc × NR) stays in L1
+        for r in (0..full_rows).step_by(MR) {
+            for j in (0..full_cols).step_by(NR) {
                 micro(
                     kc,
                     &a[r * lda + k0..],
@@ -144,23 +156,21 @@ fn gemm_body<A: Real>(
                     &mut c[r * ldc + j..],
                     ldc,
                 );
-                j += NR;
             }
-            if j < cols {
-                for rr in r..r + MR {
-                    axpy_rows(
-                        kc,
-                        &a[rr * lda + k0..],
-                        &b[k0 * ldb + j..],
-                        ldb,
-                        &mut c[rr * ldc + j..],
-                        cols - j,
-                    );
-                }
-            }
-            r += MR;
         }
-        for rr in r..rows {
+        if full_cols < cols {
+            for rr in 0..full_rows {
+                axpy_rows(
+                    kc,
+                    &a[rr * lda + k0..],
+                    &b[k0 * ldb + full_cols..],
+                    ldb,
+                    &mut c[rr * ldc + full_cols..],
+                    cols - full_cols,
+                );
+            }
+        }
+        for rr in full_rows..rows {
             axpy_rows(
                 kc,
                 &a[rr * lda + k0..],
@@ -256,6 +266,12 @@ mod simd {
                 unsafe { micro_f32(kc, a, lda, b, ldb, c, ldc) }
             },
         )
+    }
+
+    /// The direct convolution compiled with SIMD128.
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn conv_direct_f32(g: &Geom, x: &[f32], w: &[f32], y: &mut [f32]) {
+        crate::cpu::conv::direct_body(g, x, w, y)
     }
 
     /// The 4×8 micro-kernel on `f32x4` vectors: 8 accumulators, 2 B vectors, 4 splats.

@@ -2,7 +2,7 @@
 //! block. Inputs are decoded once into the compute type, the op runs on plain slices, and the
 //! outputs are encoded back.
 
-mod conv;
+pub mod conv;
 pub mod gemm;
 mod pool;
 

@@ -70,10 +70,10 @@ fn cases() -> Vec<Case> {
             win: Win::new(&[3]).s(&[2]).d(&[2]).pads(&[1, 2]),
             bias: true,
         },
-        // 2-D, two groups, mixed strides and dilations
+        // 2-D, two groups of 4 output channels (the GEMM path), mixed strides and dilations
         Case {
             xs: vec![2, 4, 7, 9],
-            ws: vec![6, 2, 3, 2],
+            ws: vec![8, 2, 3, 2],
             group: 2,
             win: Win::new(&[3, 2]).s(&[2, 1]).d(&[1, 2]).pads(&[1, 0, 2, 1]),
             bias: false,
@@ -86,7 +86,23 @@ fn cases() -> Vec<Case> {
             win: Win::new(&[3, 3]).s(&[2, 2]).pads(&[1, 1, 1, 1]),
             bias: true,
         },
-        // 3-D
+        // three groups of 2 output channels (the direct path), stride 1 along x, dilated
+        Case {
+            xs: vec![1, 6, 9, 8],
+            ws: vec![6, 2, 3, 3],
+            group: 3,
+            win: Win::new(&[3, 3]).d(&[2, 2]).pads(&[2, 1, 0, 3]),
+            bias: false,
+        },
+        // 3-D, GEMM path
+        Case {
+            xs: vec![1, 2, 4, 5, 6],
+            ws: vec![5, 2, 2, 3, 2],
+            group: 1,
+            win: Win::new(&[2, 3, 2]).s(&[1, 2, 2]).pads(&[0, 1, 1, 1, 0, 0]),
+            bias: true,
+        },
+        // 3-D, direct path
         Case {
             xs: vec![1, 2, 4, 5, 6],
             ws: vec![3, 2, 2, 3, 2],
@@ -391,6 +407,16 @@ fn conv_transpose_matches_the_reference_on_every_dtype() {
             &[1, 1],
             dt,
             4,
+        );
+        // stride and dilation sharing a factor
+        check_convt(
+            &[1, 2, 5, 4],
+            &[2, 2, 3, 3],
+            1,
+            &Win::new(&[3, 3]).s(&[4, 3]).d(&[2, 3]).pads(&[1, 2, 0, 1]),
+            &[0, 0],
+            dt,
+            6,
         );
         // wide enough for several input blocks
         check_convt(

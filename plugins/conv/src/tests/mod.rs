@@ -4,6 +4,7 @@
 #![allow(clippy::too_many_arguments)]
 
 mod conv;
+mod emu;
 mod node_cases;
 mod pool;
 mod reference;
@@ -208,5 +209,47 @@ fn cuda_sources_exist_for_every_op_and_dtype() {
                 assert!(src.code.contains(&format!("void {e}(")), "{e} defined");
             }
         }
+    }
+}
+
+/// Timing of the CPU kernels on typical CNN layers (`cargo test --release -- --ignored bench`).
+#[test]
+#[ignore]
+fn bench_cpu_layers() {
+    let layers: [(&str, &[u64], &[u64]); 5] = [
+        ("conv 7x7/2 3->64 224", &[1, 3, 224, 224], &[64, 3, 7, 7]),
+        ("conv 3x3 64->64 56", &[1, 64, 56, 56], &[64, 64, 3, 3]),
+        ("conv 1x1 256->64 56", &[1, 256, 56, 56], &[64, 256, 1, 1]),
+        ("conv 3x3 256->256 14", &[1, 256, 14, 14], &[256, 256, 3, 3]),
+        ("dw 3x3 128 56", &[1, 128, 56, 56], &[128, 1, 3, 3]),
+    ];
+    for (name, xs, ws) in layers {
+        let group = if ws[1] == 1 { xs[1] as i64 } else { 1 };
+        let k = ws[2] as i64;
+        let stride = if name.contains("/2") { 2 } else { 1 };
+        let a = [
+            ("group", int(group)),
+            ("strides", ints(&[stride, stride])),
+            ("pads", ints(&[k / 2; 4])),
+        ];
+        let r = request("Conv", &[(xs, Dtype::F32), (ws, Dtype::F32)], &a);
+        let inputs = [
+            data(xs.iter().product::<u64>() as usize, 1, Dtype::F32),
+            data(ws.iter().product::<u64>() as usize, 2, Dtype::F32),
+        ];
+        let bytes: Vec<Vec<u8>> = inputs
+            .iter()
+            .map(|v| dtype::encode(Dtype::F32, v).unwrap())
+            .collect();
+        let t = std::time::Instant::now();
+        let (plan, _) = umd_sdk::testing::run::<Conv>(&r, &bytes).unwrap();
+        let dt = t.elapsed().as_secs_f64();
+        let out: u64 = plan.outputs[0].shape.iter().product();
+        let flops = 2.0 * out as f64 * (ws[1] * ws[2] * ws[3]) as f64;
+        eprintln!(
+            "{name}: {:.1} ms, {:.2} GFLOP/s",
+            dt * 1e3,
+            flops / dt / 1e9
+        );
     }
 }

@@ -16,6 +16,29 @@ pub fn cumsum<C: Num>(
     reverse: bool,
 ) -> Vec<C> {
     let mut ys = vec![C::ZERO; xs.len()];
+    if inner == 1 {
+        for (x, y) in xs.chunks_exact(r.max(1)).zip(ys.chunks_exact_mut(r.max(1))) {
+            let mut acc = C::ZERO;
+            let mut step = |x: &C, y: &mut C| {
+                if exclusive {
+                    *y = acc;
+                    acc = acc.add(*x);
+                } else {
+                    acc = acc.add(*x);
+                    *y = acc;
+                }
+            };
+            if reverse {
+                x.iter()
+                    .rev()
+                    .zip(y.iter_mut().rev())
+                    .for_each(|(x, y)| step(x, y));
+            } else {
+                x.iter().zip(y.iter_mut()).for_each(|(x, y)| step(x, y));
+            }
+        }
+        return ys;
+    }
     let mut acc = vec![C::ZERO; inner];
     for o in 0..outer {
         acc.fill(C::ZERO);

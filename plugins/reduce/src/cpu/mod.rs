@@ -1,4 +1,4 @@
-//! CPU kernels: decode the entry point once (`{kernel}_{dtype}[_{rows|cols}]`), read the same
+//! CPU kernels: decode the entry point once (`{kernel}_{dtype}[_{variant}]`), read the same
 //! parameter block as the CUDA kernel, load the input in compute type, run a monomorphic
 //! kernel and store the results.
 
@@ -46,6 +46,7 @@ pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     let (Some(kernel), Some(dt)) = (parts.next(), parts.next().and_then(dtype::from_name)) else {
         return Err(bad_entry(call));
     };
+    let variant = parts.next().unwrap_or("");
     match kernel {
         "cumsum" => by_dtype!(dt, run_cumsum(call)),
         "topk" => by_dtype!(dt, run_topk(call)),
@@ -53,7 +54,7 @@ pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
         "argmin" => by_dtype!(dt, run_arg(call, false)),
         k => {
             let red = Red::from_kernel(k).ok_or_else(|| bad_entry(call))?;
-            by_dtype!(dt, run_reduce(call, red))
+            by_dtype!(dt, run_reduce(call, red, variant))
         }
     }
 }
@@ -63,27 +64,70 @@ fn bytes(n: u64, size: usize) -> u64 {
     n.saturating_mul(size as u64)
 }
 
-fn run_reduce<E: Elem>(call: &CpuCall, red: Red) -> Result<Vec<CpuWrite>, OpError> {
+fn run_reduce<E: Elem>(call: &CpuCall, red: Red, variant: &str) -> Result<Vec<CpuWrite>, OpError> {
     use reduce::*;
+    match red {
+        Red::Sum => reduce_launch::<E, Sum>(call, variant),
+        Red::Mean => reduce_launch::<E, Mean>(call, variant),
+        Red::Max => reduce_launch::<E, Max>(call, variant),
+        Red::Min => reduce_launch::<E, Min>(call, variant),
+        Red::Prod => reduce_launch::<E, Prod>(call, variant),
+        Red::L1 => reduce_launch::<E, L1>(call, variant),
+        Red::L2 => reduce_launch::<E, L2>(call, variant),
+        Red::SumSquare => reduce_launch::<E, SumSquare>(call, variant),
+        Red::LogSum => reduce_launch::<E, LogSum>(call, variant),
+        Red::LogSumExp => reduce_launch::<E, LogSumExp>(call, variant),
+    }
+}
+
+/// One launch of reduction `O`: whole (`rows`, `cols`), or a split's partials (`split1`, into
+/// the workspace as 8-byte bit patterns) or their combination (`split2`).
+fn reduce_launch<E: Elem, O: reduce::ROp<E::C>>(
+    call: &CpuCall,
+    variant: &str,
+) -> Result<Vec<CpuWrite>, OpError> {
     let bufs = Buffers::new(call);
     let mut r = ParamReader::new(&call.params, &call.relocations);
+    let (lo, hi) = (E::LOWEST, E::HIGHEST);
+    if variant == "split2" {
+        let (ws, out) = (r.ptr()?, r.ptr()?);
+        let (n_out, len, s) = (r.u64()?, r.u64()?, r.u64()?);
+        if s == 0 {
+            return Err(OpError::internal("a split reduction of 0 chunks"));
+        }
+        let parts = n_out.saturating_mul(s);
+        let ws = bufs.input(ws, bytes(parts, 8))?;
+        let init = O::init(lo, hi);
+        let vals: Vec<E::C> = ws[..parts as usize * 8]
+            .chunks_exact(s as usize * 8)
+            .map(|c| {
+                let acc = c.chunks_exact(8).fold(init, |a, b| {
+                    O::comb(
+                        a,
+                        E::C::from_bits64(u64::from_le_bytes(b.try_into().expect("8 bytes"))),
+                    )
+                });
+                O::fin(acc, len, <E::C as Num>::ZERO)
+            })
+            .collect();
+        let mut w = bufs.output(out, bytes(n_out, E::SIZE))?;
+        store_all::<E>(&vals, &mut w.data);
+        return Ok(vec![w]);
+    }
     let (x, out) = (r.ptr()?, r.ptr()?);
     let v = View::read(&mut r)?;
     let ext = v.extent();
     let xs = load_all::<E>(bufs.input(x, bytes(ext, E::SIZE))?, ext);
-    let (lo, hi) = (E::LOWEST, E::HIGHEST);
-    let vals = match red {
-        Red::Sum => reduce::reduce::<E::C, Sum>(&xs, &v, lo, hi),
-        Red::Mean => reduce::reduce::<E::C, Mean>(&xs, &v, lo, hi),
-        Red::Max => reduce::reduce::<E::C, Max>(&xs, &v, lo, hi),
-        Red::Min => reduce::reduce::<E::C, Min>(&xs, &v, lo, hi),
-        Red::Prod => reduce::reduce::<E::C, Prod>(&xs, &v, lo, hi),
-        Red::L1 => reduce::reduce::<E::C, L1>(&xs, &v, lo, hi),
-        Red::L2 => reduce::reduce::<E::C, L2>(&xs, &v, lo, hi),
-        Red::SumSquare => reduce::reduce::<E::C, SumSquare>(&xs, &v, lo, hi),
-        Red::LogSum => reduce::reduce::<E::C, LogSum>(&xs, &v, lo, hi),
-        Red::LogSumExp => reduce::reduce::<E::C, LogSumExp>(&xs, &v, lo, hi),
-    };
+    if variant == "split1" {
+        let (s, chunk) = (r.u64()?, r.u64()?);
+        let parts = reduce::partials::<E::C, O>(&xs, &v, s, chunk, lo, hi);
+        let mut w = bufs.output(out, bytes(parts.len() as u64, 8))?;
+        for (o, p) in w.data.chunks_exact_mut(8).zip(parts) {
+            o.copy_from_slice(&p.to_bits64().to_le_bytes());
+        }
+        return Ok(vec![w]);
+    }
+    let vals = reduce::reduce::<E::C, O>(&xs, &v, lo, hi);
     let mut w = bufs.output(out, bytes(v.n_out, E::SIZE))?;
     store_all::<E>(&vals, &mut w.data);
     Ok(vec![w])

@@ -20,6 +20,9 @@ pub trait Num: Copy + PartialOrd + Send + Sync + 'static {
     fn exp(self) -> Self;
     /// `self / n` (Mean): NaN for floats when n = 0, 0 for integers.
     fn div_count(self, n: u64) -> Self;
+    /// The bits of the value, widened to 64 (a partial in a split reduction's workspace).
+    fn to_bits64(self) -> u64;
+    fn from_bits64(b: u64) -> Self;
 
     /// NaN-propagating maximum.
     #[inline(always)]
@@ -90,6 +93,12 @@ macro_rules! float_num {
             fn div_count(self, n: u64) -> Self {
                 self / n as $t
             }
+            fn to_bits64(self) -> u64 {
+                self.to_bits() as u64
+            }
+            fn from_bits64(b: u64) -> Self {
+                <$t>::from_bits(b as _)
+            }
         }
     };
 }
@@ -148,6 +157,12 @@ macro_rules! int_num {
                 } else {
                     (self as i128 / n as i128) as $t
                 }
+            }
+            fn to_bits64(self) -> u64 {
+                self as i64 as u64
+            }
+            fn from_bits64(b: u64) -> Self {
+                b as $t
             }
         }
     };

@@ -198,6 +198,44 @@ pub fn reduce<C: Num, O: ROp<C>>(xs: &[C], v: &View, lo: C, hi: C) -> Vec<C> {
     out
 }
 
+/// The partials of a split reduction: for each output, `s` chunks of `chunk` reduced indices
+/// folded with `O` (not finalized), output-major.
+pub fn partials<C: Num, O: ROp<C>>(xs: &[C], v: &View, s: u64, chunk: u64, lo: C, hi: C) -> Vec<C> {
+    let init = O::init(lo, hi);
+    let mut out = Vec::with_capacity(v.n_out.saturating_mul(s) as usize);
+    let mut ko = Odometer::new(&v.kshape, &v.kstride);
+    for _ in 0..v.n_out {
+        let base = ko.off as usize;
+        for j in 0..s {
+            let r0 = j.saturating_mul(chunk).min(v.r);
+            let r1 = r0.saturating_add(chunk).min(v.r);
+            out.push(fold_range::<C, O>(xs, base, v, r0, r1, init));
+        }
+        ko.step();
+    }
+    out
+}
+
+/// Folds reduced indices `r0..r1` of the output at `base` (no shift: never LogSumExp).
+fn fold_range<C: Num, O: ROp<C>>(xs: &[C], base: usize, v: &View, r0: u64, r1: u64, init: C) -> C {
+    let n = (r1 - r0) as usize;
+    if v.rshape.len() == 1 {
+        let st = v.rstride[0] as usize;
+        let start = base + r0 as usize * st;
+        if st == 1 {
+            return fold_contig::<C, O>(&xs[start..start + n], init, C::ZERO);
+        }
+        return (0..n).fold(init, |a, j| O::comb(a, O::map(xs[start + j * st], C::ZERO)));
+    }
+    let mut ro = Odometer::at(&v.rshape, &v.rstride, r0);
+    let mut acc = init;
+    for _ in 0..n {
+        acc = O::comb(acc, O::map(xs[base + ro.off as usize], C::ZERO));
+        ro.step();
+    }
+    acc
+}
+
 /// Whether `(av, ai)` wins over `(bv, bi)` in ArgMax (`is_max`) or ArgMin: NaN wins (as numpy),
 /// then the larger (smaller) value, then the first index (the last with `last`). An index of
 /// -1 is "nothing yet". The CPU twin of the CUDA `umd_arg_better`.

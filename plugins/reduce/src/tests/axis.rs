@@ -28,7 +28,7 @@ fn cumsum_ref(shape: &[u64], axis: usize, exclusive: bool, reverse: bool, x: &[f
 
 #[test]
 fn cumsum_every_dtype_axis_and_flag() {
-    let shapes: &[&[u64]] = &[&[5], &[2, 3], &[3, 4, 5], &[2, 0, 3], &[1, 70]];
+    let shapes: &[&[u64]] = &[&[5], &[2, 3], &[3, 4, 5], &[2, 0, 3], &[1, 70], &[2, 600]];
     for dt in NUMERIC {
         for shape in shapes {
             for axis in -(shape.len() as i64)..shape.len() as i64 {

@@ -10,7 +10,10 @@ use umd_sdk::Plugin;
 fn requests(op: &str, dt: Dtype) -> Vec<PlanRequestExt> {
     let b = |shape: &[u64]| builder(op, shape, dt);
     match op {
-        "CumSum" => vec![with_ints(b(&[4, 8]), &[1], true).build(target())],
+        "CumSum" => vec![
+            with_ints(b(&[4, 8]), &[1], true).build(target()),
+            with_ints(b(&[2, 1000]), &[1], true).build(target()),
+        ],
         "TopK" => vec![with_ints(b(&[4, 8]), &[3], false).build(target())],
         "ArgMax" | "ArgMin" => vec![
             b(&[4, 1000]).attr("axis", int(1)).build(target()),
@@ -19,6 +22,7 @@ fn requests(op: &str, dt: Dtype) -> Vec<PlanRequestExt> {
         _ => vec![
             with_ints(b(&[4, 1000]), &[1], false).build(target()),
             with_ints(b(&[20000, 4]), &[1], false).build(target()),
+            with_ints(b(&[1, 100000]), &[1], false).build(target()),
         ],
     }
 }
@@ -56,10 +60,15 @@ fn every_op_and_dtype_has_cuda_source() {
     }
     // 9 reduce modules (one per dtype), 6 cumsum, 8 topk
     assert_eq!(modules.len(), 9 + 6 + 8, "{modules:?}");
-    assert!(
-        entries.contains("lse_bf16_rows") && entries.contains("argmin_u8_cols"),
-        "{entries:?}"
-    );
+    for e in [
+        "lse_bf16_rows",
+        "argmin_u8_cols",
+        "cumsum_i64_rows",
+        "cumsum_f16",
+        "l2_f64_split1",
+    ] {
+        assert!(entries.contains(e), "{e} not planned: {entries:?}");
+    }
 }
 
 #[test]
@@ -74,13 +83,7 @@ fn unknown_modules_are_refused() {
         assert!(Reduce::kernel_source(id, &target()).is_err(), "{id}");
     }
     let bool_module = Reduce::kernel_source("reduce_bool", &target()).unwrap();
-    assert_eq!(
-        bool_module.entry_points,
-        vec![
-            "max_bool_rows",
-            "max_bool_cols",
-            "min_bool_rows",
-            "min_bool_cols"
-        ]
-    );
+    let names = ["max", "min"]
+        .map(|k| ["rows", "cols", "split1", "split2"].map(|v| format!("{k}_bool_{v}")));
+    assert_eq!(bool_module.entry_points, names.concat());
 }

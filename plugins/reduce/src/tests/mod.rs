@@ -5,8 +5,10 @@
 mod arg;
 mod axis;
 mod cuda;
+mod emulate;
 mod errors;
 mod reduce;
+mod xcheck;
 
 use umd_sdk::{AttrValueExt, Dtype, OpError, OpPlan, PlanRequestExt, Target, TensorDesc, dtype};
 
@@ -131,5 +133,27 @@ pub fn tol(dt: Dtype) -> f64 {
         Dtype::Bf16 => 1e-2,
         Dtype::F64 => 1e-12,
         _ => 0.0,
+    }
+}
+
+/// The plugin's self-tests pass through the native harness.
+#[test]
+fn self_tests_pass() {
+    use umd_sdk::Plugin;
+    for case in Reduce::self_tests() {
+        let req = PlanRequestExt::from_legacy(&umd_sdk::PlanRequest {
+            op: case.op.clone(),
+            inputs: case.inputs.clone(),
+            attributes: case.attributes.clone(),
+            target: target(),
+        });
+        let (plan, outs) = umd_sdk::testing::run::<Reduce>(&req, &case.input_data).unwrap();
+        for ((o, got), want) in plan.outputs.iter().zip(&outs).zip(&case.expected) {
+            let (g, w) = (
+                dtype::decode_f64(o.dtype, got),
+                dtype::decode_f64(o.dtype, want),
+            );
+            assert_close(&g, &w, case.tolerance, &case.name);
+        }
     }
 }

@@ -52,6 +52,10 @@ const CASES: &[Case] = &[
     case(&[1, 5, 1], Some(&[1]), false),
     case(&[2, 700], Some(&[1]), false),
     case(&[700, 2], Some(&[0]), false),
+    // split across blocks (few outputs, long reductions)
+    case(&[3, 9000], Some(&[1]), true),
+    case(&[100, 100], None, false),
+    case(&[50, 2, 200], Some(&[0, 2]), false),
 ];
 
 /// The mask of reduced dims of a case (numpy semantics of axes / noop).
@@ -366,6 +370,28 @@ fn kernels_are_chosen_by_shape() {
         "many outputs, coalesced columns"
     );
     assert_eq!(entry(&[100000, 4], &[1]), "sum_f32_cols", "short rows");
+    let plan = |op: &str, shape: &[u64], axes: &[i64], t: Target| {
+        let mut req = with_ints(builder(op, shape, Dtype::F32), axes, false).build(target());
+        req.target = t;
+        crate::plan::plan(&req).unwrap()
+    };
+    let cuda = umd_sdk::testing::cuda_target("sm_90");
+    let p = plan("ReduceMean", &[1 << 20], &[0], cuda.clone());
+    let entries: Vec<&str> = p.launches.iter().map(|l| l.entry_point.as_str()).collect();
+    assert_eq!(entries, ["mean_f32_split1", "mean_f32_split2"]);
+    assert_eq!(p.launches[0].grid.x, 512, "one chunk per block");
+    assert_eq!(p.workspace_bytes, 512 * 8);
+    assert_eq!(
+        p.launches[0].relocations[1].binding, 3,
+        "workspace after input, axes, output"
+    );
+    let p = plan("ReduceLogSumExp", &[1 << 20], &[0], cuda.clone());
+    assert_eq!(p.launches.len(), 1, "LogSumExp is not split");
+    let p = plan("ReduceSum", &[1000, 10000], &[1], cuda);
+    assert_eq!(
+        p.launches[0].entry_point, "sum_f32_rows",
+        "enough outputs: no split"
+    );
     let req = builder("ReduceLogSumExp", &[7, 300], Dtype::Bf16)
         .attr("axes", ints(&[1]))
         .build(target());

@@ -5,6 +5,7 @@ mod cast;
 mod consts;
 mod cuda;
 mod layout;
+mod onnx;
 mod window;
 
 use umd_sdk::{

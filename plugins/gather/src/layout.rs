@@ -1,0 +1,287 @@
+//! DepthToSpace, SpaceToDepth (`blocksize`, `mode` DCR/CRD) and Trilu (`upper`, optional `k`
+//! input 1, a plan-time constant): planning and CPU kernels. All move elements.
+//!
+//! The depth/space ops share one mapping ([`block_channel`]): a channel of the deep tensor is
+//! `(bh * b + bw) * C + c` in DCR order and `(c * b + bh) * b + bw` in CRD order, where `C` is
+//! the channel count of the shallow (spatial) tensor.
+
+use umd_sdk::cpu::Buffers;
+use umd_sdk::params::{ParamPacker, ParamReader};
+use umd_sdk::{
+    Access, CpuCall, CpuWrite, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, dtype,
+};
+
+use crate::common::{self, by_size, copy_elem};
+
+/// Parameters of `d2s_s{S}` and `s2d_s{S}`, in the shallow tensor's terms: `c` channels,
+/// `h`×`w` spatial size (of the shallow tensor), block `b`.
+///
+/// CUDA: `(const T* x, T* out, u64 n, u64 c, u64 h, u64 w, u64 b, u32 crd)`.
+pub struct BlockParams {
+    pub n: u64,
+    pub c: u64,
+    pub h: u64,
+    pub w: u64,
+    pub b: u64,
+    pub crd: bool,
+}
+
+/// Parameters of `trilu_s{S}`: keep `x[.., i, j]` where `j - i >= k` (upper) or `<= k` (lower).
+///
+/// CUDA: `(const T* x, T* out, u64 n, u64 rows, u64 cols, i64 k, u32 upper)`.
+pub struct TriluParams {
+    pub n: u64,
+    pub rows: u64,
+    pub cols: u64,
+    pub k: i64,
+    pub upper: bool,
+}
+
+/// The deep channel of shallow channel `c` at block position (`bh`, `bw`).
+#[inline(always)]
+pub fn block_channel(crd: bool, c: u64, cs: u64, b: u64, bh: u64, bw: u64) -> u64 {
+    if crd {
+        (c * b + bh) * b + bw
+    } else {
+        (bh * b + bw) * cs + c
+    }
+}
+
+/// Plans DepthToSpace or SpaceToDepth.
+pub fn plan_block(req: &PlanRequestExt, to_space: bool) -> Result<OpPlan, OpError> {
+    attr::only(&req.attributes, &["blocksize", "mode"])?;
+    let op = req.op.as_str();
+    let x = req.required(0)?;
+    let b = attr::int(&req.attributes, "blocksize")?;
+    if b < 1 {
+        return Err(OpError::InvalidAttribute(format!(
+            "{op}: attribute `blocksize` = {b} must be >= 1"
+        )));
+    }
+    let b = b as u64;
+    let crd = match attr::text_or(&req.attributes, "mode", "DCR")?.as_str() {
+        "DCR" => false,
+        "CRD" => true,
+        m => {
+            return Err(OpError::InvalidAttribute(format!(
+                "{op}: attribute `mode` = \"{m}\" is not DCR or CRD"
+            )));
+        }
+    };
+    let [bn, c, h, w] = x.shape[..] else {
+        return Err(OpError::shape(format!(
+            "{op}: input must be 4-D, got {:?}",
+            x.shape
+        )));
+    };
+    let bb = b * b;
+    let (out_shape, prm) = if to_space {
+        if c % bb != 0 {
+            return Err(OpError::shape(format!(
+                "{op}: channels {c} are not divisible by blocksize² = {bb}"
+            )));
+        }
+        let (hs, ws) = (h.checked_mul(b), w.checked_mul(b));
+        let (Some(hs), Some(ws)) = (hs, ws) else {
+            return Err(OpError::shape(format!("{op}: output size overflows")));
+        };
+        (
+            vec![bn, c / bb, hs, ws],
+            BlockParams {
+                n: 0,
+                c: c / bb,
+                h: hs,
+                w: ws,
+                b,
+                crd,
+            },
+        )
+    } else {
+        if h % b != 0 || w % b != 0 {
+            return Err(OpError::shape(format!(
+                "{op}: spatial size {h}x{w} is not divisible by blocksize {b}"
+            )));
+        }
+        let Some(cd) = c.checked_mul(bb) else {
+            return Err(OpError::shape(format!("{op}: output size overflows")));
+        };
+        (
+            vec![bn, cd, h / b, w / b],
+            BlockParams {
+                n: 0,
+                c,
+                h,
+                w,
+                b,
+                crd,
+            },
+        )
+    };
+    let n = common::out_numel(&out_shape, x.dtype)?;
+    let mut p = ParamPacker::new();
+    p.ptr(0, Access::Read)
+        .ptr(req.output_binding(0), Access::Write)
+        .u64(n)
+        .u64(prm.c)
+        .u64(prm.h)
+        .u64(prm.w)
+        .u64(prm.b)
+        .u32(prm.crd as u32);
+    let size = dtype::size(x.dtype);
+    let entry = if to_space { "d2s" } else { "s2d" };
+    let l = common::make_launch(
+        req,
+        common::move_module(size),
+        common::move_entry(entry, size),
+        n,
+        p,
+    )?;
+    Ok(common::one_output(
+        TensorDesc::new("output", out_shape, x.dtype),
+        vec![l],
+    ))
+}
+
+/// Plans Trilu.
+pub fn plan_trilu(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
+    attr::only(&req.attributes, &["upper"])?;
+    let x = req.required(0)?;
+    let r = x.shape.len();
+    if r < 2 {
+        return Err(OpError::shape(format!(
+            "Trilu: input must have rank >= 2, got {:?}",
+            x.shape
+        )));
+    }
+    let k = match req.ints(1)? {
+        Some(v) if v.len() == 1 => v[0],
+        Some(v) => {
+            return Err(OpError::shape(format!(
+                "Trilu: k must be a scalar, got {} values",
+                v.len()
+            )));
+        }
+        None => 0,
+    };
+    let upper = attr::int_or(&req.attributes, "upper", 1)? != 0;
+    let n = common::out_numel(&x.shape, x.dtype)?;
+    let mut p = ParamPacker::new();
+    p.ptr(0, Access::Read)
+        .ptr(req.output_binding(0), Access::Write)
+        .u64(n)
+        .u64(x.shape[r - 2])
+        .u64(x.shape[r - 1])
+        .i64(k)
+        .u32(upper as u32);
+    let size = dtype::size(x.dtype);
+    let l = common::make_launch(
+        req,
+        common::move_module(size),
+        common::move_entry("trilu", size),
+        n,
+        p,
+    )?;
+    Ok(common::one_output(
+        TensorDesc::new("output", x.shape.clone(), x.dtype),
+        vec![l],
+    ))
+}
+
+/// Runs `d2s_s{S}`, `s2d_s{S}` or `trilu_s{S}` on the CPU.
+pub fn run_cpu(call: &CpuCall, base: &str, size: usize) -> Result<Vec<CpuWrite>, OpError> {
+    let bufs = Buffers::new(call);
+    let mut r = ParamReader::new(&call.params, &call.relocations);
+    let (x, out) = (r.ptr()?, r.ptr()?);
+    match base {
+        "d2s" | "s2d" => {
+            let p = BlockParams {
+                n: r.u64()?,
+                c: r.u64()?,
+                h: r.u64()?,
+                w: r.u64()?,
+                b: r.u64()?,
+                crd: r.u32()? != 0,
+            };
+            let x = bufs.input(x, p.n * size as u64)?;
+            let mut w = bufs.output(out, p.n * size as u64)?;
+            by_size!(size, block_cpu(&p, base == "d2s", x, &mut w.data))?;
+            Ok(vec![w])
+        }
+        "trilu" => {
+            let p = TriluParams {
+                n: r.u64()?,
+                rows: r.u64()?,
+                cols: r.u64()?,
+                k: r.i64()?,
+                upper: r.u32()? != 0,
+            };
+            let x = bufs.input(x, p.n * size as u64)?;
+            let mut w = bufs.output(out, p.n * size as u64)?;
+            by_size!(size, trilu_cpu(&p, x, &mut w.data))?;
+            Ok(vec![w])
+        }
+        _ => Err(common::unknown_entry(&call.module_id, &call.entry_point)),
+    }
+}
+
+/// Walks the shallow tensor `[N, c, h, w]` and copies between it and the deep tensor
+/// `[N, c*b*b, h/b, w/b]` (to the shallow one for DepthToSpace, from it for SpaceToDepth).
+fn block_cpu<const S: usize>(
+    p: &BlockParams,
+    to_space: bool,
+    x: &[u8],
+    out: &mut [u8],
+) -> Result<(), OpError> {
+    if p.n == 0 {
+        return Ok(());
+    }
+    let (c, h, w, b) = (p.c, p.h, p.w, p.b);
+    let (hd, wd, cd) = (h / b, w / b, c * b * b);
+    let batches = p.n / (c * h * w);
+    for nb in 0..batches {
+        for ci in 0..c {
+            for y in 0..h {
+                let (hh, bh) = (y / b, y % b);
+                for xx in 0..w {
+                    let (ww, bw) = (xx / b, xx % b);
+                    let shallow = ((nb * c + ci) * h + y) * w + xx;
+                    let dc = block_channel(p.crd, ci, c, b, bh, bw);
+                    let deep = ((nb * cd + dc) * hd + hh) * wd + ww;
+                    if to_space {
+                        copy_elem::<S>(out, shallow as usize, x, deep as usize);
+                    } else {
+                        copy_elem::<S>(out, deep as usize, x, shallow as usize);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn trilu_cpu<const S: usize>(p: &TriluParams, x: &[u8], out: &mut [u8]) -> Result<(), OpError> {
+    if p.n == 0 {
+        return Ok(());
+    }
+    let cols = p.cols as usize;
+    for (row, (o, i)) in out
+        .chunks_exact_mut(cols * S)
+        .zip(x.chunks_exact(cols * S))
+        .enumerate()
+    {
+        let ri = (row as u64 % p.rows) as i64;
+        // kept columns: j >= ri + k (upper) or j <= ri + k (lower)
+        let edge = ri.saturating_add(p.k);
+        for j in 0..cols {
+            let keep = if p.upper {
+                j as i64 >= edge
+            } else {
+                j as i64 <= edge
+            };
+            if keep {
+                o[j * S..j * S + S].copy_from_slice(&i[j * S..j * S + S]);
+            }
+        }
+    }
+    Ok(())
+}
