@@ -6,7 +6,13 @@ fn main() {
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let build = umd_sdk_build::PluginBuild::new(&manifest)
         .plugin("plugins/elementwise")
-        .plugin("plugins/matmul");
+        .plugin("plugins/matmul")
+        .plugin("plugins/unary")
+        .plugin("plugins/reduce")
+        .plugin("plugins/norm")
+        .plugin("plugins/conv")
+        .plugin("plugins/shape")
+        .plugin("plugins/gather");
     for dir in ["plugins", "sdk/src", "sdk/Cargo.toml", "wit"] {
         println!(
             "cargo:rerun-if-changed={}",

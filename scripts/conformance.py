@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import glob
 import os
 import re
 import socket
@@ -42,6 +41,8 @@ ONNX_TO_UMD = {1: "f32", 2: "u8", 3: "i8", 6: "i32", 7: "i64", 9: "bool", 10: "f
 ONNX_TYPE_NAMES = {v: k for k, v in onnx.TensorProto.DataType.items()}
 STATUS_UNSUPPORTED = 2
 CHUNK = 1 << 20
+#: Seconds any one call may take before the test is failed (a hang is a failure, not a stall).
+TIMEOUT = 60
 
 
 class NotServed(Exception):
@@ -124,7 +125,7 @@ class Remote:
 
     def upload(self, name: str, arr: np.ndarray, elem_type: int):
         dt, data = to_umd_array(arr, elem_type)
-        r = self.stub.CreateBuffer(pb.CreateBufferRequest(bytes=len(data)))
+        r = self.stub.CreateBuffer(pb.CreateBufferRequest(bytes=len(data)), timeout=TIMEOUT)
         if r.status != 0:
             raise Failed(f"CreateBuffer: status {r.status}: {r.msg}")
         self.owned.append(r.handle)
@@ -135,7 +136,7 @@ class Remote:
                 yield pb.WriteChunk(data=data[off:off + CHUNK])
 
         if data:
-            w = self.stub.WriteBuffer(chunks())
+            w = self.stub.WriteBuffer(chunks(), timeout=TIMEOUT)
             if w.status != 0:
                 raise Failed(f"WriteBuffer: status {w.status}: {w.msg}")
         self.values[name] = (r.handle, tensor_desc(name, arr.shape, dt))
@@ -159,7 +160,7 @@ class Remote:
                                   outputs_wanted=[o != "" for o in node.output])
         for a in node.attribute:
             req.typed_attributes[a.name].CopyFrom(attribute(a))
-        r = self.stub.Execute(pb.ExecuteRequest(op=req, inputs=handles, wait=True))
+        r = self.stub.Execute(pb.ExecuteRequest(op=req, inputs=handles, wait=True), timeout=TIMEOUT)
         if r.status == STATUS_UNSUPPORTED:
             raise NotServed(f"{node.op_type}: {r.msg}")
         if r.status != 0:
@@ -175,7 +176,7 @@ class Remote:
 
     def download(self, name: str) -> tuple[np.ndarray, str]:
         h, d = self.values[name]
-        data = b"".join(c.data for c in self.stub.ReadBuffer(pb.ReadRequest(handle=h)))
+        data = b"".join(c.data for c in self.stub.ReadBuffer(pb.ReadRequest(handle=h), timeout=TIMEOUT))
         np_dt = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32,
                  "i64": np.int64, "i8": np.int8, "u8": np.uint8, "bool": np.bool_,
                  "bf16": np.uint16}[d.dtype]
@@ -187,27 +188,26 @@ class Remote:
 
     def free(self):
         for h in self.owned:
-            self.stub.FreeBuffer(pb.BufferRequest(handle=h))
+            self.stub.FreeBuffer(pb.BufferRequest(handle=h), timeout=TIMEOUT)
 
 
-def load_tensor(path: str) -> onnx.TensorProto:
-    t = onnx.TensorProto()
-    with open(path, "rb") as f:
-        t.ParseFromString(f.read())
-    return t
+def as_array(v) -> np.ndarray:
+    """A test value as an array (the generators give arrays or TensorProtos)."""
+    if isinstance(v, onnx.TensorProto):
+        return numpy_helper.to_array(v)
+    return np.asarray(v)
 
 
-def compare(name: str, got: np.ndarray, got_dt: str, want_t: onnx.TensorProto):
-    want = numpy_helper.to_array(want_t)
-    want_dt = ONNX_TO_UMD.get(want_t.data_type)
+def compare(name: str, got: np.ndarray, got_dt: str, want, elem_type: int, rtol: float,
+            atol: float):
+    want = as_array(want)
+    want_dt = ONNX_TO_UMD.get(elem_type)
     if got_dt != want_dt:
         raise Failed(f"output `{name}`: dtype {got_dt}, expected {want_dt}")
     if tuple(got.shape) != tuple(want.shape):
         raise Failed(f"output `{name}`: shape {list(got.shape)}, expected {list(want.shape)}")
-    if want_dt == "bf16":
-        want = want.astype(np.float32)
-    if want.dtype.kind in "fc":
-        ok = np.isclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-3, atol=1e-7,
+    if want_dt in ("bf16", "f16", "f32", "f64"):
+        ok = np.isclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol,
                         equal_nan=True)
     else:
         ok = got == want
@@ -218,33 +218,31 @@ def compare(name: str, got: np.ndarray, got_dt: str, want_t: onnx.TensorProto):
                      f"got {got[idx] if idx else got}, expected {want[idx] if idx else want}")
 
 
+def elem_type(vi: onnx.ValueInfoProto, what: str) -> int:
+    if vi.type.WhichOneof("value") != "tensor_type":
+        raise NotServed(f"{what} `{vi.name}` is a {vi.type.WhichOneof('value')}, not a tensor")
+    return vi.type.tensor_type.elem_type
+
+
 def run_test(stub, case) -> None:
-    model = onnx.load(os.path.join(case.model_dir, "model.onnx"))
+    model = case.model
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     graph = model.graph
     inits = {t.name for t in graph.initializer}
     real_inputs = [i for i in graph.input if i.name not in inits]
-    for ds in sorted(glob.glob(os.path.join(case.model_dir, "test_data_set_*"))):
+    for inputs, outputs in case.data_sets:
         remote = Remote(stub)
         try:
             for t in graph.initializer:
                 remote.upload(t.name, numpy_helper.to_array(t), t.data_type)
-            for i, vi in enumerate(real_inputs):
-                p = os.path.join(ds, f"input_{i}.pb")
-                if not os.path.exists(p):
-                    continue
-                t = load_tensor(p)
-                if vi.type.WhichOneof("value") != "tensor_type":
-                    raise NotServed(f"input `{vi.name}` is a sequence/map/optional, not a tensor")
-                remote.upload(vi.name, numpy_helper.to_array(t), t.data_type)
+            for vi, arr in zip(real_inputs, inputs):
+                remote.upload(vi.name, as_array(arr), elem_type(vi, "input"))
             for node in graph.node:
                 remote.run_node(node, opset)
-            for i, vo in enumerate(graph.output):
-                want = load_tensor(os.path.join(ds, f"output_{i}.pb"))
-                if vo.type.WhichOneof("value") != "tensor_type":
-                    raise NotServed(f"output `{vo.name}` is a sequence/map/optional")
+            for vo, want in zip(graph.output, outputs):
+                et = elem_type(vo, "output")
                 got, got_dt = remote.download(vo.name)
-                compare(vo.name, got, got_dt, want)
+                compare(vo.name, got, got_dt, want, et, case.rtol, case.atol)
         finally:
             remote.free()
 
@@ -270,6 +268,7 @@ def main():
     ap.add_argument("--addr", help="an already running `umd serve` (default: start one)")
     ap.add_argument("--out", default=str(ROOT / "CONFORMANCE.md"))
     ap.add_argument("--filter", default="", help="regex on test names")
+    ap.add_argument("--verbose", action="store_true", help="print each test's name as it starts")
     ap.add_argument("--min-pass-rate", type=float, default=0.0,
                     help="fail when the pass rate over tests of served ops is below this")
     a = ap.parse_args()
@@ -289,8 +288,10 @@ def main():
     cases = [c for c in load_model_tests(kind="node") if re.search(a.filter, c.name)]
     results = collections.defaultdict(list)  # op -> [(test, outcome, reason)]
     started = time.time()
-    for case in cases:
+    for n, case in enumerate(cases):
         op = op_of(case, schemas)
+        if a.verbose:
+            print(f"[{n + 1}/{len(cases)}] {case.name}", flush=True)
         try:
             run_test(stub, case)
             outcome, reason = "pass", ""
@@ -300,6 +301,8 @@ def main():
             outcome, reason = "fail", str(e)
         except grpc.RpcError as e:
             outcome, reason = "fail", f"gRPC {e.code().name}: {e.details()}"
+        except Exception as e:  # noqa: BLE001 - a runner error fails this test, not the run
+            outcome, reason = "fail", f"runner error: {type(e).__name__}: {e}"
         results[op].append((case.name, outcome, reason[:300].replace("\n", " ")))
     elapsed = time.time() - started
     if proc:

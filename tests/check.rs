@@ -9,15 +9,21 @@ use umd_tests::tempdir::TempDir;
 fn check_on_the_cpu_device_passes_and_writes_text_and_json() {
     let host = Host::builder().artifact_cache(None).build().unwrap();
     let out = TempDir::new();
-    let report = check::run(&host, &out.path().join("report"), &CheckOptions::default()).unwrap();
+    // Two seeds and two scales keep this debug-build test short with 130+ ops loaded.
+    let opts = CheckOptions {
+        seeds: 2,
+        scales: vec![1, 7],
+        ..CheckOptions::default()
+    };
+    let report = check::run(&host, &out.path().join("report"), &opts).unwrap();
     assert!(report.passed(), "{}", report.text());
     assert_eq!(
         (report.device.as_str(), report.reference.as_str()),
         ("cpu", "cpu")
     );
-    assert_eq!(report.seeds, 3);
-    assert!(report.cases.iter().all(|c| c.seeds == 3));
-    for k in [1, 7, 33] {
+    assert_eq!(report.seeds, 2);
+    assert!(report.cases.iter().all(|c| c.seeds == 2));
+    for k in [1, 7] {
         assert!(report.cases.iter().any(|c| c.scale == k), "no case at x{k}");
     }
     assert!(report.figures.is_none());
@@ -28,7 +34,7 @@ fn check_on_the_cpu_device_passes_and_writes_text_and_json() {
     for name in [
         "bias broadcast",
         "integer division by zero is 0",
-        "relu in bf16",
+        "leaky relu bf16",
         "2x3 @ 3x2",
     ] {
         assert!(

@@ -273,7 +273,7 @@ fn check_seed(
                 reference.outputs[i]
             ));
         }
-        let tol = compare::tolerance(&result.op, desc.dtype);
+        let tol = compare::tolerance(&device.planner, &result.op, desc.dtype);
         result.tolerance = result.tolerance.max(tol);
         let d = compare::compare(desc.dtype, g, w, tol).map_err(|e| format!("output {i}: {e}"))?;
         result.max_error = result.max_error.max(d.max_error);

@@ -1,30 +1,35 @@
 //! Comparing a device's output with the reference's: the tolerance for an op and dtype (the
 //! element-wise error `|got - want| / (1 + |want|)` is [`crate::data::compare`]).
 //!
-//! The only place `umd check` tells ops apart: ops that sum many products ([`REDUCING_OPS`])
-//! may round differently on every device; the others must agree to the dtype's last bits.
+//! The host never tells ops apart: every dtype has a default that allows for the last bits of
+//! rounding, and a plugin (ABI 1.2) declares a looser tolerance for ops that need one (sums of
+//! many products, transcendental functions).
 
 pub use crate::data::{Difference, compare};
+use crate::plugin::{LoadedPlugin, convert};
 use crate::tensor::Dtype;
 
-/// Ops whose results are sums of many terms, compared with the looser tolerances.
-pub const REDUCING_OPS: [&str; 4] = ["MatMul", "Gemm", "Conv", "ConvTranspose"];
-
-/// Largest allowed `|got - want| / (1 + |want|)` for `op`'s outputs of `dtype` (0: exact).
-pub fn tolerance(op: &str, dtype: Dtype) -> f64 {
-    let reducing = REDUCING_OPS.iter().any(|r| op.eq_ignore_ascii_case(r));
-    match (dtype, reducing) {
-        (Dtype::F32, false) => 1e-5,
-        (Dtype::F16, false) => 2e-3,
-        (Dtype::Bf16, false) => 1e-2,
-        (Dtype::F64, false) => 1e-12,
-        (Dtype::F32, true) => 1e-4,
-        (Dtype::F16, true) => 2e-2,
-        (Dtype::Bf16, true) => 5e-2,
-        (Dtype::F64, true) => 1e-10,
+/// The host's tolerance for a dtype when the plugin declares none (0: exact).
+pub fn default_tolerance(dtype: Dtype) -> f64 {
+    match dtype {
+        Dtype::F32 => 1e-5,
+        Dtype::F16 => 2e-3,
+        Dtype::Bf16 => 1e-2,
+        Dtype::F64 => 1e-12,
         // Integers and booleans: exact.
         _ => 0.0,
     }
+}
+
+/// Largest allowed `|got - want| / (1 + |want|)` for `op`'s outputs of `dtype` planned by
+/// `plugin`: the dtype's default, raised to the plugin's declared tolerance (the larger of its
+/// absolute and relative parts, which bounds `|got - want| <= abs + rel * |want|`).
+pub fn tolerance(plugin: &LoadedPlugin, op: &str, dtype: Dtype) -> f64 {
+    let declared = plugin
+        .tolerance(op, convert::dtype_to_wit(dtype))
+        .map(|t| t.absolute.max(t.relative))
+        .unwrap_or(0.0);
+    default_tolerance(dtype).max(declared)
 }
 
 #[cfg(test)]
@@ -37,12 +42,15 @@ mod tests {
     }
 
     #[test]
-    fn tolerances_by_op_and_dtype() {
-        assert_eq!(tolerance("Add", Dtype::F32), 1e-5);
-        assert_eq!(tolerance("matmul", Dtype::F32), 1e-4);
-        assert_eq!(tolerance("MatMul", Dtype::F16), 2e-2);
-        assert_eq!(tolerance("MatMul", Dtype::Bf16), 5e-2);
-        assert_eq!(tolerance("Div", Dtype::I32), 0.0);
+    fn tolerances_come_from_the_dtype_and_the_plugin() {
+        let host = crate::Host::builder().build().unwrap();
+        let snap = host.registry().snapshot();
+        let matmul = snap.candidates("MatMul", host.device().target())[0].plugin.clone();
+        let add = snap.candidates("Add", host.device().target())[0].plugin.clone();
+        assert_eq!(tolerance(&add, "Add", Dtype::F32), 1e-5, "the dtype default");
+        assert_eq!(tolerance(&add, "Div", Dtype::I32), 0.0);
+        assert!(tolerance(&matmul, "MatMul", Dtype::F32) > 1e-5, "declared by the plugin");
+        assert!(tolerance(&matmul, "matmul", Dtype::Bf16) >= 1e-2);
     }
 
     #[test]

@@ -183,18 +183,23 @@ impl Device for CpuDevice {
             .iter()
             .map(|id| self.buffer(*id))
             .collect::<Result<Vec<_>, _>>()?;
+        // Validate before any side effect: a fence left on the buffers must always be signalled.
+        if stream.0 as usize >= self.streams.lock().len() {
+            return Err(DeviceError::UnknownStream(stream));
+        }
         let fence = Fence::new();
         for b in &buffers {
             *b.last_use.lock() = Some(fence.clone());
         }
-        self.send(
-            stream,
-            Job::Run {
-                cmd,
-                buffers,
-                fence: fence.clone(),
-            },
-        )?;
+        let job = Job::Run {
+            cmd,
+            buffers,
+            fence: fence.clone(),
+        };
+        if let Err(e) = self.send(stream, job) {
+            fence.signal(Err(e.clone()));
+            return Err(e);
+        }
         Ok(fence)
     }
 
@@ -222,13 +227,24 @@ fn worker(rx: mpsc::Receiver<Job>, kernels: Arc<dyn CpuKernels>) {
                 buffers,
                 fence,
             } => {
-                let result = cmd.launches.iter().enumerate().try_for_each(|(i, l)| {
-                    run_launch(&*kernels, &cmd, l, &buffers).map_err(|message| {
-                        DeviceError::Launch {
-                            launch: i,
-                            entry: l.entry_point.clone(),
-                            message,
-                        }
+                // A panic in a launch must not leave the fence unsignalled (waiters would hang) or
+                // kill the stream's worker.
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    cmd.launches.iter().enumerate().try_for_each(|(i, l)| {
+                        run_launch(&*kernels, &cmd, l, &buffers).map_err(|message| {
+                            DeviceError::Launch {
+                                launch: i,
+                                entry: l.entry_point.clone(),
+                                message,
+                            }
+                        })
+                    })
+                }))
+                .unwrap_or_else(|_| {
+                    Err(DeviceError::Launch {
+                        launch: 0,
+                        entry: String::new(),
+                        message: "the CPU launch panicked".into(),
                     })
                 });
                 drop(buffers);
