@@ -8,10 +8,17 @@ use half::{bf16, f16};
 /// Bytes per element.
 pub fn size(dt: Dtype) -> usize {
     match dt {
-        Dtype::F64 | Dtype::I64 => 8,
-        Dtype::F32 | Dtype::I32 => 4,
-        Dtype::F16 | Dtype::Bf16 => 2,
-        Dtype::I8 | Dtype::U8 | Dtype::Boolean => 1,
+        Dtype::F64 | Dtype::I64 | Dtype::U64 => 8,
+        Dtype::F32 | Dtype::I32 | Dtype::U32 => 4,
+        Dtype::F16 | Dtype::Bf16 | Dtype::I16 | Dtype::U16 => 2,
+        Dtype::I8
+        | Dtype::U8
+        | Dtype::Boolean
+        | Dtype::F8e4m3fn
+        | Dtype::F8e4m3fnuz
+        | Dtype::F8e5m2
+        | Dtype::F8e5m2fnuz
+        | Dtype::F8e8m0 => 1,
     }
 }
 
@@ -27,24 +34,138 @@ pub fn name(dt: Dtype) -> &'static str {
         Dtype::I8 => "i8",
         Dtype::U8 => "u8",
         Dtype::Boolean => "bool",
+        Dtype::I16 => "i16",
+        Dtype::U16 => "u16",
+        Dtype::U32 => "u32",
+        Dtype::U64 => "u64",
+        Dtype::F8e4m3fn => "f8e4m3fn",
+        Dtype::F8e4m3fnuz => "f8e4m3fnuz",
+        Dtype::F8e5m2 => "f8e5m2",
+        Dtype::F8e5m2fnuz => "f8e5m2fnuz",
+        Dtype::F8e8m0 => "f8e8m0",
     }
+}
+
+/// Every dtype, in `dtype-ext` order.
+pub const ALL: [Dtype; 18] = [
+    Dtype::F32,
+    Dtype::F16,
+    Dtype::Bf16,
+    Dtype::F64,
+    Dtype::I32,
+    Dtype::I64,
+    Dtype::I8,
+    Dtype::U8,
+    Dtype::Boolean,
+    Dtype::I16,
+    Dtype::U16,
+    Dtype::U32,
+    Dtype::U64,
+    Dtype::F8e4m3fn,
+    Dtype::F8e4m3fnuz,
+    Dtype::F8e5m2,
+    Dtype::F8e5m2fnuz,
+    Dtype::F8e8m0,
+];
+
+/// Whether `dt` is one of the 8-bit float types.
+pub fn is_f8(dt: Dtype) -> bool {
+    matches!(
+        dt,
+        Dtype::F8e4m3fn | Dtype::F8e4m3fnuz | Dtype::F8e5m2 | Dtype::F8e5m2fnuz | Dtype::F8e8m0
+    )
+}
+
+/// (exponent bits, bias, "fnuz": no negative zero / inf, NaN is 0x80) of an 8-bit float.
+fn f8_format(dt: Dtype) -> (u32, i32, bool) {
+    match dt {
+        Dtype::F8e4m3fn => (4, 7, false),
+        Dtype::F8e4m3fnuz => (4, 8, true),
+        Dtype::F8e5m2 => (5, 15, false),
+        _ => (5, 16, true),
+    }
+}
+
+/// Decodes an 8-bit float of type `dt` (ONNX FLOAT8E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0).
+pub fn f8_to_f32(bits: u8, dt: Dtype) -> f32 {
+    if dt == Dtype::F8e8m0 {
+        return if bits == 0xff {
+            f32::NAN
+        } else {
+            2f32.powi(bits as i32 - 127)
+        };
+    }
+    let (e_bits, bias, fnuz) = f8_format(dt);
+    let m_bits = 7 - e_bits;
+    if fnuz && bits == 0x80 {
+        return f32::NAN;
+    }
+    let sign = if bits & 0x80 != 0 { -1.0f32 } else { 1.0 };
+    let e = ((bits >> m_bits) & ((1 << e_bits) - 1)) as i32;
+    let f = (bits & ((1 << m_bits) - 1)) as f32;
+    let e_max = (1 << e_bits) - 1;
+    if !fnuz {
+        if e_bits == 4 && e == e_max && f as u32 == (1 << m_bits) - 1 {
+            return f32::NAN;
+        }
+        if e_bits == 5 && e == e_max {
+            return if f == 0.0 { sign * f32::INFINITY } else { f32::NAN };
+        }
+    }
+    let scale = (1u32 << m_bits) as f32;
+    if e == 0 {
+        sign * f / scale * 2f32.powi(1 - bias)
+    } else {
+        sign * (1.0 + f / scale) * 2f32.powi(e - bias)
+    }
+}
+
+/// Encodes `v` as an 8-bit float of type `dt`, rounding to nearest even; out-of-range values
+/// saturate to the largest finite value when `saturate` (ONNX's default), else become inf (E5M2)
+/// or NaN. An exact reference (it searches the 256 codes), not a fast path.
+pub fn f32_to_f8(v: f32, dt: Dtype, saturate: bool) -> u8 {
+    let fnuz = matches!(dt, Dtype::F8e4m3fnuz | Dtype::F8e5m2fnuz);
+    let nan = if dt == Dtype::F8e8m0 {
+        0xff
+    } else if fnuz {
+        0x80
+    } else {
+        0x7f
+    };
+    if v.is_nan() {
+        return nan;
+    }
+    let mut best: Option<(u8, f32)> = None;
+    let mut max_finite = 0f32;
+    for code in 0u8..=255 {
+        let x = f8_to_f32(code, dt);
+        if !x.is_finite() || (fnuz && code == 0x80) {
+            continue;
+        }
+        max_finite = max_finite.max(x);
+        let d = (x - v).abs();
+        best = match best {
+            Some((c, bd)) if bd < d || (bd == d && (c & 1) == 0 && (code & 1) == 1) => Some((c, bd)),
+            Some((c, bd)) if bd == d && (c & 1) == 0 => Some((c, bd)),
+            _ => Some((code, d)),
+        };
+    }
+    let (code, _) = best.expect("some finite code");
+    if v.abs() > max_finite && !saturate {
+        if dt == Dtype::F8e5m2 {
+            return if v > 0.0 { 0x7c } else { 0xfc };
+        }
+        return nan;
+    }
+    if v == 0.0 && v.is_sign_negative() && !fnuz && dt != Dtype::F8e8m0 {
+        return 0x80;
+    }
+    code
 }
 
 /// The dtype named by [`name`].
 pub fn from_name(s: &str) -> Option<Dtype> {
-    [
-        Dtype::F32,
-        Dtype::F16,
-        Dtype::Bf16,
-        Dtype::F64,
-        Dtype::I32,
-        Dtype::I64,
-        Dtype::I8,
-        Dtype::U8,
-        Dtype::Boolean,
-    ]
-    .into_iter()
-    .find(|d| name(*d) == s)
+    ALL.into_iter().find(|d| name(*d) == s)
 }
 
 /// CUDA C helpers every template includes: f16/bf16 stored as `unsigned short` and converted
@@ -97,6 +218,15 @@ pub fn cuda_type(dt: Dtype) -> Option<CudaType> {
         Dtype::I64 => t("long long", "long long", "(X)", "(X)"),
         Dtype::I8 => t("signed char", "int", "((int)(X))", "((signed char)(X))"),
         Dtype::U8 => t("unsigned char", "int", "((int)(X))", "((unsigned char)(X))"),
+        Dtype::I16 => t("short", "int", "((int)(X))", "((short)(X))"),
+        Dtype::U16 => t("unsigned short", "unsigned int", "((unsigned int)(X))", "((unsigned short)(X))"),
+        Dtype::U32 => t("unsigned int", "unsigned int", "(X)", "(X)"),
+        Dtype::U64 => t("unsigned long long", "unsigned long long", "(X)", "(X)"),
+        Dtype::F8e4m3fn
+        | Dtype::F8e4m3fnuz
+        | Dtype::F8e5m2
+        | Dtype::F8e5m2fnuz
+        | Dtype::F8e8m0 => return None,
         Dtype::Boolean => t(
             "unsigned char",
             "int",
@@ -148,6 +278,10 @@ plain_element!(i32, Dtype::I32);
 plain_element!(i64, Dtype::I64);
 plain_element!(i8, Dtype::I8);
 plain_element!(u8, Dtype::U8);
+plain_element!(i16, Dtype::I16);
+plain_element!(u16, Dtype::U16);
+plain_element!(u32, Dtype::U32);
+plain_element!(u64, Dtype::U64);
 
 macro_rules! half_element {
     ($t:ty, $dt:expr) => {
@@ -193,6 +327,11 @@ pub fn encode(dt: Dtype, values: &[f64]) -> Option<Vec<u8>> {
             Dtype::I8 => out.push(v as i8 as u8),
             Dtype::U8 => out.push(v as u8),
             Dtype::Boolean => out.push((v != 0.0) as u8),
+            Dtype::I16 => out.extend_from_slice(&(v as i16).to_le_bytes()),
+            Dtype::U16 => out.extend_from_slice(&(v as u16).to_le_bytes()),
+            Dtype::U32 => out.extend_from_slice(&(v as u32).to_le_bytes()),
+            Dtype::U64 => out.extend_from_slice(&(v as u64).to_le_bytes()),
+            f8 => out.push(f32_to_f8(v as f32, f8, true)),
         }
     }
     Some(out)
@@ -214,6 +353,11 @@ pub fn decode_f64(dt: Dtype, bytes: &[u8]) -> Vec<f64> {
             Dtype::I8 => i8::load(b) as f64,
             Dtype::U8 => b[0] as f64,
             Dtype::Boolean => (b[0] != 0) as u8 as f64,
+            Dtype::I16 => i16::load(b) as f64,
+            Dtype::U16 => u16::load(b) as f64,
+            Dtype::U32 => u32::load(b) as f64,
+            Dtype::U64 => u64::load(b) as f64,
+            f8 => f8_to_f32(b[0], f8) as f64,
         })
         .collect()
 }
@@ -227,6 +371,10 @@ pub fn decode_ints(dt: Dtype, bytes: &[u8]) -> Option<Vec<i64>> {
         Dtype::I64 => it.map(i64::load).collect(),
         Dtype::I8 => it.map(|b| i8::load(b) as i64).collect(),
         Dtype::U8 | Dtype::Boolean => it.map(|b| b[0] as i64).collect(),
+        Dtype::I16 => it.map(|b| i16::load(b) as i64).collect(),
+        Dtype::U16 => it.map(|b| u16::load(b) as i64).collect(),
+        Dtype::U32 => it.map(|b| u32::load(b) as i64).collect(),
+        Dtype::U64 => it.map(|b| u64::load(b) as i64).collect(),
         _ => return None,
     })
 }
@@ -259,6 +407,9 @@ mod tests {
         assert_eq!(from_name(name(Dtype::Bf16)), Some(Dtype::Bf16));
         assert_eq!(from_name("float32"), None);
         assert_eq!(cuda_type(Dtype::I64).unwrap().storage, "long long");
+        for d in ALL {
+            assert_eq!(from_name(name(d)), Some(d));
+        }
     }
 
     #[test]
@@ -273,6 +424,28 @@ mod tests {
             1.0
         );
         assert!(f16_bits_to_f32(f32_to_f16_bits(1e6)).is_infinite());
+    }
+
+    #[test]
+    fn f8_codes_decode_and_encode_as_onnx_says() {
+        assert_eq!(f8_to_f32(0x38, Dtype::F8e4m3fn), 1.0);
+        assert_eq!(f8_to_f32(0x7e, Dtype::F8e4m3fn), 448.0);
+        assert!(f8_to_f32(0x7f, Dtype::F8e4m3fn).is_nan());
+        assert_eq!(f8_to_f32(0x7b, Dtype::F8e5m2), 57344.0);
+        assert!(f8_to_f32(0x7c, Dtype::F8e5m2).is_infinite());
+        assert!(f8_to_f32(0x80, Dtype::F8e4m3fnuz).is_nan());
+        assert_eq!(f32_to_f8(1000.0, Dtype::F8e4m3fn, true), 0x7e, "saturates to 448");
+        assert_eq!(f32_to_f8(1e6, Dtype::F8e5m2, false), 0x7c, "inf without saturation");
+        assert_eq!(f8_to_f32(127, Dtype::F8e8m0), 1.0);
+        assert_eq!(f32_to_f8(2.0, Dtype::F8e8m0, true), 128);
+        for dt in [Dtype::F8e4m3fn, Dtype::F8e4m3fnuz, Dtype::F8e5m2, Dtype::F8e5m2fnuz] {
+            for code in 0u8..=255 {
+                let x = f8_to_f32(code, dt);
+                if x.is_finite() && !(x == 0.0 && code != 0) {
+                    assert_eq!(f32_to_f8(x, dt, true), code, "{dt:?} {code:#x}");
+                }
+            }
+        }
     }
 
     #[test]

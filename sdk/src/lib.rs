@@ -13,6 +13,7 @@ pub mod attr;
 pub mod cpu;
 pub mod dtype;
 pub mod launch;
+pub mod legacy;
 pub mod params;
 pub mod request;
 pub mod shape;
@@ -33,11 +34,15 @@ pub use bindings::exports::umd::plugin::operator::Guest;
 pub use bindings::exports::umd::plugin::planner::Guest as PlannerGuest;
 pub use bindings::exports::umd::plugin::self_test::Guest as SelfTestGuest;
 pub use bindings::umd::plugin::host::LogLevel;
+// The 1.2 forms are the SDK's primary names (`Dtype` has every 1.2 element type); the 1.0/1.1
+// forms the legacy exports still use are `Legacy*` (see [`legacy`] for the conversions).
 pub use bindings::umd::plugin::types::{
     Access, AttrValue, AttrValueExt, Attribute, AttributeExt, CpuBuffer, CpuCall, CpuWrite, Dim3,
-    Dtype, InputSlot, Launch, ModuleSource, OpError, OpInfo, OpPlan, OpSignature,
-    OpTolerance as Tolerance, PlanRequest, PlanRequestExt, PluginInfo, Relocation, SourceLanguage,
-    Target, TargetLimits, TensorDesc, TensorValue, TestCase, TuningHint,
+    Dtype as LegacyDtype, DtypeExt as Dtype, InputSlot, Launch, ModuleSource, OpError, OpInfo,
+    OpPlan as LegacyOpPlan, OpPlanExt as OpPlan, OpSignature, OpTolerance as Tolerance,
+    PlanRequest, PlanRequestExt, PluginInfo, Relocation, SourceLanguage, Target, TargetLimits,
+    TensorDesc as LegacyTensorDesc, TensorDescExt as TensorDesc, TensorValue, TestCase,
+    TuningHint,
 };
 pub use half;
 
@@ -195,9 +200,12 @@ macro_rules! export_plugin {
                     $crate::install_panic_hook();
                     <$plugin as $crate::Plugin>::describe()
                 }
-                fn plan(request: $crate::PlanRequest) -> Result<$crate::OpPlan, $crate::OpError> {
+                fn plan(
+                    request: $crate::PlanRequest,
+                ) -> Result<$crate::LegacyOpPlan, $crate::OpError> {
                     $crate::install_panic_hook();
                     <$plugin as $crate::Plugin>::plan(&request)
+                        .and_then(|p| $crate::legacy::plan_to_legacy(p))
                 }
                 fn kernel_source(
                     module_id: String,
@@ -256,7 +264,10 @@ pub fn test_case(
         name: name.into(),
         op: op.into(),
         input_data: inputs.iter().map(|(d, v)| enc(d.dtype, v)).collect(),
-        inputs: inputs.into_iter().map(|(d, _)| d).collect(),
+        inputs: inputs
+            .into_iter()
+            .map(|(d, _)| legacy::desc_to_legacy(&d).expect("self-test inputs use 1.1 dtypes"))
+            .collect(),
         attributes: Vec::new(),
         expected: expected.iter().map(|(dt, v)| enc(*dt, v)).collect(),
         tolerance,

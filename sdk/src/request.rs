@@ -141,7 +141,9 @@ impl PlanRequestExt {
         let mut inputs = Vec::with_capacity(self.inputs.len());
         for slot in &self.inputs {
             match slot {
-                Some(InputSlot { desc, value: None }) => inputs.push(desc.clone()),
+                Some(InputSlot { desc, value: None }) => {
+                    inputs.push(crate::legacy::desc_to_legacy(desc)?)
+                }
                 _ => return None,
             }
         }
@@ -183,7 +185,7 @@ impl PlanRequestExt {
                 .iter()
                 .map(|d| {
                     Some(InputSlot {
-                        desc: d.clone(),
+                        desc: crate::legacy::desc_from_legacy(d),
                         value: None,
                     })
                 })
