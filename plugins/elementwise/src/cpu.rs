@@ -35,7 +35,7 @@ macro_rules! element_val {
         }
     )*};
 }
-element_val!(f32, f64, f16, bf16, i32, i64, i8, u8);
+element_val!(f32, f64, f16, bf16, i32, i64, i8, u8, i16, u16, u32, u64);
 
 /// A bool element (any nonzero byte is true; true is stored as 1).
 #[derive(Clone, Copy)]
@@ -129,6 +129,22 @@ macro_rules! numeric {
                 type $T = u8;
                 $body
             }
+            Dtype::I16 => {
+                type $T = i16;
+                $body
+            }
+            Dtype::U16 => {
+                type $T = u16;
+                $body
+            }
+            Dtype::U32 => {
+                type $T = u32;
+                $body
+            }
+            Dtype::U64 => {
+                type $T = u64;
+                $body
+            }
             other => return Err(no_kernel(other)),
         }
     };
@@ -152,6 +168,22 @@ macro_rules! ints {
             }
             Dtype::U8 => {
                 type $T = u8;
+                $body
+            }
+            Dtype::I16 => {
+                type $T = i16;
+                $body
+            }
+            Dtype::U16 => {
+                type $T = u16;
+                $body
+            }
+            Dtype::U32 => {
+                type $T = u32;
+                $body
+            }
+            Dtype::U64 => {
+                type $T = u64;
                 $body
             }
             other => return Err(no_kernel(other)),

@@ -42,6 +42,28 @@ __device__ __forceinline__ bool umd_integral(double e) {
 }
 "#;
 
+/// Whether `dt` is an unsigned integer (bool included: it is never negative).
+fn is_unsigned(dt: Dtype) -> bool {
+    matches!(
+        dt,
+        Dtype::U8 | Dtype::U16 | Dtype::U32 | Dtype::U64 | Dtype::Boolean
+    )
+}
+
+/// Storage of `dt` moved as bytes (Where): its CUDA type, or an unsigned integer of its size
+/// for the 8-bit floats, which have no CUDA compute type.
+fn raw_storage(dt: Dtype) -> &'static str {
+    match dtype::cuda_type(dt) {
+        Some(t) => t.storage,
+        None => match dtype::size(dt) {
+            1 => "unsigned char",
+            2 => "unsigned short",
+            4 => "unsigned int",
+            _ => "unsigned long long",
+        },
+    }
+}
+
 /// Whether `dt` computes in a float type.
 fn is_float(dt: Dtype) -> bool {
     matches!(dt, Dtype::F32 | Dtype::F16 | Dtype::Bf16 | Dtype::F64)
@@ -60,12 +82,12 @@ fn expr(kernel: &str, dt: Dtype, ydt: Option<Dtype>) -> String {
         ("sub", false) => "(UMD_C)((UMD_U)x - (UMD_U)y)",
         ("mul", false) => "(UMD_C)((UMD_U)x * (UMD_U)y)",
         ("div", false) => {
-            "(y == 0 ? (UMD_C)0 : (y == -1 ? (UMD_C)((UMD_U)0 - (UMD_U)x) : (UMD_C)(x / y)))"
+            "(y == 0 ? (UMD_C)0 : (UMD_M1(y) ? (UMD_C)((UMD_U)0 - (UMD_U)x) : (UMD_C)(x / y)))"
         }
         ("mod", true) => "umd_pymod(x, y)",
         ("fmod", true) => "umd_fmod(x, y)",
         ("mod", false) => "umd_imod(x, y)",
-        ("fmod", false) => "((y == 0 || y == -1) ? (UMD_C)0 : (UMD_C)(x % y))",
+        ("fmod", false) => "((y == 0 || UMD_M1(y)) ? (UMD_C)0 : (UMD_C)(x % y))",
         ("max", true) => "((x != x || x >= y) ? x : y)",
         ("min", true) => "((x != x || x <= y) ? x : y)",
         ("max", false) => "((x >= y) ? x : y)",
@@ -77,9 +99,9 @@ fn expr(kernel: &str, dt: Dtype, ydt: Option<Dtype>) -> String {
         ("band", _) => "(x & y)",
         ("bor", _) => "(x | y)",
         ("bxor", _) => "(x ^ y)",
-        ("shl", _) => "((y < 0 || y >= UMD_BITS) ? (UMD_C)0 : (UMD_C)((UMD_U)x << y))",
+        ("shl", _) => "((UMD_NEG(y) || y >= UMD_BITS) ? (UMD_C)0 : (UMD_C)((UMD_U)x << y))",
         ("shr", _) => {
-            "((y < 0 || y >= UMD_BITS) ? (x < 0 ? (UMD_C)-1 : (UMD_C)0) : (UMD_C)(x >> y))"
+            "((UMD_NEG(y) || y >= UMD_BITS) ? (UMD_NEG(x) ? (UMD_C)-1 : (UMD_C)0) : (UMD_C)(x >> y))"
         }
         ("eq", _) => "(x == y)",
         ("lt", _) => "(x < y)",
@@ -113,8 +135,8 @@ fn pow_expr(dt: Dtype, ydt: Dtype) -> String {
 fn io(kernel: &Kernel, dt: Dtype, ydt: Option<Dtype>) -> (Vec<CudaType>, CudaType) {
     let ct = |d: Dtype| dtype::cuda_type(d).expect("every dtype has a CUDA type");
     let moved = |d: Dtype| CudaType {
-        storage: ct(d).storage,
-        compute: ct(d).storage,
+        storage: raw_storage(d),
+        compute: raw_storage(d),
         load: "(X)",
         store: "(X)",
     };
@@ -233,9 +255,7 @@ fn kernel_text(kernel: &Kernel, dt: Dtype, ydt: Option<Dtype>, mode: Mode) -> St
 
 /// The `UMD_C`/`UMD_U`/`UMD_BITS` defines and integer helpers of a module of dtype `dt`.
 fn dtype_defines(dt: Dtype) -> String {
-    let c = dtype::cuda_type(dt)
-        .expect("every dtype has a CUDA type")
-        .compute;
+    let c = dtype::cuda_type(dt).map_or(raw_storage(dt), |t| t.compute);
     let u = match c {
         "long long" => "unsigned long long",
         "int" => "unsigned int",
@@ -245,12 +265,18 @@ fn dtype_defines(dt: Dtype) -> String {
         "#define UMD_C {c}\n#define UMD_U {u}\n#define UMD_BITS {}\n",
         8 * dtype::size(dt)
     );
+    // Sign tests that vanish for unsigned types (no "pointless comparison" warnings).
+    if is_unsigned(dt) || dtype::is_f8(dt) {
+        s.push_str("#define UMD_NEG(v) false\n#define UMD_M1(v) false\n");
+    } else {
+        s.push_str("#define UMD_NEG(v) ((v) < 0)\n#define UMD_M1(v) ((v) == (UMD_C)-1)\n");
+    }
     if !is_float(dt) {
         s.push_str(
             "__device__ __forceinline__ UMD_C umd_imod(UMD_C x, UMD_C y) {\n\
-             \x20   if (y == 0 || y == -1) return 0;\n\
+             \x20   if (y == 0 || UMD_M1(y)) return 0;\n\
              \x20   UMD_C r = x % y;\n\
-             \x20   if (r != 0 && ((r < 0) != (y < 0))) r += y;\n\
+             \x20   if (r != 0 && (UMD_NEG(r) != UMD_NEG(y))) r += y;\n\
              \x20   return r;\n}\n",
         );
     }

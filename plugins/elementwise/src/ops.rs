@@ -16,7 +16,7 @@ pub const ARITH: &[Dtype] = &[
     Dtype::I32,
     Dtype::I64,
 ];
-/// Every numeric dtype (arithmetic plus i8/u8).
+/// Every numeric dtype (arithmetic plus the 8/16-bit and unsigned integers).
 pub const NUMERIC: &[Dtype] = &[
     Dtype::F32,
     Dtype::F16,
@@ -26,9 +26,13 @@ pub const NUMERIC: &[Dtype] = &[
     Dtype::I64,
     Dtype::I8,
     Dtype::U8,
+    Dtype::I16,
+    Dtype::U16,
+    Dtype::U32,
+    Dtype::U64,
 ];
-/// Every dtype.
-pub const ALL: &[Dtype] = &[
+/// Every numeric dtype and bool (Equal).
+pub const NUMERIC_BOOL: &[Dtype] = &[
     Dtype::F32,
     Dtype::F16,
     Dtype::Bf16,
@@ -38,9 +42,24 @@ pub const ALL: &[Dtype] = &[
     Dtype::I8,
     Dtype::U8,
     Dtype::Boolean,
+    Dtype::I16,
+    Dtype::U16,
+    Dtype::U32,
+    Dtype::U64,
 ];
+/// Every dtype, the 8-bit floats included (Where moves bytes).
+pub const ALL: &[Dtype] = &dtype::ALL;
 /// Integer dtypes (bitwise ops and shifts).
-pub const INTS: &[Dtype] = &[Dtype::I32, Dtype::I64, Dtype::I8, Dtype::U8];
+pub const INTS: &[Dtype] = &[
+    Dtype::I32,
+    Dtype::I64,
+    Dtype::I8,
+    Dtype::U8,
+    Dtype::I16,
+    Dtype::U16,
+    Dtype::U32,
+    Dtype::U64,
+];
 /// Boolean only (logic ops).
 pub const BOOL: &[Dtype] = &[Dtype::Boolean];
 
@@ -127,7 +146,7 @@ pub const KERNELS: &[Kernel] = &[
     k("bxor", Group::Bits, 2, INTS),
     k("shl", Group::Bits, 2, INTS),
     k("shr", Group::Bits, 2, INTS),
-    k("eq", Group::Cmp, 2, ALL),
+    k("eq", Group::Cmp, 2, NUMERIC_BOOL),
     k("lt", Group::Cmp, 2, NUMERIC),
     k("gt", Group::Cmp, 2, NUMERIC),
     k("le", Group::Cmp, 2, NUMERIC),
@@ -292,7 +311,12 @@ pub const ONNX_OPS: &[OnnxOp] = &[
     op("Min", var("min", false), NUMERIC, &["consumed_inputs"]),
     op("Sum", var("add", false), ARITH, &["consumed_inputs"]),
     op("Mean", var("add", true), ARITH, &["consumed_inputs"]),
-    op("Equal", Form::Binary("eq"), ALL, &["broadcast", "axis"]),
+    op(
+        "Equal",
+        Form::Binary("eq"),
+        NUMERIC_BOOL,
+        &["broadcast", "axis"],
+    ),
     op("Less", Form::Binary("lt"), NUMERIC, &["broadcast", "axis"]),
     op(
         "Greater",

@@ -1,4 +1,4 @@
-//! Per-element semantics on compute types (f32 for f32/f16/bf16, f64, i32, i64, i8, u8), the
+//! Per-element semantics on compute types (f32 for f32/f16/bf16, f64, and every integer), the
 //! CPU twin of the CUDA expressions in [`crate::cuda`]: integers wrap, integer division and
 //! modulo by 0 give 0, Mod is numpy's (sign of the divisor) and Fmod C's, Max/Min propagate NaN,
 //! shifts out of range give 0 (or -1 for a negative value shifted right), Pow on integers
@@ -125,7 +125,7 @@ macro_rules! int_arith {
             }
             #[inline(always)]
             fn divn(self, n: u64) -> $t {
-                (self as i64 / n.max(1) as i64) as $t
+                (self as i128 / std::cmp::max(n, 1) as i128) as $t
             }
         }
     };
@@ -134,6 +134,10 @@ int_arith!(i32);
 int_arith!(i64);
 int_arith!(i8);
 int_arith!(u8);
+int_arith!(i16);
+int_arith!(u16);
+int_arith!(u32);
+int_arith!(u64);
 
 /// Bitwise ops and shifts on integers (`BITS`: width of the stored dtype).
 pub trait Bits: Copy {
@@ -188,6 +192,10 @@ int_bits!(i32, u32);
 int_bits!(i64, u64);
 int_bits!(i8, u8);
 int_bits!(u8, u8);
+int_bits!(i16, u16);
+int_bits!(u16, u16);
+int_bits!(u32, u32);
+int_bits!(u64, u64);
 
 /// An exponent of Pow (the compute type of any numeric dtype).
 pub trait Exponent: Copy {
@@ -221,6 +229,10 @@ exponent!(i32, true, false);
 exponent!(i64, true, false);
 exponent!(i8, true, false);
 exponent!(u8, true, false);
+exponent!(i16, true, false);
+exponent!(u16, true, false);
+exponent!(u32, true, false);
+exponent!(u64, true, false);
 
 /// A base of Pow.
 pub trait PowBase: Copy {

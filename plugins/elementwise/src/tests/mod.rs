@@ -66,7 +66,7 @@ impl Rng {
 /// What values an input takes.
 #[derive(Clone, Copy, PartialEq)]
 pub enum Kind {
-    /// Small values, some negative (u8: non-negative), floats in quarters.
+    /// Small values, some negative (unsigned: non-negative), floats in quarters.
     Any,
     /// As `Any` but never 0 (divisors).
     NonZero,
@@ -81,10 +81,12 @@ pub fn values(dt: Dtype, n: u64, rng: &mut Rng, kind: Kind) -> Vec<f64> {
         .map(|_| {
             let v = match (kind, dt) {
                 (Kind::Exp, _) => rng.range(0, 3) as f64,
-                (Kind::Shift, Dtype::U8) => rng.range(0, 9) as f64,
+                (Kind::Shift, d) if unsigned(d) => {
+                    rng.range(0, 8 * dtype::size(dt) as i64 + 1) as f64
+                }
                 (Kind::Shift, _) => rng.range(-2, 8 * dtype::size(dt) as i64 + 1) as f64,
                 (_, Dtype::Boolean) => rng.range(0, 1) as f64,
-                (_, Dtype::U8) => rng.range(0, 30) as f64,
+                (_, d) if unsigned(d) => rng.range(0, 30) as f64,
                 (_, Dtype::I8) => rng.range(-11, 11) as f64,
                 (_, d) if FLOATS.contains(&d) => rng.range(-40, 40) as f64 / 4.0,
                 _ => rng.range(-20, 20) as f64,
@@ -98,14 +100,24 @@ pub fn values(dt: Dtype, n: u64, rng: &mut Rng, kind: Kind) -> Vec<f64> {
         .collect()
 }
 
+/// An unsigned integer dtype.
+pub fn unsigned(dt: Dtype) -> bool {
+    matches!(dt, Dtype::U8 | Dtype::U16 | Dtype::U32 | Dtype::U64)
+}
+
+/// An integer dtype (not bool).
+pub fn integer(dt: Dtype) -> bool {
+    unsigned(dt) || matches!(dt, Dtype::I8 | Dtype::I16 | Dtype::I32 | Dtype::I64)
+}
+
 /// Rounds `x` to `dt`: floats by encoding, integers wrapping.
 pub fn round(dt: Dtype, x: f64) -> f64 {
     let bits = 8 * dtype::size(dt) as u32;
     match dt {
-        Dtype::I8 | Dtype::I32 | Dtype::I64 | Dtype::U8 => {
+        d if integer(d) => {
             let m = 1i128 << bits;
             let mut r = (x as i128).rem_euclid(m);
-            if dt != Dtype::U8 && r >= m / 2 {
+            if !unsigned(dt) && r >= m / 2 {
                 r -= m;
             }
             r as f64
