@@ -26,6 +26,10 @@ __device__ __forceinline__ int umd_abs(int v) { return v < 0 ? (int)(0u - (unsig
 __device__ __forceinline__ long long umd_abs(long long v) {
   return v < 0 ? (long long)(0ull - (unsigned long long)v) : v;
 }
+__device__ __forceinline__ unsigned int umd_abs(unsigned int v) { return v; }
+__device__ __forceinline__ unsigned long long umd_abs(unsigned long long v) { return v; }
+__device__ __forceinline__ unsigned int umd_neg(unsigned int v) { return 0u - v; }
+__device__ __forceinline__ unsigned long long umd_neg(unsigned long long v) { return 0ull - v; }
 __device__ __forceinline__ float umd_neg(float v) { return -v; }
 __device__ __forceinline__ double umd_neg(double v) { return -v; }
 __device__ __forceinline__ int umd_neg(int v) { return (int)(0u - (unsigned)v); }
@@ -53,7 +57,7 @@ template <typename T> __device__ __forceinline__ T umd_clamp01(T x) {
 "#;
 
 /// The dtypes that have a module.
-pub const MODULE_DTYPES: [Dtype; 9] = [
+pub const MODULE_DTYPES: [Dtype; 13] = [
     Dtype::F32,
     Dtype::F16,
     Dtype::Bf16,
@@ -63,6 +67,10 @@ pub const MODULE_DTYPES: [Dtype; 9] = [
     Dtype::I32,
     Dtype::I64,
     Dtype::Boolean,
+    Dtype::I16,
+    Dtype::U16,
+    Dtype::U32,
+    Dtype::U64,
 ];
 
 /// The module `unary_{dtype}`.

@@ -5,7 +5,8 @@
 //!   Tanh, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Erf, Sigmoid, HardSigmoid,
 //!   HardSwish, LeakyRelu, Elu, Selu, Celu, ThresholdedRelu, Gelu (exact and tanh), Softplus,
 //!   Softsign, Mish, Swish, Floor, Ceil, Round (half to even);
-//! - Abs, Neg, Sign, Relu and Clip also on i8, u8, i32, i64 (wrapping);
+//! - Abs, Neg, Sign, Relu and Clip also on every integer: i8, u8, i16, u16, i32, u32, i64, u64
+//!   (wrapping; Neg on unsigned wraps as numpy's does);
 //! - BitwiseNot on the integers, Not on bool, IsNaN and IsInf (floats in, bool out).
 //!
 //! [`ops`] is the table every part reads; [`plan`] validates and packs; [`cuda`] generates one

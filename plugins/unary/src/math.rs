@@ -40,7 +40,7 @@ macro_rules! int_num {
         impl Int for $t {}
     )*};
 }
-int_num!(i8, u8, i32, i64);
+int_num!(i8, u8, i16, u16, i32, u32, i64, u64);
 
 /// An integer compute type.
 pub trait Int: Num + Not<Output = Self> {}

@@ -19,9 +19,9 @@ use crate::math::{Int, Num, Real};
 pub enum Class {
     /// f32, f16, bf16 (computing in f32) and f64; output of the input dtype.
     Float,
-    /// The floats and i8, u8, i32, i64 (wrapping integer arithmetic).
+    /// The floats and every integer (wrapping integer arithmetic).
     Num,
-    /// i8, u8, i32, i64.
+    /// Every integer: i8, u8, i16, u16, i32, u32, i64, u64.
     Int,
     /// Floats in, bool out.
     Pred,
@@ -32,7 +32,7 @@ pub enum Class {
 }
 
 const FLOATS: [Dtype; 4] = [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::F64];
-const NUMS: [Dtype; 8] = [
+const NUMS: [Dtype; 12] = [
     Dtype::F32,
     Dtype::F16,
     Dtype::Bf16,
@@ -41,8 +41,21 @@ const NUMS: [Dtype; 8] = [
     Dtype::U8,
     Dtype::I32,
     Dtype::I64,
+    Dtype::I16,
+    Dtype::U16,
+    Dtype::U32,
+    Dtype::U64,
 ];
-const INTS: [Dtype; 4] = [Dtype::I8, Dtype::U8, Dtype::I32, Dtype::I64];
+const INTS: [Dtype; 8] = [
+    Dtype::I8,
+    Dtype::U8,
+    Dtype::I32,
+    Dtype::I64,
+    Dtype::I16,
+    Dtype::U16,
+    Dtype::U32,
+    Dtype::U64,
+];
 
 impl Class {
     /// The input dtypes served.

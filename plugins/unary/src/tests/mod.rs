@@ -11,7 +11,16 @@ use super::*;
 use umd_sdk::{AttrValueExt, testing};
 
 pub const FLOATS: [Dtype; 4] = [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::F64];
-pub const INTS: [Dtype; 4] = [Dtype::I8, Dtype::U8, Dtype::I32, Dtype::I64];
+pub const INTS: [Dtype; 8] = [
+    Dtype::I8,
+    Dtype::U8,
+    Dtype::I32,
+    Dtype::I64,
+    Dtype::I16,
+    Dtype::U16,
+    Dtype::U32,
+    Dtype::U64,
+];
 
 pub fn desc(name: &str, shape: &[u64], dt: Dtype) -> TensorDesc {
     TensorDesc::new(name, shape.to_vec(), dt)
@@ -168,6 +177,10 @@ pub fn int_values(dt: Dtype) -> Vec<f64> {
         Dtype::I8 => vec![-128.0, -5.0, -1.0, 0.0, 1.0, 7.0, 127.0],
         Dtype::U8 => vec![0.0, 1.0, 7.0, 128.0, 200.0, 255.0],
         Dtype::I32 => vec![i32::MIN as f64, -5.0, 0.0, 3.0, i32::MAX as f64],
+        Dtype::I16 => vec![-32768.0, -5.0, -1.0, 0.0, 1.0, 7.0, 32767.0],
+        Dtype::U16 => vec![0.0, 1.0, 7.0, 40000.0, 65535.0],
+        Dtype::U32 => vec![0.0, 1.0, 7.0, 3e9, u32::MAX as f64],
+        Dtype::U64 => vec![0.0, 1.0, 7.0, (1u64 << 53) as f64, (1u64 << 63) as f64],
         _ => vec![-(1i64 << 53) as f64, -5.0, 0.0, 3.0, (1i64 << 53) as f64],
     }
 }

@@ -188,6 +188,10 @@ fn wrap(dt: Dtype, v: i128) -> f64 {
         Dtype::I8 => v as i8 as i128,
         Dtype::U8 => v as u8 as i128,
         Dtype::I32 => v as i32 as i128,
+        Dtype::I16 => v as i16 as i128,
+        Dtype::U16 => v as u16 as i128,
+        Dtype::U32 => v as u32 as i128,
+        Dtype::U64 => v as u64 as i128,
         _ => v as i64 as i128,
     }) as f64
 }
