@@ -132,6 +132,11 @@ fn header(dt: Dtype) -> String {
         Dtype::I8 => ("(-128)", "127"),
         Dtype::U8 => ("0", "255"),
         Dtype::Boolean => ("0", "1"),
+        Dtype::I16 => ("(-32768)", "32767"),
+        Dtype::U16 => ("0u", "65535u"),
+        Dtype::U32 => ("0u", "4294967295u"),
+        Dtype::U64 => ("0ull", "18446744073709551615ull"),
+        other => unreachable!("no reduce module for {}", dtype::name(other)),
     };
     format!(
         "{CUDA_PRELUDE}\ntypedef {storage} T;\ntypedef {compute} C;\n\
@@ -144,7 +149,8 @@ fn header(dt: Dtype) -> String {
     )
 }
 
-/// Arithmetic overloaded on the compute types (float, double, int, long long): integers wrap
+/// Arithmetic overloaded on the compute types (float, double, int, long long, unsigned int,
+/// unsigned long long): integers wrap
 /// (computed unsigned), their sqrt/log/exp go through double; NaN-propagating max/min.
 const HELPERS: &str = r#"
 struct umd_dims { unsigned long long v[8]; };
@@ -152,42 +158,62 @@ __device__ __forceinline__ bool umd_isnan(float a) { return a != a; }
 __device__ __forceinline__ bool umd_isnan(double a) { return a != a; }
 __device__ __forceinline__ bool umd_isnan(int) { return false; }
 __device__ __forceinline__ bool umd_isnan(long long) { return false; }
+__device__ __forceinline__ bool umd_isnan(unsigned int) { return false; }
+__device__ __forceinline__ bool umd_isnan(unsigned long long) { return false; }
 __device__ __forceinline__ bool umd_isinf(float a) { return fabsf(a) == __int_as_float(0x7f800000); }
 __device__ __forceinline__ bool umd_isinf(double a) { return fabs(a) == __longlong_as_double(0x7ff0000000000000LL); }
 __device__ __forceinline__ bool umd_isinf(int) { return false; }
 __device__ __forceinline__ bool umd_isinf(long long) { return false; }
+__device__ __forceinline__ bool umd_isinf(unsigned int) { return false; }
+__device__ __forceinline__ bool umd_isinf(unsigned long long) { return false; }
 __device__ __forceinline__ float umd_add(float a, float b) { return a + b; }
 __device__ __forceinline__ double umd_add(double a, double b) { return a + b; }
 __device__ __forceinline__ int umd_add(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
 __device__ __forceinline__ long long umd_add(long long a, long long b) { return (long long)((unsigned long long)a + (unsigned long long)b); }
+__device__ __forceinline__ unsigned int umd_add(unsigned int a, unsigned int b) { return a + b; }
+__device__ __forceinline__ unsigned long long umd_add(unsigned long long a, unsigned long long b) { return a + b; }
 __device__ __forceinline__ float umd_sub(float a, float b) { return a - b; }
 __device__ __forceinline__ double umd_sub(double a, double b) { return a - b; }
 __device__ __forceinline__ int umd_sub(int a, int b) { return (int)((unsigned)a - (unsigned)b); }
 __device__ __forceinline__ long long umd_sub(long long a, long long b) { return (long long)((unsigned long long)a - (unsigned long long)b); }
+__device__ __forceinline__ unsigned int umd_sub(unsigned int a, unsigned int b) { return a - b; }
+__device__ __forceinline__ unsigned long long umd_sub(unsigned long long a, unsigned long long b) { return a - b; }
 __device__ __forceinline__ float umd_mul(float a, float b) { return a * b; }
 __device__ __forceinline__ double umd_mul(double a, double b) { return a * b; }
 __device__ __forceinline__ int umd_mul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ long long umd_mul(long long a, long long b) { return (long long)((unsigned long long)a * (unsigned long long)b); }
+__device__ __forceinline__ unsigned int umd_mul(unsigned int a, unsigned int b) { return a * b; }
+__device__ __forceinline__ unsigned long long umd_mul(unsigned long long a, unsigned long long b) { return a * b; }
 __device__ __forceinline__ float umd_abs(float a) { return fabsf(a); }
 __device__ __forceinline__ double umd_abs(double a) { return fabs(a); }
 __device__ __forceinline__ int umd_abs(int a) { return a < 0 ? (int)(0u - (unsigned)a) : a; }
 __device__ __forceinline__ long long umd_abs(long long a) { return a < 0 ? (long long)(0ull - (unsigned long long)a) : a; }
+__device__ __forceinline__ unsigned int umd_abs(unsigned int a) { return a; }
+__device__ __forceinline__ unsigned long long umd_abs(unsigned long long a) { return a; }
 __device__ __forceinline__ float umd_sqrt(float a) { return sqrtf(a); }
 __device__ __forceinline__ double umd_sqrt(double a) { return sqrt(a); }
 __device__ __forceinline__ int umd_sqrt(int a) { return a <= 0 ? 0 : (int)sqrt((double)a); }
 __device__ __forceinline__ long long umd_sqrt(long long a) { return a <= 0 ? 0 : (long long)sqrt((double)a); }
+__device__ __forceinline__ unsigned int umd_sqrt(unsigned int a) { return (unsigned int)sqrt((double)a); }
+__device__ __forceinline__ unsigned long long umd_sqrt(unsigned long long a) { return (unsigned long long)sqrt((double)a); }
 __device__ __forceinline__ float umd_log(float a) { return logf(a); }
 __device__ __forceinline__ double umd_log(double a) { return log(a); }
 __device__ __forceinline__ int umd_log(int a) { return (int)log((double)a); }
 __device__ __forceinline__ long long umd_log(long long a) { return (long long)log((double)a); }
+__device__ __forceinline__ unsigned int umd_log(unsigned int a) { return (unsigned int)log((double)a); }
+__device__ __forceinline__ unsigned long long umd_log(unsigned long long a) { return (unsigned long long)log((double)a); }
 __device__ __forceinline__ float umd_exp(float a) { return expf(a); }
 __device__ __forceinline__ double umd_exp(double a) { return exp(a); }
 __device__ __forceinline__ int umd_exp(int a) { return (int)exp((double)a); }
 __device__ __forceinline__ long long umd_exp(long long a) { return (long long)exp((double)a); }
+__device__ __forceinline__ unsigned int umd_exp(unsigned int a) { return (unsigned int)exp((double)a); }
+__device__ __forceinline__ unsigned long long umd_exp(unsigned long long a) { return (unsigned long long)exp((double)a); }
 __device__ __forceinline__ float umd_divn(float a, unsigned long long n) { return a / (float)n; }
 __device__ __forceinline__ double umd_divn(double a, unsigned long long n) { return a / (double)n; }
 __device__ __forceinline__ int umd_divn(int a, unsigned long long n) { return n == 0 ? 0 : (int)((long long)a / (long long)n); }
 __device__ __forceinline__ long long umd_divn(long long a, unsigned long long n) { return n == 0 ? 0 : (n > 9223372036854775807ull ? 0 : a / (long long)n); }
+__device__ __forceinline__ unsigned int umd_divn(unsigned int a, unsigned long long n) { return n == 0 ? 0u : (unsigned int)((unsigned long long)a / n); }
+__device__ __forceinline__ unsigned long long umd_divn(unsigned long long a, unsigned long long n) { return n == 0 ? 0ull : a / n; }
 __device__ __forceinline__ C umd_maxn(C a, C b) {
   if (umd_isnan(a)) return a;
   if (umd_isnan(b)) return b;

@@ -37,17 +37,21 @@ pub const ARG_OPS: [(&str, &str); 2] = [("ArgMax", "argmax"), ("ArgMin", "argmin
 
 /// Floats: computed in f32 (f16, bf16, f32) or f64.
 pub const FLOATS: [Dtype; 4] = [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::F64];
-/// Floats and the wide integers (arithmetic reductions, CumSum).
-pub const NUMERIC: [Dtype; 6] = [
+/// Floats and the integers of 16 bits and more (arithmetic reductions, CumSum).
+pub const NUMERIC: [Dtype; 10] = [
     Dtype::F32,
     Dtype::F16,
     Dtype::Bf16,
     Dtype::F64,
     Dtype::I32,
     Dtype::I64,
+    Dtype::I16,
+    Dtype::U16,
+    Dtype::U32,
+    Dtype::U64,
 ];
 /// Every ordered dtype (ArgMax, ArgMin, TopK).
-pub const ORDERED: [Dtype; 8] = [
+pub const ORDERED: [Dtype; 12] = [
     Dtype::F32,
     Dtype::F16,
     Dtype::Bf16,
@@ -56,9 +60,13 @@ pub const ORDERED: [Dtype; 8] = [
     Dtype::I64,
     Dtype::I8,
     Dtype::U8,
+    Dtype::I16,
+    Dtype::U16,
+    Dtype::U32,
+    Dtype::U64,
 ];
 /// ReduceMax and ReduceMin: every ordered dtype and bool.
-pub const MAX_MIN: [Dtype; 9] = [
+pub const MAX_MIN: [Dtype; 13] = [
     Dtype::F32,
     Dtype::F16,
     Dtype::Bf16,
@@ -67,6 +75,10 @@ pub const MAX_MIN: [Dtype; 9] = [
     Dtype::I64,
     Dtype::I8,
     Dtype::U8,
+    Dtype::I16,
+    Dtype::U16,
+    Dtype::U32,
+    Dtype::U64,
     Dtype::Boolean,
 ];
 

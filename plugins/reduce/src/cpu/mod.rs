@@ -32,6 +32,13 @@ macro_rules! by_dtype {
             Dtype::I8 => $f::<i8>($($a),*),
             Dtype::U8 => $f::<u8>($($a),*),
             Dtype::Boolean => $f::<Bool>($($a),*),
+            Dtype::I16 => $f::<i16>($($a),*),
+            Dtype::U16 => $f::<u16>($($a),*),
+            Dtype::U32 => $f::<u32>($($a),*),
+            Dtype::U64 => $f::<u64>($($a),*),
+            other => return Err(OpError::UnsupportedDtype(format!(
+                "reduce kernels have no {} variant", dtype::name(other)
+            ))),
         }
     };
 }

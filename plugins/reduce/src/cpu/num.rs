@@ -171,6 +171,8 @@ int_num!(i32, i32::wrapping_abs);
 int_num!(i64, i64::wrapping_abs);
 int_num!(i8, i8::wrapping_abs);
 int_num!(u8, std::convert::identity);
+int_num!(u32, std::convert::identity);
+int_num!(u64, std::convert::identity);
 
 /// A stored element type: how it loads into and stores from its compute type, and the lowest
 /// and highest values of the dtype (ReduceMax/ReduceMin of an empty set).
@@ -209,6 +211,31 @@ sdk_elem!(i32, i32, i32::MIN, i32::MAX);
 sdk_elem!(i64, i64, i64::MIN, i64::MAX);
 sdk_elem!(i8, i8, i8::MIN, i8::MAX);
 sdk_elem!(u8, u8, u8::MIN, u8::MAX);
+sdk_elem!(u32, u32, u32::MIN, u32::MAX);
+sdk_elem!(u64, u64, u64::MIN, u64::MAX);
+
+/// The 16-bit integers compute in 32 bits (as their CUDA compute types `int` and
+/// `unsigned int`) and truncate on store.
+macro_rules! narrow_elem {
+    ($t:ty, $c:ty) => {
+        impl Elem for $t {
+            type C = $c;
+            const SIZE: usize = std::mem::size_of::<$t>();
+            const LOWEST: $c = <$t>::MIN as $c;
+            const HIGHEST: $c = <$t>::MAX as $c;
+            #[inline(always)]
+            fn load(b: &[u8]) -> $c {
+                <$t as Element>::load(b) as $c
+            }
+            #[inline(always)]
+            fn store(v: $c, out: &mut [u8]) {
+                (v as $t).store(out)
+            }
+        }
+    };
+}
+narrow_elem!(i16, i32);
+narrow_elem!(u16, u32);
 
 /// An ONNX bool (one byte, non-zero is true), computed as 0/1.
 #[derive(Clone, Copy, Debug)]

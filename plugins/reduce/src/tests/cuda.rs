@@ -58,14 +58,17 @@ fn every_op_and_dtype_has_cuda_source() {
             }
         }
     }
-    // 9 reduce modules (one per dtype), 6 cumsum, 8 topk
-    assert_eq!(modules.len(), 9 + 6 + 8, "{modules:?}");
+    // 13 reduce modules (one per dtype), 10 cumsum, 12 topk
+    assert_eq!(modules.len(), 13 + 10 + 12, "{modules:?}");
     for e in [
         "lse_bf16_rows",
         "argmin_u8_cols",
         "cumsum_i64_rows",
         "cumsum_f16",
         "l2_f64_split1",
+        "sum_u64_split1",
+        "argmax_i16_rows",
+        "cumsum_u32",
     ] {
         assert!(entries.contains(e), "{e} not planned: {entries:?}");
     }

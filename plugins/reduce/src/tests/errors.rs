@@ -91,6 +91,12 @@ fn unserved_dtypes_say_what_is_served() {
         ("ArgMax", Dtype::Boolean),
         ("CumSum", Dtype::U8),
         ("TopK", Dtype::Boolean),
+        ("ReduceLogSum", Dtype::U32),
+        ("ReduceMax", Dtype::F8e4m3fn),
+        ("ReduceSum", Dtype::F8e5m2),
+        ("ArgMin", Dtype::F8e8m0),
+        ("TopK", Dtype::F8e4m3fnuz),
+        ("CumSum", Dtype::F8e5m2fnuz),
     ] {
         let b = builder(op, &[2, 3], dt);
         let b = match op {

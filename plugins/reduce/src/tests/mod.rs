@@ -8,6 +8,7 @@ mod cuda;
 mod emulate;
 mod errors;
 mod reduce;
+mod wide;
 mod xcheck;
 
 use umd_sdk::{AttrValueExt, Dtype, OpError, OpPlan, PlanRequestExt, Target, TensorDesc, dtype};
@@ -29,6 +30,48 @@ pub fn data(n: usize, seed: u64, range: f64, step: f64) -> Vec<f64> {
             ((u * 2.0 - 1.0) * range / step).round() * step
         })
         .collect()
+}
+
+/// Whether `dt` is an unsigned integer type (test data for it is made non-negative).
+pub fn unsigned(dt: Dtype) -> bool {
+    matches!(dt, Dtype::U8 | Dtype::U16 | Dtype::U32 | Dtype::U64)
+}
+
+/// [`data`] made non-negative for the unsigned dtypes, then [`quantize`]d to `dt`.
+pub fn sample(dt: Dtype, n: usize, seed: u64, range: f64, step: f64) -> Vec<f64> {
+    let v = data(n, seed, range, step);
+    let v: Vec<f64> = if unsigned(dt) {
+        v.iter().map(|x| x.abs()).collect()
+    } else {
+        v
+    };
+    quantize(dt, &v)
+}
+
+/// An exact integer result wrapped to the width of integer dtype `dt` (two's complement, as
+/// the kernels' wrapping arithmetic); other dtypes unchanged.
+pub fn wrap(dt: Dtype, v: f64) -> f64 {
+    let bits = match dt {
+        Dtype::I8 | Dtype::U8 => 8,
+        Dtype::I16 | Dtype::U16 => 16,
+        Dtype::I32 | Dtype::U32 => 32,
+        Dtype::I64 | Dtype::U64 => 64,
+        _ => return v,
+    };
+    if !v.is_finite() {
+        return v;
+    }
+    let m = 2f64.powi(bits);
+    let lo = if unsigned(dt) { 0.0 } else { -m / 2.0 };
+    if v >= lo && v < lo + m {
+        return v; // in range (and exact: no rounding through the modulus)
+    }
+    let r = v.rem_euclid(m);
+    if !unsigned(dt) && r >= m / 2.0 {
+        r - m
+    } else {
+        r
+    }
 }
 
 /// Values as stored in `dt` and read back (what the kernel actually sees).
