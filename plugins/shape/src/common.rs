@@ -9,17 +9,7 @@ use umd_sdk::{Dtype, Launch, OpError, OpPlan, PlanRequestExt, TensorDesc, dtype,
 pub const THREADS: u32 = 256;
 
 /// Every dtype umd knows (data movement serves them all).
-pub const ALL_DTYPES: [Dtype; 9] = [
-    Dtype::F32,
-    Dtype::F16,
-    Dtype::Bf16,
-    Dtype::F64,
-    Dtype::I32,
-    Dtype::I64,
-    Dtype::I8,
-    Dtype::U8,
-    Dtype::Boolean,
-];
+pub const ALL_DTYPES: [Dtype; 18] = dtype::ALL;
 
 /// A launch of `entry` in `module` over `n` work items (grid-stride loops in the kernels).
 pub fn make_launch(
@@ -107,6 +97,15 @@ pub fn onnx_dtype(code: i64) -> Option<Dtype> {
         10 => Dtype::F16,
         11 => Dtype::F64,
         16 => Dtype::Bf16,
+        4 => Dtype::U16,
+        5 => Dtype::I16,
+        12 => Dtype::U32,
+        13 => Dtype::U64,
+        17 => Dtype::F8e4m3fn,
+        18 => Dtype::F8e4m3fnuz,
+        19 => Dtype::F8e5m2,
+        20 => Dtype::F8e5m2fnuz,
+        24 => Dtype::F8e8m0,
         _ => return None,
     })
 }
@@ -115,7 +114,9 @@ pub fn onnx_dtype(code: i64) -> Option<Dtype> {
 pub fn unknown_onnx_dtype(req: &PlanRequestExt, attr: &str, code: i64) -> OpError {
     OpError::UnsupportedDtype(format!(
         "{}: attribute `{attr}` = {code} is not a served dtype (served: 1 FLOAT, 2 UINT8, 3 INT8, \
-         6 INT32, 7 INT64, 9 BOOL, 10 FLOAT16, 11 DOUBLE, 16 BFLOAT16)",
+         4 UINT16, 5 INT16, 6 INT32, 7 INT64, 9 BOOL, 10 FLOAT16, 11 DOUBLE, 12 UINT32, 13 UINT64, \
+         16 BFLOAT16, 17 FLOAT8E4M3FN, 18 FLOAT8E4M3FNUZ, 19 FLOAT8E5M2, 20 FLOAT8E5M2FNUZ, \
+         24 FLOAT8E8M0)",
         req.op
     ))
 }

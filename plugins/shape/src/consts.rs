@@ -15,13 +15,14 @@ pub const MAX_FILL_CHUNKS: usize = 64;
 /// The module of the Range kernels.
 pub const RANGE_MODULE: &str = "shape_range";
 /// Dtypes Range serves.
-pub const RANGE_DTYPES: [Dtype; 6] = [
+pub const RANGE_DTYPES: [Dtype; 7] = [
     Dtype::F32,
     Dtype::F16,
     Dtype::Bf16,
     Dtype::F64,
     Dtype::I32,
     Dtype::I64,
+    Dtype::I16,
 ];
 
 /// Launches writing `bytes` into binding `dst`, 4000 bytes at a time.
@@ -231,7 +232,7 @@ pub fn range(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     }
     if !RANGE_DTYPES.contains(&dt) {
         return Err(OpError::dtype(format!(
-            "Range serves f32, f16, bf16, f64, i32 and i64, not {}",
+            "Range serves f32, f16, bf16, f64, i16, i32 and i64, not {}",
             dt_name(dt)
         )));
     }

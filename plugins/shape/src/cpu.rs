@@ -348,6 +348,10 @@ fn range(call: &CpuCall, dt: Dtype) -> Result<Vec<CpuWrite>, OpError> {
             let v = istart.wrapping_add((i as i64).wrapping_mul(idelta)) as i32;
             o.copy_from_slice(&v.to_le_bytes())
         }),
+        Dtype::I16 => out.enumerate().for_each(|(i, o)| {
+            let v = istart.wrapping_add((i as i64).wrapping_mul(idelta)) as i16;
+            o.copy_from_slice(&v.to_le_bytes())
+        }),
         other => {
             return Err(OpError::internal(format!(
                 "no range kernel for {}",

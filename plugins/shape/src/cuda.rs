@@ -130,6 +130,7 @@ pub fn range_module() -> ModuleSource {
             Dtype::F16 => format!("umd_f2h(wide ? umd_d2f_odd({f64_at}) : {f32_at})"),
             Dtype::Bf16 => format!("umd_f2b(wide ? umd_d2f_odd({f64_at}) : {f32_at})"),
             Dtype::I32 => format!("(int){int_at}"),
+            Dtype::I16 => format!("(short){int_at}"),
             _ => int_at.to_string(),
         };
         code.push_str(&format!(
@@ -145,103 +146,122 @@ pub fn range_module() -> ModuleSource {
     source(code, entries)
 }
 
-/// How a source dtype is loaded for casting: into a float (`f`), a double (`d`) or a long long
-/// (`v`).
+/// How a source dtype is loaded for casting: into a float (`f`, exact: f32, f16, bf16 and the
+/// 8-bit floats), a double (`d`), a long long (`v`) or an unsigned long long (`v`, u64).
 #[derive(Clone, Copy, PartialEq)]
 enum Class {
     Float,
     Double,
     Int,
+    UInt,
 }
 
 fn class(dt: Dtype) -> Class {
     match dt {
-        Dtype::F32 | Dtype::F16 | Dtype::Bf16 => Class::Float,
         Dtype::F64 => Class::Double,
+        Dtype::U64 => Class::UInt,
+        dt if dt == Dtype::F32 || dt == Dtype::F16 || dt == Dtype::Bf16 || dtype::is_f8(dt) => {
+            Class::Float
+        }
         _ => Class::Int,
     }
 }
 
-fn load_expr(dt: Dtype) -> &'static str {
+/// The CUDA storage type of `dt` (bytes for the 8-bit floats).
+fn storage(dt: Dtype) -> &'static str {
+    dtype::cuda_type(dt).map_or("unsigned char", |t| t.storage)
+}
+
+fn load_expr(dt: Dtype) -> String {
     match dt {
-        Dtype::F32 => "const float f = src[i];",
-        Dtype::F16 => "const float f = umd_h2f(src[i]);",
-        Dtype::Bf16 => "const float f = umd_b2f(src[i]);",
-        Dtype::F64 => "const double d = src[i];",
-        Dtype::Boolean => "const long long v = (long long)(src[i] != 0);",
-        _ => "const long long v = (long long)src[i];",
+        Dtype::F32 => "const float f = src[i];".into(),
+        Dtype::F16 => "const float f = umd_h2f(src[i]);".into(),
+        Dtype::Bf16 => "const float f = umd_b2f(src[i]);".into(),
+        Dtype::F64 => "const double d = src[i];".into(),
+        Dtype::U64 => "const unsigned long long v = src[i];".into(),
+        Dtype::Boolean => "const long long v = (long long)(src[i] != 0);".into(),
+        f8 if dtype::is_f8(f8) => {
+            format!("const float f = {};", crate::f8::cuda_decode(f8, "src[i]"))
+        }
+        _ => "const long long v = (long long)src[i];".into(),
     }
 }
 
 /// The C expression converting the loaded value to `to` (see `crate::cast` for the rules).
 fn convert_expr(from: Class, to: Dtype) -> String {
-    let (x, as_double, as_float) = match from {
-        Class::Float => ("f", "(double)f", "f"),
-        Class::Double => ("d", "d", "umd_d2f_odd(d)"),
-        Class::Int => ("v", "(double)v", "(float)v"),
+    let (x, as_double, odd, rne) = match from {
+        Class::Float => ("f", "(double)f", "f", "f"),
+        Class::Double => ("d", "d", "umd_d2f_odd(d)", "(float)d"),
+        Class::Int => ("v", "(double)v", "umd_ll2f_odd(v)", "(float)v"),
+        Class::UInt => ("v", "(double)v", "umd_ull2f_odd(v)", "(float)v"),
     };
-    let sat = |name: &str| {
-        if from == Class::Int {
-            let t = dtype::cuda_type(to).expect("CUDA type").storage;
-            format!("({t})v")
+    let int = |name: &str| {
+        if matches!(from, Class::Int | Class::UInt) {
+            format!("({})v", storage(to))
         } else {
             format!("umd_sat_{name}({as_double})")
         }
     };
     match to {
-        Dtype::F32 if from == Class::Double => "(float)d".into(),
-        Dtype::F32 => format!("(float){x}"),
+        Dtype::F32 => rne.into(),
         Dtype::F64 => as_double.into(),
-        Dtype::F16 => format!("umd_f2h({as_float})"),
-        Dtype::Bf16 if from == Class::Int => "umd_f2b(umd_d2f_odd((double)v))".into(),
-        Dtype::Bf16 => format!("umd_f2b({as_float})"),
-        Dtype::I32 => sat("i32"),
-        Dtype::I64 => sat("i64"),
-        Dtype::I8 => sat("i8"),
-        Dtype::U8 => sat("u8"),
+        Dtype::F16 => format!("umd_f2h({odd})"),
+        Dtype::Bf16 => format!("umd_f2b({odd})"),
         Dtype::Boolean => format!("(unsigned char)({x} != 0)"),
+        Dtype::F8e8m0 => crate::f8::cuda_encode(to, rne),
+        f8 if dtype::is_f8(f8) => crate::f8::cuda_encode(f8, odd),
+        other => int(dtype::name(other)),
     }
 }
 
 const SATURATE: &str = "
 // float -> integer: truncate toward zero, saturate, NaN -> 0
+#define UMD_SAT(name, T, lo, hi) __device__ __forceinline__ T umd_sat_##name(double d) { \
+    if (d != d) return (T)0; if (d >= (hi)) return (T)(hi); if (d <= (lo)) return (T)(lo); return (T)d; }
+UMD_SAT(i8, signed char, -128.0, 127.0)
+UMD_SAT(u8, unsigned char, 0.0, 255.0)
+UMD_SAT(i16, short, -32768.0, 32767.0)
+UMD_SAT(u16, unsigned short, 0.0, 65535.0)
+UMD_SAT(i32, int, -2147483648.0, 2147483647.0)
+UMD_SAT(u32, unsigned int, 0.0, 4294967295.0)
 __device__ __forceinline__ long long umd_sat_i64(double d) {
     if (d != d) return 0;
     if (d >= 9223372036854775808.0) return 0x7fffffffffffffffLL;
     if (d <= -9223372036854775808.0) return -0x7fffffffffffffffLL - 1;
     return (long long)d;
 }
-__device__ __forceinline__ int umd_sat_i32(double d) {
-    if (d != d) return 0;
-    if (d >= 2147483647.0) return 2147483647;
-    if (d <= -2147483648.0) return -2147483647 - 1;
-    return (int)d;
-}
-__device__ __forceinline__ signed char umd_sat_i8(double d) {
-    if (d != d) return 0;
-    if (d >= 127.0) return 127;
-    if (d <= -128.0) return -128;
-    return (signed char)(int)d;
-}
-__device__ __forceinline__ unsigned char umd_sat_u8(double d) {
+__device__ __forceinline__ unsigned long long umd_sat_u64(double d) {
     if (d != d || d <= 0.0) return 0;
-    if (d >= 255.0) return 255;
-    return (unsigned char)(int)d;
+    if (d >= 18446744073709551616.0) return 0xffffffffffffffffULL;
+    return (unsigned long long)d;
+}
+// integer -> f32 rounded to odd (exact when it fits)
+__device__ __forceinline__ float umd_ll2f_odd(long long v) {
+    float f; asm(\"cvt.rz.f32.s64 %0, %1;\" : \"=f\"(f) : \"l\"(v));
+    if ((long long)f != v) f = __uint_as_float(__float_as_uint(f) | 1u);
+    return f;
+}
+__device__ __forceinline__ float umd_ull2f_odd(unsigned long long v) {
+    float f; asm(\"cvt.rz.f32.u64 %0, %1;\" : \"=f\"(f) : \"l\"(v));
+    if ((unsigned long long)f != v) f = __uint_as_float(__float_as_uint(f) | 1u);
+    return f;
 }
 ";
 
-/// The module `shape_cast_{from}`: `cast_{from}_{to}(src, dst, n)` for every other dtype.
+/// The module `shape_cast_{from}`: `cast_{from}_{to}(src, dst, n, mode)` for every other dtype
+/// (`mode`: bit 0 saturate, bits 1-2 the E8M0 rounding; see [`crate::cast`]).
 pub fn cast_module(from: Dtype) -> ModuleSource {
     let mut code = header();
     code.push_str(SATURATE);
+    code.push_str(crate::f8::CUDA);
     let mut entries = Vec::new();
-    let a = dtype::cuda_type(from).expect("CUDA type").storage;
+    let a = storage(from);
     for to in ALL_DTYPES.into_iter().filter(|&t| t != from) {
-        let b = dtype::cuda_type(to).expect("CUDA type").storage;
+        let b = storage(to);
         let entry = format!("cast_{}_{}", dtype::name(from), dtype::name(to));
         code.push_str(&format!(
             "extern \"C\" __global__ void {entry}(const {a}* __restrict__ src, {b}* __restrict__ dst,
-    unsigned long long n) {{
+    unsigned long long n, unsigned int mode) {{
     UMD_GRID_STRIDE(i, n) {{ {load} dst[i] = {conv}; }}
 }}
 ",

@@ -4,7 +4,7 @@
 //! Slice plan into one strided-copy kernel ([`copy`]) dispatched on element size; Shape, Size,
 //! Constant and ConstantOfShape write values known when planning ([`consts`]); Range, EyeLike,
 //! Trilu and Cast/CastLike have their own kernels. Files: [`common`] (planning helpers),
-//! [`layout`], [`window`], [`consts`], [`tri`], [`cast`] (planning per op group), [`cuda`] (CUDA
+//! [`layout`], [`window`], [`consts`], [`tri`], [`cast`] (planning per op group), [`f8`] (8-bit float conversions), [`cuda`] (CUDA
 //! C modules), [`cpu`] (the same kernels on the CPU).
 
 pub mod cast;
@@ -13,6 +13,7 @@ pub mod consts;
 pub mod copy;
 pub mod cpu;
 pub mod cuda;
+pub mod f8;
 pub mod layout;
 pub mod tri;
 pub mod window;

@@ -1,8 +1,9 @@
 //! Planning of the matrix-pattern ops: EyeLike (`eye_b*`: ones on diagonal k of a 2-D output)
-//! and Trilu (`trilu_b*`: keep the upper or lower triangle of the last two dims, zero the rest).
+//! and Trilu (`trilu_b*`: keep the upper or lower triangle of the last two dims, zero the rest);
+//! every dtype with a zero (all but E8M0).
 
 use umd_sdk::params::ParamPacker;
-use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, attr, dtype};
+use umd_sdk::{Access, Dtype, OpError, OpPlan, PlanRequestExt, attr, dtype};
 
 use crate::common::{arity, make_launch, numel_checked, onnx_dtype, out, plan, unknown_onnx_dtype};
 use crate::copy::MOVE_MODULE;
@@ -11,6 +12,17 @@ use crate::copy::MOVE_MODULE;
 fn clamp_k(k: i64, rows: u64, cols: u64) -> i64 {
     let lo = -(rows.min(i64::MAX as u64) as i64);
     k.clamp(lo, cols.min(i64::MAX as u64) as i64)
+}
+
+/// E8M0 has no zero (code 0 is 2^-127): EyeLike and Trilu serve every other dtype.
+fn has_zero(req: &PlanRequestExt, dt: Dtype) -> Result<(), OpError> {
+    if dt == Dtype::F8e8m0 {
+        return Err(OpError::UnsupportedDtype(format!(
+            "{}: f8e8m0 has no zero; every other dtype is served",
+            req.op
+        )));
+    }
+    Ok(())
 }
 
 pub fn eye_like(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
@@ -27,6 +39,7 @@ pub fn eye_like(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         -1 => x.dtype,
         code => onnx_dtype(code).ok_or_else(|| unknown_onnx_dtype(req, "dtype", code))?,
     };
+    has_zero(req, dt)?;
     let k = clamp_k(attr::int_or(&req.attributes, "k", 0)?, rows, cols);
     let n = numel_checked(&x.shape, dt)?;
     let one = umd_sdk::dtype::encode(dt, &[1.0]).expect("every dtype encodes");
@@ -51,6 +64,7 @@ pub fn trilu(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
             x.shape
         )));
     }
+    has_zero(req, x.dtype)?;
     let upper = attr::int_or(&req.attributes, "upper", 1)? != 0;
     let k = match req.ints(1)?.as_deref() {
         None => 0,

@@ -4,8 +4,17 @@
 use super::*;
 use half::{bf16, f16};
 
-fn onnx_code(dt: Dtype) -> i64 {
+pub fn onnx_code(dt: Dtype) -> i64 {
     match dt {
+        Dtype::U16 => 4,
+        Dtype::I16 => 5,
+        Dtype::U32 => 12,
+        Dtype::U64 => 13,
+        Dtype::F8e4m3fn => 17,
+        Dtype::F8e4m3fnuz => 18,
+        Dtype::F8e5m2 => 19,
+        Dtype::F8e5m2fnuz => 20,
+        Dtype::F8e8m0 => 24,
         Dtype::F32 => 1,
         Dtype::U8 => 2,
         Dtype::I8 => 3,
@@ -19,7 +28,7 @@ fn onnx_code(dt: Dtype) -> i64 {
 }
 
 fn is_float(dt: Dtype) -> bool {
-    umd_sdk::request::is_float(dt)
+    umd_sdk::request::is_float(dt) || dtype::is_f8(dt)
 }
 
 /// Source values of `dt`, as the exact f64 each element holds.
@@ -42,6 +51,17 @@ fn sources(dt: Dtype) -> Vec<f64> {
             16777217.,
             i32::MAX as f64,
             i32::MIN as f64,
+        ],
+        Dtype::I16 => vec![0., 1., -1., 255., 256., -129., 32767., -32768., 2049.],
+        Dtype::U16 => vec![0., 1., 255., 256., 32768., 65535., 2049., 4097.],
+        Dtype::U32 => vec![0., 1., 65536., 16777217., 4294967295., 2147483648.],
+        Dtype::U64 => vec![
+            0.,
+            1.,
+            4294967296. + 5.,
+            2f64.powi(63),
+            2f64.powi(64) - 2048.,
+            16777217.,
         ],
         Dtype::I64 => vec![
             0.,
@@ -78,13 +98,112 @@ fn sources(dt: Dtype) -> Vec<f64> {
     dtype::decode_f64(dt, &dtype::encode(dt, &v).unwrap())
 }
 
+/// The ONNX (ml_dtypes) conversion of `v` to an E4M3/E5M2 type, by search over the codes:
+/// clamp when saturating, round to nearest with ties to the even code, overflow past max + ulp/2.
+fn f8_reference(v: f64, dt: Dtype, sat: bool) -> u8 {
+    let fnuz = matches!(dt, Dtype::F8e4m3fnuz | Dtype::F8e5m2fnuz);
+    let (max_code, nan) = match dt {
+        Dtype::F8e4m3fn => (0x7e, 0x7f),
+        Dtype::F8e5m2 => (0x7b, 0x7e),
+        _ => (0x7f, 0x80),
+    };
+    if v.is_nan() {
+        return nan;
+    }
+    let sign = if v.is_sign_negative() { 0x80 } else { 0 };
+    let value = |c: u8| dtype::f8_to_f32(c, dt) as f64;
+    let max = value(max_code);
+    let mut a = v.abs();
+    if sat {
+        a = a.min(max);
+    }
+    let beyond = 2.0 * max - value(max_code - 1); // the code after max, were it finite
+    let overflow = match dt {
+        Dtype::F8e5m2 => 0x7c | sign,
+        _ if fnuz => nan,
+        _ => nan | sign,
+    };
+    if a > beyond {
+        return overflow;
+    }
+    let mut best = (0u16, f64::INFINITY);
+    for c in 0..=max_code as u16 + 1 {
+        let x = if c == max_code as u16 + 1 {
+            beyond
+        } else {
+            value(c as u8)
+        };
+        let d = (x - a).abs();
+        if d < best.1 || (d == best.1 && c % 2 == 0) {
+            best = (c, d);
+        }
+    }
+    match best.0 {
+        c if c == max_code as u16 + 1 => overflow,
+        0 if fnuz => 0,
+        c => c as u8 | sign,
+    }
+}
+
+/// `onnx.numpy_helper.to_float8e8m0` of `v` (through f32), written on exponents.
+fn e8m0_reference(v: f64, sat: bool, round: &str) -> u8 {
+    let x = v as f32;
+    if !x.is_finite() {
+        return 0xff;
+    }
+    let a = x.abs() as f64;
+    if a == 0.0 {
+        return 0;
+    }
+    let tiny = 2f64.powi(-126);
+    let (code, m) = if a < tiny {
+        (0i32, a / tiny) // subnormal: "mantissa" in [0, 1)
+    } else {
+        let e = a.log2().floor() as i32;
+        let e = if 2f64.powi(e) > a {
+            e - 1
+        } else if 2f64.powi(e + 1) <= a {
+            e + 1
+        } else {
+            e
+        };
+        (e + 127, a / 2f64.powi(e))
+    };
+    let up = match round {
+        "up" => m != 1.0 && !(code == 0 && m == 0.0),
+        "down" => false,
+        _ if code == 0 => m > 0.5,
+        _ => m >= 1.5,
+    };
+    let up = up && !(sat && code == 0xfe);
+    (code + up as i32) as u8
+}
+
 /// The reference conversion of the exact value `v` of a `from` element to `to`.
 fn reference(from: Dtype, to: Dtype, v: f64) -> Vec<u8> {
-    let int_range = |t: Dtype| match t {
-        Dtype::I8 => (i8::MIN as f64, i8::MAX as f64),
-        Dtype::U8 => (0.0, 255.0),
-        Dtype::I32 => (i32::MIN as f64, i32::MAX as f64),
-        _ => (i64::MIN as f64, i64::MAX as f64),
+    let int_range = |t: Dtype| -> (i128, i128) {
+        match t {
+            Dtype::I8 => (i8::MIN as i128, i8::MAX as i128),
+            Dtype::U8 => (0, u8::MAX as i128),
+            Dtype::I16 => (i16::MIN as i128, i16::MAX as i128),
+            Dtype::U16 => (0, u16::MAX as i128),
+            Dtype::I32 => (i32::MIN as i128, i32::MAX as i128),
+            Dtype::U32 => (0, u32::MAX as i128),
+            Dtype::U64 => (0, u64::MAX as i128),
+            _ => (i64::MIN as i128, i64::MAX as i128),
+        }
+    };
+    let int_bytes = |t: Dtype, w: i128| -> Vec<u8> {
+        match t {
+            Dtype::I64 => (w as i64).to_le_bytes().to_vec(),
+            Dtype::U64 => (w as u64).to_le_bytes().to_vec(),
+            Dtype::I32 => (w as i32).to_le_bytes().to_vec(),
+            Dtype::U32 => (w as u32).to_le_bytes().to_vec(),
+            Dtype::I16 => (w as i16).to_le_bytes().to_vec(),
+            Dtype::U16 => (w as u16).to_le_bytes().to_vec(),
+            Dtype::I8 => vec![w as i8 as u8],
+            _ => vec![w as u8],
+        }
     };
     match to {
         Dtype::Boolean => vec![(v != 0.0) as u8],
@@ -92,29 +211,14 @@ fn reference(from: Dtype, to: Dtype, v: f64) -> Vec<u8> {
         Dtype::F64 => v.to_le_bytes().to_vec(),
         Dtype::F16 => f16::from_f64(v).to_bits().to_le_bytes().to_vec(),
         Dtype::Bf16 => bf16::from_f64(v).to_bits().to_le_bytes().to_vec(),
+        Dtype::F8e8m0 => vec![e8m0_reference(v, true, "up")],
+        f8 if dtype::is_f8(f8) => vec![f8_reference(v, f8, true)],
         int if is_float(from) => {
+            // truncate toward zero, saturate, NaN -> 0 (`f64 as i128` is all three)
             let (lo, hi) = int_range(int);
-            let t = if v.is_nan() {
-                0.0
-            } else {
-                v.trunc().clamp(lo, hi)
-            };
-            match int {
-                Dtype::I64 => (t as i64).to_le_bytes().to_vec(),
-                Dtype::I32 => (t as i32).to_le_bytes().to_vec(),
-                Dtype::I8 => vec![t as i8 as u8],
-                _ => vec![t as u8],
-            }
+            int_bytes(int, (v as i128).clamp(lo, hi))
         }
-        int => {
-            let w = v as i64; // exact: integer sources
-            match int {
-                Dtype::I64 => w.to_le_bytes().to_vec(),
-                Dtype::I32 => (w as i32).to_le_bytes().to_vec(),
-                Dtype::I8 => vec![w as i8 as u8],
-                _ => vec![w as u8],
-            }
-        }
+        int => int_bytes(int, v as i128), // exact: integer sources
     }
 }
 
@@ -137,7 +241,11 @@ fn every_pair_matches_the_reference() {
             let size = dtype::size(to);
             for (i, &v) in src.iter().enumerate() {
                 let got = &outs[0][i * size..(i + 1) * size];
-                let want = reference(from, to, v);
+                let want = if from == to {
+                    dtype::encode(to, &[v]).unwrap() // a copy
+                } else {
+                    reference(from, to, v)
+                };
                 assert!(
                     same_bits(to, got, &want),
                     "{from:?} {v} -> {to:?}: got {got:?}, want {want:?}"
@@ -225,6 +333,11 @@ fn cast_like_and_errors() {
     let e = case("Cast")
         .input(&[2], Dtype::F32, &[1., 2.])
         .int("to", 8)
+        .err();
+    assert!(matches!(e, OpError::UnsupportedDtype(m) if m.contains("24 FLOAT8E8M0")));
+    let e = case("Cast")
+        .input(&[2], Dtype::F32, &[1., 2.])
+        .int("to", 21)
         .err();
     assert!(matches!(e, OpError::UnsupportedDtype(m) if m.contains("16 BFLOAT16")));
     assert!(is_attr_err(

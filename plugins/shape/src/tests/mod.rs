@@ -115,15 +115,18 @@ pub fn i64_bytes(v: &[i64]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-/// Test data for `dt`: small integers exactly representable in every dtype (0/1 for bool).
+/// Test data for `dt`: small integers (0/1 for bool, powers of two for E8M0; the other 8-bit
+/// floats round them to representable values). `n` test values of `dt` (exactly representable: the 8-bit floats are rounded).
 pub fn values(n: usize, dt: Dtype) -> Vec<f64> {
-    (0..n)
+    let v: Vec<f64> = (0..n)
         .map(|i| match dt {
             Dtype::Boolean => ((i * 7 + 3) % 5 % 2) as f64,
-            Dtype::U8 => ((i * 37 + 11) % 101) as f64,
+            Dtype::U8 | Dtype::U16 | Dtype::U32 | Dtype::U64 => ((i * 37 + 11) % 101) as f64,
+            Dtype::F8e8m0 => 2f64.powi((i * 7 % 13) as i32 - 6),
             _ => ((i * 37 + 11) % 101) as f64 - 50.0,
         })
-        .collect()
+        .collect();
+    dtype::decode_f64(dt, &dtype::encode(dt, &v).unwrap())
 }
 
 pub fn numel(shape: &[u64]) -> usize {
