@@ -400,3 +400,100 @@ fn empty_tensors_plan_one_launch_and_write_nothing() {
         "0 vs 3 is an error"
     );
 }
+
+/// Runs binary `op` on raw little-endian integers of `dt` (exact beyond f64) and decodes the
+/// output as u64 bits (sign-extended through i64 for signed dtypes).
+fn run_bits(op: &str, dt: Dtype, x: &[u64], y: &[u64], attrs: &[(&str, AttrValueExt)]) -> Vec<u64> {
+    let s = dtype::size(dt);
+    let enc = |v: &[u64]| -> Vec<u8> {
+        v.iter()
+            .flat_map(|e| e.to_le_bytes()[..s].to_vec())
+            .collect()
+    };
+    let ins = [
+        (vec![x.len() as u64], dt, vec![]),
+        (vec![y.len() as u64], dt, vec![]),
+    ];
+    let req = request(op, &ins, attrs);
+    let (plan, outs) = testing::run::<Elementwise>(&req, &[enc(x), enc(y)]).unwrap();
+    let os = dtype::size(plan.outputs[0].dtype);
+    outs[0]
+        .chunks_exact(os)
+        .map(|c| {
+            let mut b = [0u8; 8];
+            b[..os].copy_from_slice(c);
+            u64::from_le_bytes(b)
+        })
+        .collect()
+}
+
+#[test]
+fn unsigned_and_i16_edges() {
+    let fmod = [("fmod", int(1))];
+    let dir = |d: &str| [("direction", AttrValueExt::Text(d.into()))];
+    for (dt, max) in [(Dtype::U32, u32::MAX as u64), (Dtype::U64, u64::MAX)] {
+        // a divisor of all ones is not -1 for unsigned types
+        let x = [7, max, 5, max - 1];
+        let y = [max, max, 0, 2];
+        assert_eq!(
+            run_bits("Div", dt, &x, &y, &[]),
+            [0, 1, 0, (max - 1) / 2],
+            "{dt:?}"
+        );
+        assert_eq!(run_bits("Mod", dt, &x, &y, &[]), [7, 0, 0, 0], "{dt:?}");
+        assert_eq!(run_bits("Mod", dt, &x, &y, &fmod), [7, 0, 0, 0], "{dt:?}");
+        assert_eq!(run_bits("Sub", dt, &[3], &[5], &[]), [max - 1], "wraps");
+        assert_eq!(run_bits("Mul", dt, &[max], &[max], &[]), [1], "wraps");
+        assert_eq!(run_bits("Max", dt, &[max, 0], &[1, 1], &[]), [max, 1]);
+        assert_eq!(run_bits("Less", dt, &[max, 0], &[1, 1], &[]), [0, 1]);
+        let bits = 8 * dtype::size(dt) as u64;
+        let sh = [1, 3, bits - 1, bits, bits + 1];
+        let ones = [max; 5];
+        assert_eq!(
+            run_bits("BitShift", dt, &ones, &sh, &dir("RIGHT")),
+            [max >> 1, max >> 3, 1, 0, 0],
+            "{dt:?} right: no sign fill"
+        );
+        assert_eq!(
+            run_bits("BitShift", dt, &[1; 5], &sh, &dir("LEFT")),
+            [2, 8, 1 << (bits - 1), 0, 0],
+            "{dt:?} left"
+        );
+        assert_eq!(run_bits("BitwiseXor", dt, &[max], &[1], &[]), [max - 1]);
+    }
+    let i16s = |v: &[i64]| v.iter().map(|x| *x as u64).collect::<Vec<_>>();
+    let sx = |v: Vec<u64>| v.iter().map(|x| *x as i16 as i64).collect::<Vec<_>>();
+    let got = run_bits(
+        "Div",
+        Dtype::I16,
+        &i16s(&[-32768, 7, -7]),
+        &i16s(&[-1, 0, 2]),
+        &[],
+    );
+    assert_eq!(sx(got), [-32768, 0, -3], "MIN/-1 wraps, /0 is 0, truncates");
+    let got = run_bits("Add", Dtype::I16, &i16s(&[32767]), &i16s(&[1]), &[]);
+    assert_eq!(sx(got), [-32768]);
+    // ONNX test_mod_mixed_sign_int16
+    let got = run_bits(
+        "Mod",
+        Dtype::I16,
+        &i16s(&[-4, 7, 5, 4, -7, 8]),
+        &i16s(&[2, -3, 8, -2, 3, 5]),
+        &[],
+    );
+    assert_eq!(sx(got), [0, -2, 5, 0, 2, 3]);
+    let got = run_bits(
+        "BitShift",
+        Dtype::I16,
+        &i16s(&[-8, 1]),
+        &i16s(&[1, 15]),
+        &dir("RIGHT"),
+    );
+    assert_eq!(sx(got), [-4, 0]);
+    // ONNX test_pow_types_float32_uint64 / _uint32
+    for ydt in [Dtype::U64, Dtype::U32] {
+        let x = (vec![3], Dtype::F32, vec![1., 2., 3.]);
+        let y = (vec![3], ydt, vec![4., 5., 6.]);
+        assert_eq!(run("Pow", &[x, y], &[]).unwrap().1, vec![1., 32., 729.]);
+    }
+}
