@@ -5,7 +5,7 @@ that the `onnx_node_cases` test reads (set UMD_SHAPE_ONNX_CASES to its path):
     /work/venv/bin/python plugins/shape/tools/onnx_cases.py /tmp/shape-cases.txt
     UMD_SHAPE_ONNX_CASES=/tmp/shape-cases.txt cargo test -p umd-plugin-shape onnx_node_cases
 
-Cases with a dtype umd has no counterpart for (float8, int4, strings...) are left out.
+Cases with a dtype umd has no counterpart for (int4, float4, strings...) are left out.
 """
 import sys
 
@@ -18,7 +18,11 @@ OPS = {"Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Ide
        "Split", "Slice", "EyeLike", "Trilu"}
 DT = {TensorProto.FLOAT: "f32", TensorProto.UINT8: "u8", TensorProto.INT8: "i8",
       TensorProto.INT32: "i32", TensorProto.INT64: "i64", TensorProto.BOOL: "bool",
-      TensorProto.FLOAT16: "f16", TensorProto.DOUBLE: "f64", TensorProto.BFLOAT16: "bf16"}
+      TensorProto.FLOAT16: "f16", TensorProto.DOUBLE: "f64", TensorProto.BFLOAT16: "bf16",
+      TensorProto.INT16: "i16", TensorProto.UINT16: "u16", TensorProto.UINT32: "u32",
+      TensorProto.UINT64: "u64", TensorProto.FLOAT8E4M3FN: "f8e4m3fn",
+      TensorProto.FLOAT8E4M3FNUZ: "f8e4m3fnuz", TensorProto.FLOAT8E5M2: "f8e5m2",
+      TensorProto.FLOAT8E5M2FNUZ: "f8e5m2fnuz", TensorProto.FLOAT8E8M0: "f8e8m0"}
 
 
 class Skip(Exception):
@@ -42,6 +46,8 @@ def attr(a):
         return f"f {a.f!r}"
     if a.type == AttributeProto.FLOATS:
         return "fs " + " ".join(repr(v) for v in a.floats)
+    if a.type == AttributeProto.STRING:
+        return "s " + a.s.decode()
     if a.type == AttributeProto.TENSOR:
         return "t " + tensor(a.t)
     raise Skip(f"attribute type {a.type}")

@@ -355,3 +355,175 @@ fn cast_like_and_errors() {
         .out();
     assert_eq!(got, (vec![0, 2], vec![]));
 }
+
+/// Every 8-bit float type, for the sweeps below.
+const F8S: [Dtype; 4] = [
+    Dtype::F8e4m3fn,
+    Dtype::F8e4m3fnuz,
+    Dtype::F8e5m2,
+    Dtype::F8e5m2fnuz,
+];
+
+/// f32 values around every f8 code and tie: every code's value, the midpoints between codes
+/// (exact ties), a hair either side of them, both signs, and the out-of-range ones.
+fn f8_sweep(dt: Dtype) -> Vec<f32> {
+    let mut xs = vec![
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        1e-30,
+        1e30,
+    ];
+    let vals: Vec<f32> = (0u8..=0x7f)
+        .map(|c| dtype::f8_to_f32(c, dt))
+        .filter(|x| x.is_finite())
+        .collect();
+    for w in vals.windows(2) {
+        let mid = (w[0] + w[1]) / 2.0;
+        xs.extend([w[0], mid, mid.next_up(), mid.next_down()]);
+    }
+    let top = *vals.last().unwrap();
+    xs.extend([top * 1.03, top * 1.0625, top * 1.07, top * 1.2, top * 4.0]);
+    let neg: Vec<f32> = xs.iter().map(|x| -x).collect();
+    xs.extend(neg);
+    xs
+}
+
+#[test]
+fn fast_f8_encoders_match_the_reference_at_every_tie() {
+    for dt in F8S {
+        let fmt = crate::f8::fmt(dt).unwrap();
+        for x in f8_sweep(dt) {
+            for sat in [true, false] {
+                let got = crate::f8::encode(x, fmt, sat);
+                let want = f8_reference(x as f64, dt, sat);
+                assert!(
+                    got == want || (x.is_nan() && dtype::f8_to_f32(got, dt).is_nan()),
+                    "{dt:?} {x:e} sat={sat}: got {got:#x}, want {want:#x}"
+                );
+            }
+        }
+        for code in 0u8..=255 {
+            let (got, want) = (crate::f8::decode(code, fmt), dtype::f8_to_f32(code, dt));
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "{dt:?} decode {code:#x}: {got} vs {want}"
+            );
+        }
+    }
+    for code in 0u8..=255 {
+        let (got, want) = (
+            crate::f8::decode_e8m0(code),
+            dtype::f8_to_f32(code, Dtype::F8e8m0),
+        );
+        assert!(got == want || (got.is_nan() && want.is_nan()), "{code}");
+    }
+}
+
+#[test]
+fn e8m0_round_modes_and_saturation() {
+    use crate::f8::Round;
+    let mut xs = vec![
+        0.0f32, -0.0, 1.0, 1.5, 1.4999, 1.75, 3.0, 0.124, -6.0, 1e-40, 3e-39,
+    ];
+    xs.extend([
+        f32::MAX,
+        2f32.powi(127),
+        1.5 * 2f32.powi(127),
+        f32::INFINITY,
+        f32::NAN,
+    ]);
+    for x in xs {
+        for (round, name) in [
+            (Round::Up, "up"),
+            (Round::Down, "down"),
+            (Round::Nearest, "nearest"),
+        ] {
+            for sat in [true, false] {
+                assert_eq!(
+                    crate::f8::encode_e8m0(x, sat, round),
+                    e8m0_reference(x as f64, sat, name),
+                    "{x:e} {name} sat={sat}"
+                );
+            }
+        }
+    }
+    // through the op: round_mode and saturate attributes
+    let run = |v: &[f64], sat: i64, mode: &str| {
+        let (_, outs) = case("Cast")
+            .input(&[v.len() as u64], Dtype::F32, v)
+            .int("to", 24)
+            .int("saturate", sat)
+            .attr("round_mode", AttrValueExt::Text(mode.into()))
+            .run();
+        outs[0].clone()
+    };
+    assert_eq!(run(&[1.5, 3.0, 0.124], 1, "up"), vec![128, 129, 124]);
+    assert_eq!(run(&[1.5, 3.0, 0.124], 1, "down"), vec![127, 128, 123]);
+    assert_eq!(run(&[1.5, 1.25, 0.124], 1, "nearest"), vec![128, 127, 124]);
+    assert_eq!(run(&[f32::MAX as f64], 1, "up"), vec![254]);
+    assert_eq!(run(&[f32::MAX as f64], 0, "up"), vec![255]);
+    let e = case("Cast")
+        .input(&[1], Dtype::F32, &[1.0])
+        .int("to", 24)
+        .attr("round_mode", AttrValueExt::Text("sideways".into()))
+        .err();
+    assert!(is_attr_err(&e));
+    let e = case("Cast")
+        .input(&[1], Dtype::F32, &[1.0])
+        .int("to", 17)
+        .int("saturate", 2)
+        .err();
+    assert!(is_attr_err(&e));
+}
+
+#[test]
+fn f8_saturation_through_the_op() {
+    let run = |from: Dtype, to: i64, sat: i64, v: &[f64]| {
+        let (_, outs) = case("Cast")
+            .input(&[v.len() as u64], from, v)
+            .int("to", to)
+            .int("saturate", sat)
+            .run();
+        outs[0].clone()
+    };
+    let v = [1e6, -1e6, f64::INFINITY, 450.0, 465.0, -1e-7];
+    // E4M3FN: max 448 (0x7e); NaN 0x7f
+    assert_eq!(
+        run(Dtype::F32, 17, 1, &v),
+        vec![0x7e, 0xfe, 0x7e, 0x7e, 0x7e, 0x80]
+    );
+    assert_eq!(
+        run(Dtype::F32, 17, 0, &v),
+        vec![0x7f, 0xff, 0x7f, 0x7e, 0x7f, 0x80]
+    );
+    // E5M2: non-saturating overflow is inf; E5M2FNUZ: NaN 0x80, no -0
+    assert_eq!(run(Dtype::F64, 19, 0, &v[..3]), vec![0x7c, 0xfc, 0x7c]);
+    assert_eq!(run(Dtype::F16, 20, 0, &[65504.0, -1e-7]), vec![0x80, 0x00]);
+    assert_eq!(run(Dtype::I64, 18, 1, &[-1000.0, 3.0]), vec![0xff, 0x4c]);
+    // f8 -> integers and back
+    let (_, outs) = case("Cast")
+        .input(&[3], Dtype::F8e4m3fn, &[-2.5, 448.0, 0.75])
+        .int("to", 5)
+        .run();
+    assert_eq!(dtype::decode_f64(Dtype::I16, &outs[0]), vec![-2., 448., 0.]);
+}
+
+#[test]
+fn wide_integers_round_once() {
+    // 2^60 + 2^52 + 1 is just above a bf16 tie: one rounding goes up, a rounding through f64
+    // would tie to even
+    let v: i64 = (1 << 60) + (1 << 52) + 1;
+    let (_, outs) = case("Cast")
+        .input_bytes(&[1], Dtype::I64, v.to_le_bytes().to_vec())
+        .int("to", 16)
+        .run();
+    assert_eq!(u16::from_le_bytes(outs[0][..2].try_into().unwrap()), 0x5d81);
+    let (_, outs) = case("Cast")
+        .input_bytes(&[1], Dtype::U64, u64::MAX.to_le_bytes().to_vec())
+        .int("to", 7)
+        .run();
+    assert_eq!(outs[0], (-1i64).to_le_bytes().to_vec(), "u64 -> i64 wraps");
+}

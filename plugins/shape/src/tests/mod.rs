@@ -43,6 +43,10 @@ impl Case {
         let bytes = dtype::encode(dt, values).unwrap();
         self.slot(TensorDesc::new("x", shape.to_vec(), dt), bytes, false)
     }
+    /// A data input holding raw little-endian `bytes`.
+    pub fn input_bytes(self, shape: &[u64], dt: Dtype, bytes: Vec<u8>) -> Self {
+        self.slot(TensorDesc::new("x", shape.to_vec(), dt), bytes, false)
+    }
     /// A 1-D i64 constant input.
     pub fn ints(self, v: &[i64]) -> Self {
         self.ints_shaped(&[v.len() as u64], v)

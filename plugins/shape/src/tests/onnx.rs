@@ -62,6 +62,7 @@ fn parse(text: &str) -> Vec<NodeCase> {
                             .collect(),
                     ),
                     "f" => AttrValueExt::Float(w[3].parse().unwrap()),
+                    "s" => AttrValueExt::Text(w[3].into()),
                     "fs" => AttrValueExt::Floats(
                         w[3..]
                             .iter()
