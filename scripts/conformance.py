@@ -36,8 +36,14 @@ from umd_client import umd_pb2_grpc as rpc  # noqa: E402
 import grpc  # noqa: E402
 
 # ONNX tensor element types umd has, by TensorProto number.
-ONNX_TO_UMD = {1: "f32", 2: "u8", 3: "i8", 6: "i32", 7: "i64", 9: "bool", 10: "f16", 11: "f64",
-               16: "bf16"}
+ONNX_TO_UMD = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool",
+               10: "f16", 11: "f64", 12: "u32", 13: "u64", 16: "bf16", 17: "f8e4m3fn",
+               18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz", 24: "f8e8m0"}
+#: umd dtypes NumPy has, as NumPy dtypes (the others are read as raw codes and viewed in the
+#: expected array's own dtype: bf16 and the 8-bit floats come from ml_dtypes via onnx).
+UMD_TO_NP = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32,
+             "i64": np.int64, "i8": np.int8, "u8": np.uint8, "bool": np.bool_, "i16": np.int16,
+             "u16": np.uint16, "u32": np.uint32, "u64": np.uint64}
 ONNX_TYPE_NAMES = {v: k for k, v in onnx.TensorProto.DataType.items()}
 STATUS_UNSUPPORTED = 2
 CHUNK = 1 << 20
@@ -174,15 +180,17 @@ class Remote:
                              f"({len(r.outputs)} outputs)")
             self.values[name] = (r.outputs[i], r.output_descs[i])
 
-    def download(self, name: str) -> tuple[np.ndarray, str]:
+    def download(self, name: str, like: np.ndarray) -> tuple[np.ndarray, str]:
+        """A value as an array: NumPy's dtype where it has one, else `like`'s (bf16, f8)."""
         h, d = self.values[name]
-        data = b"".join(c.data for c in self.stub.ReadBuffer(pb.ReadRequest(handle=h), timeout=TIMEOUT))
-        np_dt = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32,
-                 "i64": np.int64, "i8": np.int8, "u8": np.uint8, "bool": np.bool_,
-                 "bf16": np.uint16}[d.dtype]
+        data = b"".join(c.data for c in self.stub.ReadBuffer(pb.ReadRequest(handle=h),
+                                                             timeout=TIMEOUT))
+        np_dt = UMD_TO_NP.get(d.dtype)
+        if np_dt is None:
+            if like.dtype.itemsize != (2 if d.dtype == "bf16" else 1):
+                raise Failed(f"output `{name}` is {d.dtype}, expected {like.dtype}")
+            np_dt = like.dtype
         arr = np.frombuffer(data, dtype=np_dt)
-        if d.dtype == "bf16":
-            arr = (arr.astype(np.uint32) << 16).view(np.float32)
         n = int(np.prod(d.shape)) if len(d.shape) else 1
         return arr[:n].reshape(tuple(d.shape)), d.dtype
 
@@ -206,7 +214,7 @@ def compare(name: str, got: np.ndarray, got_dt: str, want, elem_type: int, rtol:
         raise Failed(f"output `{name}`: dtype {got_dt}, expected {want_dt}")
     if tuple(got.shape) != tuple(want.shape):
         raise Failed(f"output `{name}`: shape {list(got.shape)}, expected {list(want.shape)}")
-    if want_dt in ("bf16", "f16", "f32", "f64"):
+    if want_dt in ("bf16", "f16", "f32", "f64") or want_dt.startswith("f8"):
         ok = np.isclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol,
                         equal_nan=True)
     else:
@@ -241,7 +249,7 @@ def run_test(stub, case) -> None:
                 remote.run_node(node, opset)
             for vo, want in zip(graph.output, outputs):
                 et = elem_type(vo, "output")
-                got, got_dt = remote.download(vo.name)
+                got, got_dt = remote.download(vo.name, as_array(want))
                 compare(vo.name, got, got_dt, want, et, case.rtol, case.atol)
         finally:
             remote.free()

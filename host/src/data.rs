@@ -20,6 +20,11 @@ pub fn encode(dtype: Dtype, values: &[f64]) -> Vec<u8> {
             Dtype::I8 => out.extend_from_slice(&(v as i8).to_le_bytes()),
             Dtype::U8 => out.push(v as u8),
             Dtype::Bool => out.push((v != 0.0) as u8),
+            Dtype::I16 => out.extend_from_slice(&(v as i16).to_le_bytes()),
+            Dtype::U16 => out.extend_from_slice(&(v as u16).to_le_bytes()),
+            Dtype::U32 => out.extend_from_slice(&(v as u32).to_le_bytes()),
+            Dtype::U64 => out.extend_from_slice(&(v as u64).to_le_bytes()),
+            f8 => out.push(f8::encode(v as f32, f8)),
         }
     }
     out
@@ -39,8 +44,75 @@ pub fn decode(dtype: Dtype, bytes: &[u8]) -> Vec<f64> {
             Dtype::I64 => i64::from_le_bytes(c.try_into().unwrap()) as f64,
             Dtype::I8 => c[0] as i8 as f64,
             Dtype::U8 | Dtype::Bool => c[0] as f64,
+            Dtype::I16 => i16::from_le_bytes(c.try_into().unwrap()) as f64,
+            Dtype::U16 => u16::from_le_bytes(c.try_into().unwrap()) as f64,
+            Dtype::U32 => u32::from_le_bytes(c.try_into().unwrap()) as f64,
+            Dtype::U64 => u64::from_le_bytes(c.try_into().unwrap()) as f64,
+            f8 => f8::decode(c[0], f8) as f64,
         })
         .collect()
+}
+
+/// The ONNX 8-bit floats, for host-side data (the SDK has the guest-side twin: the host does
+/// not depend on the guest SDK).
+mod f8 {
+    use crate::tensor::Dtype;
+
+    /// Decodes one element (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0).
+    pub fn decode(bits: u8, dt: Dtype) -> f32 {
+        if dt == Dtype::F8e8m0 {
+            return if bits == 0xff {
+                f32::NAN
+            } else {
+                2f32.powi(bits as i32 - 127)
+            };
+        }
+        let (e_bits, bias, fnuz) = match dt {
+            Dtype::F8e4m3fn => (4, 7, false),
+            Dtype::F8e4m3fnuz => (4, 8, true),
+            Dtype::F8e5m2 => (5, 15, false),
+            _ => (5, 16, true),
+        };
+        let m_bits = 7 - e_bits;
+        if fnuz && bits == 0x80 {
+            return f32::NAN;
+        }
+        let sign = if bits & 0x80 != 0 { -1.0f32 } else { 1.0 };
+        let e = ((bits >> m_bits) & ((1 << e_bits) - 1)) as i32;
+        let f = (bits & ((1 << m_bits) - 1)) as u32;
+        let e_max = (1 << e_bits) - 1;
+        if !fnuz && e == e_max && (e_bits == 5 || f == (1 << m_bits) - 1) {
+            return if e_bits == 5 && f == 0 {
+                sign * f32::INFINITY
+            } else {
+                f32::NAN
+            };
+        }
+        let frac = f as f32 / (1u32 << m_bits) as f32;
+        if e == 0 {
+            sign * frac * 2f32.powi(1 - bias)
+        } else {
+            sign * (1.0 + frac) * 2f32.powi(e - bias)
+        }
+    }
+
+    /// The nearest finite code (saturating; NaN stays NaN): exact, by search.
+    pub fn encode(v: f32, dt: Dtype) -> u8 {
+        if v.is_nan() {
+            return match dt {
+                Dtype::F8e8m0 => 0xff,
+                Dtype::F8e4m3fnuz | Dtype::F8e5m2fnuz => 0x80,
+                _ => 0x7f,
+            };
+        }
+        (0u8..=255)
+            .filter(|&c| decode(c, dt).is_finite())
+            .min_by(|&a, &b| {
+                let (da, db) = ((decode(a, dt) - v).abs(), (decode(b, dt) - v).abs());
+                da.total_cmp(&db).then((a & 1).cmp(&(b & 1)))
+            })
+            .unwrap_or(0)
+    }
 }
 
 /// Deterministic pseudo-random values in [-1, 1) (integers in [-8, 8)) for `n` elements.

@@ -1,5 +1,6 @@
 //! NumPy `.npy` files (format 1.0): write a tensor for a person or a script to load with
-//! `numpy.load`, and read one back. bf16 has no NumPy type: it is written as f32 (exact).
+//! `numpy.load`, and read one back. bf16 has no NumPy type: it is written as f32 (exact); the
+//! 8-bit floats are written as their byte codes (u8).
 //! Owns only the file format; knows nothing of devices or plugins.
 
 use std::io::Write;
@@ -21,6 +22,14 @@ fn descr(dt: Dtype) -> &'static str {
         Dtype::I8 => "|i1",
         Dtype::U8 => "|u1",
         Dtype::Bool => "|b1",
+        Dtype::I16 => "<i2",
+        Dtype::U16 => "<u2",
+        Dtype::U32 => "<u4",
+        Dtype::U64 => "<u8",
+        // NumPy has no 8-bit floats: their codes are written as bytes.
+        Dtype::F8e4m3fn | Dtype::F8e4m3fnuz | Dtype::F8e5m2 | Dtype::F8e5m2fnuz | Dtype::F8e8m0 => {
+            "|u1"
+        }
     }
 }
 
@@ -103,6 +112,10 @@ fn parse(bytes: &[u8], name: &str) -> Result<(TensorDesc, Vec<u8>), String> {
         "|i1" | "<i1" => Dtype::I8,
         "|u1" | "<u1" => Dtype::U8,
         "|b1" => Dtype::Bool,
+        "<i2" => Dtype::I16,
+        "<u2" => Dtype::U16,
+        "<u4" => Dtype::U32,
+        "<u8" => Dtype::U64,
         other => return Err(format!("dtype `{other}` is not one umd has")),
     };
     if field("fortran_order").is_some_and(|v| v.starts_with("True")) {

@@ -26,10 +26,20 @@ pub enum Dtype {
     I8 = 7,
     U8 = 8,
     Bool = 9,
+    /// (ABI 1.2) 16-bit and unsigned integers, and the ONNX 8-bit floats.
+    I16 = 10,
+    U16 = 11,
+    U32 = 12,
+    U64 = 13,
+    F8e4m3fn = 14,
+    F8e4m3fnuz = 15,
+    F8e5m2 = 16,
+    F8e5m2fnuz = 17,
+    F8e8m0 = 18,
 }
 
 impl Dtype {
-    pub const ALL: [Dtype; 9] = [
+    pub const ALL: [Dtype; 18] = [
         Dtype::F32,
         Dtype::F16,
         Dtype::Bf16,
@@ -39,15 +49,31 @@ impl Dtype {
         Dtype::I8,
         Dtype::U8,
         Dtype::Bool,
+        Dtype::I16,
+        Dtype::U16,
+        Dtype::U32,
+        Dtype::U64,
+        Dtype::F8e4m3fn,
+        Dtype::F8e4m3fnuz,
+        Dtype::F8e5m2,
+        Dtype::F8e5m2fnuz,
+        Dtype::F8e8m0,
     ];
 
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
-            Dtype::F64 | Dtype::I64 => 8,
-            Dtype::F32 | Dtype::I32 => 4,
-            Dtype::F16 | Dtype::Bf16 => 2,
-            Dtype::I8 | Dtype::U8 | Dtype::Bool => 1,
+            Dtype::F64 | Dtype::I64 | Dtype::U64 => 8,
+            Dtype::F32 | Dtype::I32 | Dtype::U32 => 4,
+            Dtype::F16 | Dtype::Bf16 | Dtype::I16 | Dtype::U16 => 2,
+            Dtype::I8
+            | Dtype::U8
+            | Dtype::Bool
+            | Dtype::F8e4m3fn
+            | Dtype::F8e4m3fnuz
+            | Dtype::F8e5m2
+            | Dtype::F8e5m2fnuz
+            | Dtype::F8e8m0 => 1,
         }
     }
 
@@ -63,7 +89,21 @@ impl Dtype {
             Dtype::I8 => "i8",
             Dtype::U8 => "u8",
             Dtype::Bool => "bool",
+            Dtype::I16 => "i16",
+            Dtype::U16 => "u16",
+            Dtype::U32 => "u32",
+            Dtype::U64 => "u64",
+            Dtype::F8e4m3fn => "f8e4m3fn",
+            Dtype::F8e4m3fnuz => "f8e4m3fnuz",
+            Dtype::F8e5m2 => "f8e5m2",
+            Dtype::F8e5m2fnuz => "f8e5m2fnuz",
+            Dtype::F8e8m0 => "f8e8m0",
         }
+    }
+
+    /// Whether a 1.0/1.1 plugin can be told about this dtype.
+    pub fn in_abi_1_1(self) -> bool {
+        (self as u8) <= Dtype::Bool as u8
     }
 
     /// The dtype of a command-buffer code.
@@ -72,7 +112,18 @@ impl Dtype {
     }
 
     pub fn is_float(self) -> bool {
-        matches!(self, Dtype::F32 | Dtype::F16 | Dtype::Bf16 | Dtype::F64)
+        matches!(
+            self,
+            Dtype::F32
+                | Dtype::F16
+                | Dtype::Bf16
+                | Dtype::F64
+                | Dtype::F8e4m3fn
+                | Dtype::F8e4m3fnuz
+                | Dtype::F8e5m2
+                | Dtype::F8e5m2fnuz
+                | Dtype::F8e8m0
+        )
     }
 }
 
@@ -105,6 +156,15 @@ impl FromStr for Dtype {
             "i8" | "int8" => Dtype::I8,
             "u8" | "uint8" => Dtype::U8,
             "bool" | "boolean" => Dtype::Bool,
+            "i16" | "int16" | "short" => Dtype::I16,
+            "u16" | "uint16" => Dtype::U16,
+            "u32" | "uint32" => Dtype::U32,
+            "u64" | "uint64" => Dtype::U64,
+            "f8e4m3fn" | "float8e4m3fn" | "float8_e4m3fn" => Dtype::F8e4m3fn,
+            "f8e4m3fnuz" | "float8e4m3fnuz" | "float8_e4m3fnuz" => Dtype::F8e4m3fnuz,
+            "f8e5m2" | "float8e5m2" | "float8_e5m2" => Dtype::F8e5m2,
+            "f8e5m2fnuz" | "float8e5m2fnuz" | "float8_e5m2fnuz" => Dtype::F8e5m2fnuz,
+            "f8e8m0" | "float8e8m0" | "float8_e8m0fnu" => Dtype::F8e8m0,
             _ => return Err(RequestError::UnknownDtype(s.to_string())),
         })
     }

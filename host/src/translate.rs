@@ -75,7 +75,8 @@ impl OpRequest {
 
     /// Whether the request says anything only ABI 1.2 can carry to a plugin.
     pub fn needs_abi_1_2(&self) -> bool {
-        !self.absent.is_empty()
+        self.inputs.iter().any(|d| !d.dtype.in_abi_1_1())
+            || !self.absent.is_empty()
             || !self.values.is_empty()
             || !self.outputs_wanted.is_empty()
             || self
@@ -445,7 +446,7 @@ impl<'a> WitRequest<'a> {
                     }
                     let (i, d) = present.next()?;
                     Some(wit::InputSlot {
-                        desc: convert::tensor_to_wit(d),
+                        desc: convert::tensor_to_wit_ext(d),
                         value: req
                             .values
                             .iter()
@@ -479,7 +480,12 @@ impl<'a> WitRequest<'a> {
                 }
                 Some(wit::PlanRequest {
                     op: self.op.to_string(),
-                    inputs: self.req.inputs.iter().map(convert::tensor_to_wit).collect(),
+                    inputs: self
+                        .req
+                        .inputs
+                        .iter()
+                        .map(convert::tensor_to_wit)
+                        .collect::<Option<Vec<_>>>()?,
                     attributes: self
                         .req
                         .attributes
@@ -509,11 +515,11 @@ fn plan_on(
     let planned = match p.plan_ext(wit_req.ext()) {
         Some(r) => r,
         None => match wit_req.legacy() {
-            Some(legacy) => p.plan(legacy),
+            Some(legacy) => p.plan(legacy).map(|r| r.map(plan_from_legacy)),
             None => {
                 return Ok(Err(format!(
                     "built for umd:plugin@{}, which cannot take absent inputs, constant values, \
-                     outputs wanted or tensor/string-list attributes (1.2)",
+                     outputs wanted, tensor/string-list attributes or 1.2 dtypes",
                     p.abi()
                 )));
             }
@@ -532,6 +538,19 @@ fn plan_on(
             }),
             Declined::Internal(m) => Err(fault(PluginFault::Internal(m))),
         },
+    }
+}
+
+/// A 1.0/1.1 plan in the 1.2 form (every 1.1 dtype has a 1.2 twin).
+fn plan_from_legacy(p: wit::OpPlan) -> wit::OpPlanExt {
+    wit::OpPlanExt {
+        outputs: p
+            .outputs
+            .into_iter()
+            .map(|o| convert::tensor_to_wit_ext(&convert::tensor_from_wit(o)))
+            .collect(),
+        launches: p.launches,
+        workspace_bytes: p.workspace_bytes,
     }
 }
 
@@ -564,7 +583,7 @@ fn build_command_buffer(
     plugin: &LoadedPlugin,
     req: &OpRequest,
     target: &Target,
-    plan: wit::OpPlan,
+    plan: wit::OpPlanExt,
 ) -> Result<CommandBuffer, PluginFault> {
     let invalid = |m: String| PluginFault::InvalidPlan(m);
     if plan.outputs.is_empty() || plan.outputs.len() > MAX_OUTPUTS {
@@ -591,7 +610,7 @@ fn build_command_buffer(
         })
         .collect();
     for (i, o) in plan.outputs.into_iter().enumerate() {
-        let desc = convert::tensor_from_wit(o);
+        let desc = convert::tensor_from_wit_ext(o);
         if desc.validate().is_err() || desc.numel().is_none_or(|n| n > MAX_ELEMENTS) {
             return Err(invalid(format!(
                 "output {i} has an invalid shape {:?}",

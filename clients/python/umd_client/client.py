@@ -23,6 +23,10 @@ _NP_DTYPES = {
     "int8": "i8",
     "uint8": "u8",
     "bool": "bool",
+    "int16": "i16",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
 }
 _UMD_TO_NP = {v: k for k, v in _NP_DTYPES.items()}
 

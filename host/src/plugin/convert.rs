@@ -6,8 +6,9 @@ use crate::cmdbuf::{Access, Relocation};
 use crate::target::{Dim3, Target, TargetLimits};
 use crate::tensor::{AttrValue, Dtype, TensorDesc};
 
-pub fn dtype_to_wit(d: Dtype) -> wit::Dtype {
-    match d {
+/// The 1.0/1.1 form of a dtype; `None` for the element types only 1.2 has.
+pub fn dtype_to_wit(d: Dtype) -> Option<wit::Dtype> {
+    Some(match d {
         Dtype::F32 => wit::Dtype::F32,
         Dtype::F16 => wit::Dtype::F16,
         Dtype::Bf16 => wit::Dtype::Bf16,
@@ -17,7 +18,8 @@ pub fn dtype_to_wit(d: Dtype) -> wit::Dtype {
         Dtype::I8 => wit::Dtype::I8,
         Dtype::U8 => wit::Dtype::U8,
         Dtype::Bool => wit::Dtype::Boolean,
-    }
+        _ => return None,
+    })
 }
 
 pub fn dtype_from_wit(d: wit::Dtype) -> Dtype {
@@ -34,12 +36,62 @@ pub fn dtype_from_wit(d: wit::Dtype) -> Dtype {
     }
 }
 
-pub fn tensor_to_wit(t: &TensorDesc) -> wit::TensorDesc {
-    wit::TensorDesc {
+/// The 1.2 form of a dtype (every host dtype has one).
+pub fn dtype_to_wit_ext(d: Dtype) -> wit::DtypeExt {
+    use wit::DtypeExt as W;
+    match d {
+        Dtype::F32 => W::F32,
+        Dtype::F16 => W::F16,
+        Dtype::Bf16 => W::Bf16,
+        Dtype::F64 => W::F64,
+        Dtype::I32 => W::I32,
+        Dtype::I64 => W::I64,
+        Dtype::I8 => W::I8,
+        Dtype::U8 => W::U8,
+        Dtype::Bool => W::Boolean,
+        Dtype::I16 => W::I16,
+        Dtype::U16 => W::U16,
+        Dtype::U32 => W::U32,
+        Dtype::U64 => W::U64,
+        Dtype::F8e4m3fn => W::F8e4m3fn,
+        Dtype::F8e4m3fnuz => W::F8e4m3fnuz,
+        Dtype::F8e5m2 => W::F8e5m2,
+        Dtype::F8e5m2fnuz => W::F8e5m2fnuz,
+        Dtype::F8e8m0 => W::F8e8m0,
+    }
+}
+
+pub fn dtype_from_wit_ext(d: wit::DtypeExt) -> Dtype {
+    use wit::DtypeExt as W;
+    match d {
+        W::F32 => Dtype::F32,
+        W::F16 => Dtype::F16,
+        W::Bf16 => Dtype::Bf16,
+        W::F64 => Dtype::F64,
+        W::I32 => Dtype::I32,
+        W::I64 => Dtype::I64,
+        W::I8 => Dtype::I8,
+        W::U8 => Dtype::U8,
+        W::Boolean => Dtype::Bool,
+        W::I16 => Dtype::I16,
+        W::U16 => Dtype::U16,
+        W::U32 => Dtype::U32,
+        W::U64 => Dtype::U64,
+        W::F8e4m3fn => Dtype::F8e4m3fn,
+        W::F8e4m3fnuz => Dtype::F8e4m3fnuz,
+        W::F8e5m2 => Dtype::F8e5m2,
+        W::F8e5m2fnuz => Dtype::F8e5m2fnuz,
+        W::F8e8m0 => Dtype::F8e8m0,
+    }
+}
+
+/// The 1.0/1.1 form of a description; `None` for a dtype only 1.2 has.
+pub fn tensor_to_wit(t: &TensorDesc) -> Option<wit::TensorDesc> {
+    Some(wit::TensorDesc {
         name: t.name.clone(),
         shape: t.shape.clone(),
-        dtype: dtype_to_wit(t.dtype),
-    }
+        dtype: dtype_to_wit(t.dtype)?,
+    })
 }
 
 pub fn tensor_from_wit(t: wit::TensorDesc) -> TensorDesc {
@@ -47,6 +99,22 @@ pub fn tensor_from_wit(t: wit::TensorDesc) -> TensorDesc {
         name: t.name,
         shape: t.shape,
         dtype: dtype_from_wit(t.dtype),
+    }
+}
+
+pub fn tensor_to_wit_ext(t: &TensorDesc) -> wit::TensorDescExt {
+    wit::TensorDescExt {
+        name: t.name.clone(),
+        shape: t.shape.clone(),
+        dtype: dtype_to_wit_ext(t.dtype),
+    }
+}
+
+pub fn tensor_from_wit_ext(t: wit::TensorDescExt) -> TensorDesc {
+    TensorDesc {
+        name: t.name,
+        shape: t.shape,
+        dtype: dtype_from_wit_ext(t.dtype),
     }
 }
 
@@ -79,7 +147,7 @@ pub fn attr_to_wit_ext(name: &str, v: &AttrValue) -> wit::AttributeExt {
             AttrValue::Bool(x) => wit::AttrValueExt::Boolean(*x),
             AttrValue::Texts(x) => wit::AttrValueExt::Texts(x.clone()),
             AttrValue::Tensor(d, data) => wit::AttrValueExt::Tensor(wit::TensorValue {
-                desc: tensor_to_wit(d),
+                desc: tensor_to_wit_ext(d),
                 data: data.clone(),
             }),
         },

@@ -507,10 +507,10 @@ impl LoadedPlugin {
     pub fn plan_ext(
         &self,
         req: &wit::PlanRequestExt,
-    ) -> Option<Result<Result<wit::OpPlan, wit::OpError>, PluginFault>> {
+    ) -> Option<Result<Result<wit::OpPlanExt, wit::OpError>, PluginFault>> {
         let ex = self.planner?;
         Some(self.call("planner.plan", self.runtime.limits.plan_deadline, |s, inst, _| {
-            let f = inst.get_typed_func::<(&wit::PlanRequestExt,), (Result<wit::OpPlan, wit::OpError>,)>(
+            let f = inst.get_typed_func::<(&wit::PlanRequestExt,), (Result<wit::OpPlanExt, wit::OpError>,)>(
                 &mut *s, ex.plan,
             )?;
             Ok(f.call(s, (req,))?.0)
@@ -519,13 +519,13 @@ impl LoadedPlugin {
 
     /// (1.2) The plugin's tolerance for `op` in `dtype`; `None` when it declares none (or is
     /// older than 1.2). A faulting call counts as none.
-    pub fn tolerance(&self, op: &str, dtype: wit::Dtype) -> Option<wit::OpTolerance> {
+    pub fn tolerance(&self, op: &str, dtype: wit::DtypeExt) -> Option<wit::OpTolerance> {
         let ex = self.planner?;
         self.call(
             "planner.tolerance",
             self.runtime.limits.plan_deadline,
             |s, inst, _| {
-                let f = inst.get_typed_func::<(&str, wit::Dtype), (Option<wit::OpTolerance>,)>(
+                let f = inst.get_typed_func::<(&str, wit::DtypeExt), (Option<wit::OpTolerance>,)>(
                     &mut *s,
                     ex.tolerance,
                 )?;
