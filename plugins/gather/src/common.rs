@@ -12,21 +12,12 @@ use umd_sdk::{Dtype, Launch, OpError, OpPlan, PlanRequestExt, TensorDesc, dtype,
 /// Threads per block of every launch (all kernels are grid-stride loops).
 pub const THREADS: u32 = 256;
 
-/// Every dtype a data-movement op serves.
-pub const ALL_DTYPES: [Dtype; 9] = [
-    Dtype::F32,
-    Dtype::F16,
-    Dtype::Bf16,
-    Dtype::F64,
-    Dtype::I32,
-    Dtype::I64,
-    Dtype::I8,
-    Dtype::U8,
-    Dtype::Boolean,
-];
+/// Every dtype a data-movement op serves (all 18 of `dtype-ext`).
+pub const ALL_DTYPES: [Dtype; 18] = dtype::ALL;
 
-/// The numeric dtypes (arithmetic kernels: Scatter reductions, interpolating Resize).
-pub const NUMERIC_DTYPES: [Dtype; 8] = [
+/// The numeric dtypes (arithmetic kernels: Scatter reductions, interpolating Resize, OneHot's
+/// indices): every dtype but bool and the 8-bit floats.
+pub const NUMERIC_DTYPES: [Dtype; 12] = [
     Dtype::F32,
     Dtype::F16,
     Dtype::Bf16,
@@ -35,6 +26,10 @@ pub const NUMERIC_DTYPES: [Dtype; 8] = [
     Dtype::I64,
     Dtype::I8,
     Dtype::U8,
+    Dtype::I16,
+    Dtype::U16,
+    Dtype::U32,
+    Dtype::U64,
 ];
 
 /// Element sizes the movement modules are built for.

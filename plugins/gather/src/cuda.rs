@@ -288,7 +288,9 @@ fn rmw_fn(dt: Dtype, red: &str) -> String {
         store.replace('X', &format!("({op})"))
     );
     let native = match (dt, red) {
-        (Dtype::F32 | Dtype::F64 | Dtype::I32, "add") => Some("atomicAdd(p, u);".to_string()),
+        (Dtype::F32 | Dtype::F64 | Dtype::I32 | Dtype::U32 | Dtype::U64, "add") => {
+            Some("atomicAdd(p, u);".to_string())
+        }
         (Dtype::I64, "add") => {
             Some("atomicAdd((unsigned long long*)p, (unsigned long long)u);".to_string())
         }
@@ -311,6 +313,8 @@ fn rmw_fn(dt: Dtype, red: &str) -> String {
                         "(unsigned long long)__double_as_longlong(nv)",
                     ),
                     Dtype::I32 => ("unsigned int", "(int)assumed", "(unsigned int)nv"),
+                    Dtype::U32 => ("unsigned int", "assumed", "nv"),
+                    Dtype::U64 => ("unsigned long long", "assumed", "nv"),
                     _ => (
                         "unsigned long long",
                         "(long long)assumed",

@@ -247,6 +247,11 @@ fn conversions(dt: Dtype) -> String {
         Dtype::I32 => int("-2147483648.0", "2147483647.0"),
         Dtype::I64 => int("-9223372036854775808.0", "9223372036854775807.0"),
         Dtype::I8 => int("-128.0", "127.0"),
+        Dtype::I16 => int("-32768.0", "32767.0"),
+        Dtype::U16 => int("0.0", "65535.0"),
+        Dtype::U32 => int("0.0", "4294967295.0"),
+        // 2^64 as a double: the PTX conversion saturates it to the largest u64
+        Dtype::U64 => int("0.0", "18446744073709551615.0"),
         _ => int("0.0", "255.0"),
     };
     format!("{ld}__device__ __forceinline__ {t} umd_st(double v) {{ {body} }}\n")

@@ -3,9 +3,9 @@
 //! Ops: Gather, GatherElements, GatherND, ScatterElements (and Scatter, its opset 9–10 name),
 //! ScatterND, Pad, Resize (and Upsample), DepthToSpace, SpaceToDepth, OneHot, Trilu.
 //!
-//! Data movement is dispatched on element size, so every dtype is served (f32, f16, bf16, f64,
-//! i32, i64, i8, u8, bool); arithmetic (Scatter reductions, linear/cubic Resize) on the numeric
-//! ones. Each op family has one index-mapping core: the planner ([`gather`], [`scatter`],
+//! Data movement is dispatched on element size, so every dtype is served (all 18 of ABI 1.2's
+//! `dtype-ext`, the 8-bit floats included); arithmetic (Scatter reductions, linear/cubic Resize,
+//! OneHot's indices) on the numeric ones (floats but f8, and every integer type). Each op family has one index-mapping core: the planner ([`gather`], [`scatter`],
 //! [`pad`], [`resize`], [`layout`], [`onehot`]) packs shapes as fixed arrays into the parameter
 //! block, the CPU kernel (same files, [`resize_core`] for Resize) computes source offsets
 //! directly, and the CUDA kernel ([`cuda`], [`cuda_resize`]) does the same per output element.

@@ -385,7 +385,8 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     ))
 }
 
-/// `extrapolation_value` as an element of `dt` (numpy's `saturate_cast`).
+/// `extrapolation_value` as an element of `dt` (numpy's `saturate_cast`; an 8-bit float as
+/// ml_dtypes casts).
 fn ev_bits(dt: Dtype, ev: f64) -> u64 {
     use crate::resize_core::Saturate;
     use umd_sdk::half::{bf16, f16};
@@ -403,6 +404,12 @@ fn ev_bits(dt: Dtype, ev: f64) -> u64 {
         Dtype::I64 => bits::<i64>(ev),
         Dtype::I8 => bits::<i8>(ev),
         Dtype::U8 => bits::<u8>(ev),
+        Dtype::I16 => bits::<i16>(ev),
+        Dtype::U16 => bits::<u16>(ev),
+        Dtype::U32 => bits::<u32>(ev),
+        Dtype::U64 => bits::<u64>(ev),
         Dtype::Boolean => (ev != 0.0) as u64,
+        // ml_dtypes' float → float8 cast (no saturation: out of range is NaN, or inf for E5M2)
+        f8 => dtype::f32_to_f8(ev as f32, f8, false) as u64,
     }
 }

@@ -519,6 +519,10 @@ saturate_int!(i32);
 saturate_int!(i64);
 saturate_int!(i8);
 saturate_int!(u8);
+saturate_int!(i16);
+saturate_int!(u16);
+saturate_int!(u32);
+saturate_int!(u64);
 
 /// Runs `resize_interp_{dt}` on the CPU.
 pub fn run_interp(call: &CpuCall, dt: Dtype) -> Result<Vec<CpuWrite>, OpError> {
@@ -531,7 +535,11 @@ pub fn run_interp(call: &CpuCall, dt: Dtype) -> Result<Vec<CpuWrite>, OpError> {
         Dtype::I64 => interp::<i64>(call),
         Dtype::I8 => interp::<i8>(call),
         Dtype::U8 => interp::<u8>(call),
-        Dtype::Boolean => Err(common::unknown_entry(&call.module_id, &call.entry_point)),
+        Dtype::I16 => interp::<i16>(call),
+        Dtype::U16 => interp::<u16>(call),
+        Dtype::U32 => interp::<u32>(call),
+        Dtype::U64 => interp::<u64>(call),
+        _ => Err(common::unknown_entry(&call.module_id, &call.entry_point)),
     }
 }
 

@@ -295,6 +295,10 @@ int_reduce!(i32);
 int_reduce!(i64);
 int_reduce!(i8);
 int_reduce!(u8);
+int_reduce!(i16);
+int_reduce!(u16);
+int_reduce!(u32);
+int_reduce!(u64);
 
 /// A reduction in dtype `T`.
 struct Arith<T: Element>(fn(T::Compute, T::Compute) -> T::Compute);
@@ -357,7 +361,11 @@ pub fn run_reduce(call: &CpuCall, dt: Dtype) -> Result<Vec<CpuWrite>, OpError> {
         Dtype::I64 => go::<i64>(call, kind, red),
         Dtype::I8 => go::<i8>(call, kind, red),
         Dtype::U8 => go::<u8>(call, kind, red),
-        Dtype::Boolean => None,
+        Dtype::I16 => go::<i16>(call, kind, red),
+        Dtype::U16 => go::<u16>(call, kind, red),
+        Dtype::U32 => go::<u32>(call, kind, red),
+        Dtype::U64 => go::<u64>(call, kind, red),
+        _ => None,
     };
     r.ok_or_else(unknown)?
 }

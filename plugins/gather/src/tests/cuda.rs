@@ -121,7 +121,7 @@ fn describe_signatures_and_self_tests() {
     for case in GatherPlugin::self_tests() {
         let mut b = builder(&case.op);
         for d in &case.inputs {
-            b = b.input(d.clone());
+            b = b.input(umd_sdk::legacy::desc_from_legacy(d));
         }
         let mut req = build(b);
         req.attributes = umd_sdk::PlanRequestExt::from_legacy(&umd_sdk::PlanRequest {

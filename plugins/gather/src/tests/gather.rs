@@ -246,7 +246,7 @@ fn gather_nd_matches_naive() {
         (&[4], &[1], 0),
     ];
     for (t, (dshape, ishape, b)) in cases.into_iter().enumerate() {
-        let dt = all_dtypes()[t % 9];
+        let dt = all_dtypes()[t % 18];
         let s = dtype::size(dt);
         let b = b as usize;
         let k = ishape[ishape.len() - 1] as usize;

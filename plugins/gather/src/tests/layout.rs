@@ -165,11 +165,15 @@ fn onehot_matches_naive() {
         Dtype::F16,
         Dtype::Bf16,
         Dtype::F64,
+        Dtype::I16,
+        Dtype::U16,
+        Dtype::U32,
+        Dtype::U64,
     ]
     .into_iter()
     .enumerate()
     {
-        let vdt = all_dtypes()[t];
+        let vdt = all_dtypes()[(t * 5) % 18];
         let s = dtype::size(vdt);
         let shape = rng.shape(1 + t % 3, 1, 4);
         let r = shape.len() as i64;
@@ -177,7 +181,11 @@ fn onehot_matches_naive() {
         let idx: Vec<f64> = (0..numel(&shape))
             .map(|_| {
                 let v = rng.range(-5, 6) as f64;
-                if idt == Dtype::U8 { v.abs() } else { v }
+                if matches!(idt, Dtype::U8 | Dtype::U16 | Dtype::U32 | Dtype::U64) {
+                    v.abs()
+                } else {
+                    v
+                }
             })
             .collect();
         let axis = rng.range(-r - 1, r + 1);

@@ -142,6 +142,8 @@ fn every_dtype_stores_the_f64_result_as_numpy_does() {
                     Dtype::Bf16 => umd_sdk::half::bf16::from_f32(w as f32).to_f64(),
                     Dtype::I8 => w.round_ties_even().clamp(-128.0, 127.0),
                     Dtype::U8 => w.round_ties_even().clamp(0.0, 255.0),
+                    Dtype::I16 => w.round_ties_even().clamp(-32768.0, 32767.0),
+                    Dtype::U16 | Dtype::U32 | Dtype::U64 => w.round_ties_even().max(0.0),
                     _ => w.round_ties_even(),
                 };
                 assert_eq!(*g, want, "{mode} {cmode} {dt:?} element {i}");
@@ -255,6 +257,20 @@ fn resize_errors() {
         None,
         &[("mode", text("linear"))],
     )));
+    // the 8-bit floats: nearest only (data movement); interpolation names the served dtypes
+    for (dt, mode) in [(Dtype::F8e4m3fn, "linear"), (Dtype::F8e5m2, "cubic")] {
+        match e(resize(
+            (&[1, 4], dt),
+            Some(&[1., 2.]),
+            None,
+            &[("mode", text(mode))],
+        )) {
+            Err(umd_sdk::OpError::UnsupportedDtype(m)) => {
+                assert!(m.contains("u64") && m.contains("bf16"), "{m}")
+            }
+            r => panic!("{dt:?} {mode}: {:?}", r.map(|_| ())),
+        }
+    }
     // scales whose value is not known when planning
     let req = build(
         builder("Resize")

@@ -3,6 +3,7 @@
 //! updates, the two-launch plan, and errors.
 
 use super::util::*;
+use crate::common::NUMERIC_DTYPES;
 use umd_sdk::{Dtype, dtype};
 
 /// Applies `red` in f64 for floats, wrapping i64 arithmetic narrowed for integers.
@@ -26,6 +27,10 @@ fn reduce(dt: Dtype, red: &str, a: f64, b: f64) -> f64 {
             Dtype::I8 => w as i8 as f64,
             Dtype::U8 => w as u8 as f64,
             Dtype::I32 => w as i32 as f64,
+            Dtype::I16 => w as i16 as f64,
+            Dtype::U16 => w as u16 as f64,
+            Dtype::U32 => w as u32 as f64,
+            Dtype::U64 => w as u64 as f64,
             _ => v,
         }
     }
@@ -35,7 +40,7 @@ fn small_values(rng: &mut Rng, dt: Dtype, n: usize) -> Vec<f64> {
     (0..n)
         .map(|_| {
             let v = rng.range(-6, 7) as f64;
-            if dt == Dtype::U8 {
+            if matches!(dt, Dtype::U8 | Dtype::U16 | Dtype::U32 | Dtype::U64) {
                 v.abs()
             } else if matches!(dt, Dtype::F32 | Dtype::F64) {
                 v / 4.0
@@ -49,16 +54,7 @@ fn small_values(rng: &mut Rng, dt: Dtype, n: usize) -> Vec<f64> {
 #[test]
 fn scatter_elements_every_reduction() {
     let mut rng = Rng::new(4);
-    for dt in [
-        Dtype::F32,
-        Dtype::F16,
-        Dtype::Bf16,
-        Dtype::F64,
-        Dtype::I32,
-        Dtype::I64,
-        Dtype::I8,
-        Dtype::U8,
-    ] {
+    for dt in NUMERIC_DTYPES {
         for red in ["none", "add", "mul", "max", "min"] {
             let rank = rng.range(1, 4) as usize;
             let shape = rng.shape(rank, 1, 5);
@@ -123,16 +119,7 @@ fn scatter_nd_every_reduction() {
         (&[2, 2, 3], &[2, 2, 2]),
         (&[3], &[0, 1]),
     ];
-    for dt in [
-        Dtype::F32,
-        Dtype::F16,
-        Dtype::I32,
-        Dtype::I64,
-        Dtype::I8,
-        Dtype::U8,
-        Dtype::Bf16,
-        Dtype::F64,
-    ] {
+    for dt in NUMERIC_DTYPES {
         for red in ["none", "add", "mul", "max", "min"] {
             for (dshape, ishape) in shapes {
                 let k = ishape[ishape.len() - 1] as usize;
@@ -283,6 +270,18 @@ fn scatter_empty_and_errors() {
                 .input(desc("i", &[1, 1], Dtype::I64))
                 .input(desc("u", &[1, 3], Dtype::Boolean))
                 .attr("reduction", text("add")),
+        ),
+        &[],
+    );
+    assert_dtype_err(r);
+    let f8 = desc("x", &[2, 3], Dtype::F8e4m3fnuz);
+    let r = run(
+        &build(
+            builder("ScatterElements")
+                .input(f8.clone())
+                .input(desc("i", &[1, 1], Dtype::I64))
+                .input(desc("u", &[1, 1], Dtype::F8e4m3fnuz))
+                .attr("reduction", text("max")),
         ),
         &[],
     );

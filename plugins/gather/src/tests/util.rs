@@ -106,7 +106,7 @@ pub fn cuda(req: &PlanRequestExt) {
         .unwrap_or_else(|e| panic!("{}: {e:?}", req.op));
 }
 
-pub fn all_dtypes() -> [Dtype; 9] {
+pub fn all_dtypes() -> [Dtype; 18] {
     ALL_DTYPES
 }
 
