@@ -119,7 +119,7 @@ fn self_tests_pass_on_the_cpu_kernels() {
     for case in Conv::self_tests() {
         let mut b = PlanRequestExt::builder(&case.op);
         for d in &case.inputs {
-            b = b.input(d.clone());
+            b = b.input(umd_sdk::legacy::desc_from_legacy(d));
         }
         let mut req = b.build(Target::cpu());
         req.attributes = PlanRequestExt::from_legacy(&umd_sdk::PlanRequest {
