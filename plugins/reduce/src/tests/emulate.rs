@@ -289,7 +289,7 @@ fn inputs(dt: Dtype, n: usize, seed: u64, nan_every: Option<usize>) -> Vec<f64> 
     let float = umd_sdk::request::is_float(dt);
     let mut v = data(n, seed, 4.0, if float { 0.125 } else { 1.0 });
     match dt {
-        Dtype::U8 => v.iter_mut().for_each(|x| *x = x.abs()),
+        Dtype::U8 | Dtype::U16 | Dtype::U32 | Dtype::U64 => v.iter_mut().for_each(|x| *x = x.abs()),
         Dtype::Boolean => v.iter_mut().for_each(|x| *x = (*x > 0.0) as u8 as f64),
         _ => {}
     }
