@@ -187,7 +187,10 @@ mod tests {
             assert_eq!(back.len(), 4, "{d}");
             if d.is_float() || d == Dtype::I32 || d == Dtype::I64 {
                 assert_eq!(back[0], 1.0, "{d}");
-                assert_eq!(back[3], 3.0, "{d}");
+                // E8M0 holds powers of two only: 3 rounds to 2 or 4.
+                if d != Dtype::F8e8m0 {
+                    assert_eq!(back[3], 3.0, "{d}");
+                }
             }
         }
         assert_eq!(

@@ -109,7 +109,11 @@ pub fn f8_to_f32(bits: u8, dt: Dtype) -> f32 {
             return f32::NAN;
         }
         if e_bits == 5 && e == e_max {
-            return if f == 0.0 { sign * f32::INFINITY } else { f32::NAN };
+            return if f == 0.0 {
+                sign * f32::INFINITY
+            } else {
+                f32::NAN
+            };
         }
     }
     let scale = (1u32 << m_bits) as f32;
@@ -145,7 +149,9 @@ pub fn f32_to_f8(v: f32, dt: Dtype, saturate: bool) -> u8 {
         max_finite = max_finite.max(x);
         let d = (x - v).abs();
         best = match best {
-            Some((c, bd)) if bd < d || (bd == d && (c & 1) == 0 && (code & 1) == 1) => Some((c, bd)),
+            Some((c, bd)) if bd < d || (bd == d && (c & 1) == 0 && (code & 1) == 1) => {
+                Some((c, bd))
+            }
             Some((c, bd)) if bd == d && (c & 1) == 0 => Some((c, bd)),
             _ => Some((code, d)),
         };
@@ -219,14 +225,17 @@ pub fn cuda_type(dt: Dtype) -> Option<CudaType> {
         Dtype::I8 => t("signed char", "int", "((int)(X))", "((signed char)(X))"),
         Dtype::U8 => t("unsigned char", "int", "((int)(X))", "((unsigned char)(X))"),
         Dtype::I16 => t("short", "int", "((int)(X))", "((short)(X))"),
-        Dtype::U16 => t("unsigned short", "unsigned int", "((unsigned int)(X))", "((unsigned short)(X))"),
+        Dtype::U16 => t(
+            "unsigned short",
+            "unsigned int",
+            "((unsigned int)(X))",
+            "((unsigned short)(X))",
+        ),
         Dtype::U32 => t("unsigned int", "unsigned int", "(X)", "(X)"),
         Dtype::U64 => t("unsigned long long", "unsigned long long", "(X)", "(X)"),
-        Dtype::F8e4m3fn
-        | Dtype::F8e4m3fnuz
-        | Dtype::F8e5m2
-        | Dtype::F8e5m2fnuz
-        | Dtype::F8e8m0 => return None,
+        Dtype::F8e4m3fn | Dtype::F8e4m3fnuz | Dtype::F8e5m2 | Dtype::F8e5m2fnuz | Dtype::F8e8m0 => {
+            return None;
+        }
         Dtype::Boolean => t(
             "unsigned char",
             "int",
@@ -434,11 +443,24 @@ mod tests {
         assert_eq!(f8_to_f32(0x7b, Dtype::F8e5m2), 57344.0);
         assert!(f8_to_f32(0x7c, Dtype::F8e5m2).is_infinite());
         assert!(f8_to_f32(0x80, Dtype::F8e4m3fnuz).is_nan());
-        assert_eq!(f32_to_f8(1000.0, Dtype::F8e4m3fn, true), 0x7e, "saturates to 448");
-        assert_eq!(f32_to_f8(1e6, Dtype::F8e5m2, false), 0x7c, "inf without saturation");
+        assert_eq!(
+            f32_to_f8(1000.0, Dtype::F8e4m3fn, true),
+            0x7e,
+            "saturates to 448"
+        );
+        assert_eq!(
+            f32_to_f8(1e6, Dtype::F8e5m2, false),
+            0x7c,
+            "inf without saturation"
+        );
         assert_eq!(f8_to_f32(127, Dtype::F8e8m0), 1.0);
         assert_eq!(f32_to_f8(2.0, Dtype::F8e8m0, true), 128);
-        for dt in [Dtype::F8e4m3fn, Dtype::F8e4m3fnuz, Dtype::F8e5m2, Dtype::F8e5m2fnuz] {
+        for dt in [
+            Dtype::F8e4m3fn,
+            Dtype::F8e4m3fnuz,
+            Dtype::F8e5m2,
+            Dtype::F8e5m2fnuz,
+        ] {
             for code in 0u8..=255 {
                 let x = f8_to_f32(code, dt);
                 if x.is_finite() && !(x == 0.0 && code != 0) {

@@ -41,8 +41,7 @@ pub use bindings::umd::plugin::types::{
     Dtype as LegacyDtype, DtypeExt as Dtype, InputSlot, Launch, ModuleSource, OpError, OpInfo,
     OpPlan as LegacyOpPlan, OpPlanExt as OpPlan, OpSignature, OpTolerance as Tolerance,
     PlanRequest, PlanRequestExt, PluginInfo, Relocation, SourceLanguage, Target, TargetLimits,
-    TensorDesc as LegacyTensorDesc, TensorDescExt as TensorDesc, TensorValue, TestCase,
-    TuningHint,
+    TensorDesc as LegacyTensorDesc, TensorDescExt as TensorDesc, TensorValue, TestCase, TuningHint,
 };
 pub use half;
 

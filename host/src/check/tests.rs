@@ -38,10 +38,7 @@ fn cpu_check_passes_and_writes_both_reports() {
         "{:?}",
         report.uncovered
     );
-    assert!(
-        report.uncovered.iter().any(|u| u.contains("Reshape")),
-        "Reshape needs its shape's value: no self-test can plan it"
-    );
+
     for op in ["Add", "Sub", "Mul", "Div", "Relu", "Neg", "MatMul"] {
         assert!(report.cases.iter().any(|c| c.op == op), "{op} not checked");
     }

@@ -1,0 +1,254 @@
+//! One op per plugin family on the CPU device against a plain native Rust loop computing the same
+//! result, in the same run (the baseline). Prints a Markdown table for BENCHMARKS.md.
+//!
+//! Run: `cargo bench -p umd-tests --bench families` (release). Each figure is the median of
+//! `RUNS` timed runs after one warm-up; umd's time is execute + wait on buffers allocated and
+//! written beforehand (translation is cached and not timed).
+
+use std::time::{Duration, Instant};
+
+use umd::{Dtype, Host, OpRequest, TensorDesc, data};
+
+const RUNS: usize = 15;
+
+fn median(mut f: impl FnMut()) -> Duration {
+    f();
+    let mut t: Vec<Duration> = (0..RUNS)
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed()
+        })
+        .collect();
+    t.sort();
+    t[RUNS / 2]
+}
+
+fn f32s(n: usize, seed: u64) -> Vec<f32> {
+    data::random(Dtype::F32, n, seed)
+        .into_iter()
+        .map(|x| x as f32)
+        .collect()
+}
+
+fn bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Times `req` on the CPU device with `inputs` (bytes per present input).
+fn umd_time(host: &Host, req: OpRequest, inputs: &[Vec<u8>]) -> Duration {
+    let mut req = req;
+    host.translator()
+        .fill_values(&mut req, |i, _| Ok::<_, umd::Error>(inputs[i].clone()))
+        .unwrap();
+    let t = host.translate(&req).unwrap();
+    let mut bufs = Vec::new();
+    for (d, data) in req.inputs.iter().zip(inputs) {
+        let b = host.alloc(d).unwrap();
+        host.write(b, data).unwrap();
+        bufs.push(b);
+    }
+    for o in &t.outputs {
+        bufs.push(host.alloc(o).unwrap());
+    }
+    let stream = host.device().default_stream();
+    median(|| host.execute(&t, &bufs, stream).unwrap().wait().unwrap())
+}
+
+fn t(shape: &[u64]) -> TensorDesc {
+    TensorDesc::new("x", shape.to_vec(), Dtype::F32)
+}
+
+fn row(family: &str, what: &str, umd: Duration, native: Duration) {
+    println!(
+        "| {family} | {what} | {:.3} ms | {:.3} ms | {:.2}× |",
+        umd.as_secs_f64() * 1e3,
+        native.as_secs_f64() * 1e3,
+        umd.as_secs_f64() / native.as_secs_f64()
+    );
+}
+
+fn main() {
+    let host = Host::builder().build().unwrap();
+    println!("| family | op | umd CPU device | native Rust loop | ratio |");
+    println!("| --- | --- | --- | --- | --- |");
+
+    // unary: Exp f32[1Mi]
+    let n = 1 << 20;
+    let x = f32s(n, 1);
+    let mut out = vec![0f32; n];
+    let native = median(|| {
+        for (o, v) in out.iter_mut().zip(&x) {
+            *o = v.exp();
+        }
+        std::hint::black_box(&mut out);
+    });
+    let u = umd_time(
+        &host,
+        OpRequest::new("Exp", vec![t(&[n as u64])]),
+        &[bytes(&x)],
+    );
+    row("unary", "Exp f32[1Mi]", u, native);
+
+    // elementwise: Add f32[1024,1024] + f32[1024] (bias broadcast)
+    let (r, c) = (1024usize, 1024usize);
+    let a = f32s(r * c, 2);
+    let b = f32s(c, 3);
+    let mut out = vec![0f32; r * c];
+    let native = median(|| {
+        for (orow, arow) in out.chunks_exact_mut(c).zip(a.chunks_exact(c)) {
+            for ((o, x), y) in orow.iter_mut().zip(arow).zip(&b) {
+                *o = x + y;
+            }
+        }
+        std::hint::black_box(&mut out);
+    });
+    let req = OpRequest::new("Add", vec![t(&[r as u64, c as u64]), t(&[c as u64])]);
+    let u = umd_time(&host, req, &[bytes(&a), bytes(&b)]);
+    row("elementwise", "Add f32[1024,1024]+f32[1024]", u, native);
+
+    // reduce: ReduceSum over the last axis of f32[1024,1024]
+    let mut out = vec![0f32; r];
+    let native = median(|| {
+        for (o, arow) in out.iter_mut().zip(a.chunks_exact(c)) {
+            *o = arow.iter().sum();
+        }
+        std::hint::black_box(&mut out);
+    });
+    let axes = TensorDesc::new("axes", vec![1], Dtype::I64);
+    let mut req = OpRequest::new("ReduceSum", vec![t(&[r as u64, c as u64]), axes]);
+    req.opset = 13;
+    let u = umd_time(&host, req, &[bytes(&a), 1i64.to_le_bytes().to_vec()]);
+    row("reduce", "ReduceSum f32[1024,1024] axis 1", u, native);
+
+    // norm: Softmax over the last axis of f32[1024,1024]
+    let mut out = vec![0f32; r * c];
+    let native = median(|| {
+        for (orow, arow) in out.chunks_exact_mut(c).zip(a.chunks_exact(c)) {
+            let m = arow.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut s = 0.0;
+            for (o, x) in orow.iter_mut().zip(arow) {
+                *o = (x - m).exp();
+                s += *o;
+            }
+            for o in orow.iter_mut() {
+                *o /= s;
+            }
+        }
+        std::hint::black_box(&mut out);
+    });
+    let u = umd_time(
+        &host,
+        OpRequest::new("Softmax", vec![t(&[r as u64, c as u64])]),
+        &[bytes(&a)],
+    );
+    row("norm", "Softmax f32[1024,1024] axis -1", u, native);
+
+    // matmul: f32 256x256 @ 256x256 (native: i-k-j loop, auto-vectorized; not a GEMM crate)
+    let m = 256usize;
+    let ma = f32s(m * m, 4);
+    let mb = f32s(m * m, 5);
+    let mut out = vec![0f32; m * m];
+    let native = median(|| {
+        out.iter_mut().for_each(|o| *o = 0.0);
+        for i in 0..m {
+            for k in 0..m {
+                let av = ma[i * m + k];
+                let brow = &mb[k * m..(k + 1) * m];
+                for (o, bv) in out[i * m..(i + 1) * m].iter_mut().zip(brow) {
+                    *o += av * bv;
+                }
+            }
+        }
+        std::hint::black_box(&mut out);
+    });
+    let sq = t(&[m as u64, m as u64]);
+    let u = umd_time(
+        &host,
+        OpRequest::new("MatMul", vec![sq.clone(), sq]),
+        &[bytes(&ma), bytes(&mb)],
+    );
+    row("matmul", "MatMul f32 256³", u, native);
+
+    // conv: f32 N1 C32 28x28, 32 filters 3x3, pad 1 (native: direct loops)
+    let (ch, hw, k) = (32usize, 28usize, 3usize);
+    let x = f32s(ch * hw * hw, 6);
+    let w = f32s(ch * ch * k * k, 7);
+    let mut out = vec![0f32; ch * hw * hw];
+    let native = median(|| {
+        out.iter_mut().for_each(|o| *o = 0.0);
+        for oc in 0..ch {
+            for ic in 0..ch {
+                for ky in 0..k {
+                    for kx in 0..k {
+                        let wv = w[((oc * ch + ic) * k + ky) * k + kx];
+                        for oy in 0..hw {
+                            let iy = oy as isize + ky as isize - 1;
+                            if iy < 0 || iy >= hw as isize {
+                                continue;
+                            }
+                            for ox in 0..hw {
+                                let ix = ox as isize + kx as isize - 1;
+                                if ix < 0 || ix >= hw as isize {
+                                    continue;
+                                }
+                                out[(oc * hw + oy) * hw + ox] +=
+                                    wv * x[(ic * hw + iy as usize) * hw + ix as usize];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        std::hint::black_box(&mut out);
+    });
+    let req = OpRequest::new(
+        "Conv",
+        vec![
+            t(&[1, ch as u64, hw as u64, hw as u64]),
+            t(&[ch as u64, ch as u64, k as u64, k as u64]),
+        ],
+    )
+    .attr("pads", umd::AttrValue::Ints(vec![1, 1, 1, 1]));
+    let u = umd_time(&host, req, &[bytes(&x), bytes(&w)]);
+    row("conv", "Conv f32 1×32×28×28, 32×3×3, pad 1", u, native);
+
+    // shape: Transpose f32[1024,1024]
+    let mut out = vec![0f32; r * c];
+    let native = median(|| {
+        for i in 0..r {
+            for j in 0..c {
+                out[j * r + i] = a[i * c + j];
+            }
+        }
+        std::hint::black_box(&mut out);
+    });
+    let u = umd_time(
+        &host,
+        OpRequest::new("Transpose", vec![t(&[r as u64, c as u64])]),
+        &[bytes(&a)],
+    );
+    row("shape", "Transpose f32[1024,1024]", u, native);
+
+    // gather: Gather rows of f32[16384,128] by 4096 i64 indices
+    let (rows, width, picks) = (16384usize, 128usize, 4096usize);
+    let table = f32s(rows * width, 8);
+    let idx: Vec<i64> = (0..picks).map(|i| ((i * 7919) % rows) as i64).collect();
+    let mut out = vec![0f32; picks * width];
+    let native = median(|| {
+        for (orow, &i) in out.chunks_exact_mut(width).zip(&idx) {
+            orow.copy_from_slice(&table[i as usize * width..(i as usize + 1) * width]);
+        }
+        std::hint::black_box(&mut out);
+    });
+    let req = OpRequest::new(
+        "Gather",
+        vec![
+            t(&[rows as u64, width as u64]),
+            TensorDesc::new("i", vec![picks as u64], Dtype::I64),
+        ],
+    );
+    let idx_bytes: Vec<u8> = idx.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let u = umd_time(&host, req, &[bytes(&table), idx_bytes]);
+    row("gather", "Gather f32[16384,128] by 4096 rows", u, native);
+}
