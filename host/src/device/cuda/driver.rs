@@ -1,5 +1,5 @@
-//! The thin safe layer over the CUDA driver API and NVRTC (through `cudarc`): the only file of
-//! the CUDA backend with `unsafe`, and the only one that names `cudarc`.
+//! The thin safe layer over the CUDA driver API (through `cudarc`): with `nvrtc` (the compiler),
+//! the only files of the CUDA backend with `unsafe` or that name `cudarc`.
 //!
 //! Every entry point that works in a context binds it to the calling thread first (`cudarc`'s
 //! safe API does it inside; the raw calls here call [`Context::bind`]): nothing relies on the
@@ -55,13 +55,6 @@ pub fn driver_present() -> bool {
     *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
 }
 
-/// Whether the NVRTC library (`libnvrtc.so`) can be loaded. Checked once per process.
-pub fn nvrtc_present() -> bool {
-    static PRESENT: OnceLock<bool> = OnceLock::new();
-    // SAFETY: as for `driver_present`, with NVIDIA's runtime-compilation library.
-    *PRESENT.get_or_init(|| unsafe { nvrtc::sys::is_culib_present() })
-}
-
 fn need_driver() -> Result<(), DeviceError> {
     if driver_present() {
         Ok(())
@@ -69,18 +62,6 @@ fn need_driver() -> Result<(), DeviceError> {
         Err(DeviceError::Unavailable(
             "CUDA driver library (libcuda.so) not found: install the NVIDIA driver \
              (and, in a container, run it with the GPU exposed, e.g. `--gpus all`)"
-                .into(),
-        ))
-    }
-}
-
-fn need_nvrtc() -> Result<(), DeviceError> {
-    if nvrtc_present() {
-        Ok(())
-    } else {
-        Err(DeviceError::Unavailable(
-            "NVRTC library (libnvrtc.so) not found: install the CUDA toolkit's runtime compiler \
-             (e.g. the `cuda-nvrtc-13-0` package) or add its directory to LD_LIBRARY_PATH"
                 .into(),
         ))
     }
@@ -95,61 +76,6 @@ pub fn driver_version() -> Result<Version, DeviceError> {
         .result()
         .map_err(|e| failed("cuDriverGetVersion", e))?;
     Ok(super::versions::from_driver_int(v))
-}
-
-fn nvrtc_failed(call: &'static str, e: nvrtc::sys::nvrtcResult) -> DeviceError {
-    DeviceError::Driver {
-        call,
-        message: format!("{e:?}"),
-    }
-}
-
-/// The NVRTC version (`nvrtcVersion`).
-pub fn nvrtc_version() -> Result<Version, DeviceError> {
-    need_nvrtc()?;
-    let (mut major, mut minor) = (0, 0);
-    // SAFETY: writes two ints through valid pointers.
-    let r = unsafe { nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    r.result().map_err(|e| nvrtc_failed("nvrtcVersion", e.0))?;
-    Ok((major.max(0) as u32, minor.max(0) as u32))
-}
-
-/// The real architectures NVRTC compiles for, as `major * 10 + minor` (e.g. 90 for sm_90).
-pub fn nvrtc_supported_archs() -> Result<Vec<u32>, DeviceError> {
-    need_nvrtc()?;
-    let mut n = 0;
-    // SAFETY: writes one int through a valid pointer.
-    let r = unsafe { nvrtc::sys::nvrtcGetNumSupportedArchs(&mut n) };
-    r.result()
-        .map_err(|e| nvrtc_failed("nvrtcGetNumSupportedArchs", e.0))?;
-    let mut archs = vec![0; n.max(0) as usize];
-    // SAFETY: `archs` has room for the `n` ints NVRTC just said it will write.
-    let r = unsafe { nvrtc::sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) };
-    r.result()
-        .map_err(|e| nvrtc_failed("nvrtcGetSupportedArchs", e.0))?;
-    Ok(archs.into_iter().map(|a| a.max(0) as u32).collect())
-}
-
-/// Compiles CUDA C to PTX with NVRTC; `Err` carries the compiler log.
-pub fn compile_ptx(code: &str, options: &[String]) -> Result<String, String> {
-    need_nvrtc().map_err(|e| e.to_string())?;
-    // cudarc panics on interior NULs; plugins' strings are never trusted.
-    if code.contains('\0') || options.iter().any(|o| o.contains('\0')) {
-        return Err("source or options contain a NUL character".into());
-    }
-    let opts = nvrtc::CompileOptions {
-        options: options.to_vec(),
-        ..Default::default()
-    };
-    let ptx = nvrtc::compile_ptx_with_opts(code, opts).map_err(|e| match e {
-        nvrtc::CompileError::CompileError {
-            nvrtc: code, log, ..
-        } => format!("{:?}:\n{}", code.0, log.to_string_lossy().trim_end()),
-        other => format!("{other:?}"),
-    })?;
-    let bytes = ptx.as_bytes().ok_or("NVRTC returned no PTX image")?;
-    let text = bytes.split(|b| *b == 0).next().unwrap_or_default();
-    String::from_utf8(text.to_vec()).map_err(|_| "NVRTC returned PTX that is not UTF-8".into())
 }
 
 /// Number of CUDA devices (0 when the driver sees none).
@@ -301,14 +227,57 @@ impl Context {
                 message: "PTX contains a NUL character".into(),
             });
         }
-        let module = self
-            .0
-            .load_module(nvrtc::Ptx::from_src(ptx))
-            .map_err(|e| failed("cuModuleLoadData", e))?;
+        let module = self.0.load_module(nvrtc::Ptx::from_src(ptx)).map_err(|e| {
+            let mut err = failed("cuModuleLoadData", e);
+            if let DeviceError::Driver { message, .. } = &mut err {
+                let log = self.jit_log(ptx);
+                if !log.is_empty() {
+                    message.push_str("\nJIT log:\n");
+                    message.push_str(&log);
+                }
+            }
+            err
+        })?;
         Ok(Module {
             module,
             ctx: self.clone(),
         })
+    }
+
+    /// The driver's JIT error log for `ptx` (loads it once more with a log buffer, then
+    /// unloads it); empty when there is none.
+    fn jit_log(&self, ptx: &str) -> String {
+        const LOG_BYTES: usize = 16 << 10;
+        let (Ok(()), Ok(text)) = (self.bind(), std::ffi::CString::new(ptx)) else {
+            return String::new();
+        };
+        let mut log = vec![0u8; LOG_BYTES];
+        let mut options = [
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        ];
+        let mut values: [*mut c_void; 2] = [
+            log.as_mut_ptr().cast(),
+            std::ptr::without_provenance_mut(LOG_BYTES),
+        ];
+        let mut module = std::mem::MaybeUninit::<sys::CUmodule>::uninit();
+        // SAFETY: `text` is a NUL-terminated PTX image; the two options pair with their values
+        // (a buffer of LOG_BYTES bytes, which outlives the call, and its size passed by value).
+        let r = unsafe {
+            sys::cuModuleLoadDataEx(
+                module.as_mut_ptr(),
+                text.as_ptr().cast(),
+                2,
+                options.as_mut_ptr(),
+                values.as_mut_ptr(),
+            )
+        };
+        if r == sys::CUresult::CUDA_SUCCESS {
+            // SAFETY: the module was just loaded and nothing else holds it.
+            unsafe { sys::cuModuleUnload(module.assume_init()) };
+        }
+        let end = log.iter().position(|b| *b == 0).unwrap_or(log.len());
+        String::from_utf8_lossy(&log[..end]).trim_end().to_string()
     }
 
     /// Loads a cubin or fatbin image.

@@ -19,6 +19,8 @@ mod info;
 mod launch;
 mod loaded;
 pub mod modules;
+pub mod nvrtc;
+pub mod ptx;
 mod raw_alloc;
 mod timing;
 pub mod versions;
@@ -41,7 +43,7 @@ use crate::cmdbuf::{CommandBuffer, LaunchCmd};
 use crate::target::Target;
 use driver::{Context, Function, Stream};
 use loaded::Modules;
-use modules::{KernelCache, Nvrtc};
+use modules::{Compiler, KernelCache, NoCompiler, Nvrtc};
 use raw_alloc::CudaRaw;
 
 type Allocator = Arc<Mutex<CachingAllocator<CudaRaw>>>;
@@ -126,8 +128,9 @@ pub struct CudaDevice {
 impl CudaDevice {
     /// Opens `cuda:{index}`, compiling kernels with NVRTC and caching them in `kernel_cache`
     /// (`None`: in memory only; the host uses `$XDG_CACHE_HOME/umd/kernels`, or
-    /// `~/.cache/umd/kernels`). Refuses, with what to do, a missing driver or NVRTC, a missing
-    /// device, and versions that do not work together.
+    /// `~/.cache/umd/kernels`). Without NVRTC only prebuilt modules in that cache load.
+    /// Refuses, with what to do, a missing driver, a missing device, and versions that do not
+    /// work together.
     pub fn open(
         index: usize,
         kernels: Arc<dyn KernelSources>,
@@ -142,21 +145,34 @@ impl CudaDevice {
         }
         let unavailable = |why: String| DeviceError::Unavailable(format!("{name}: {why}"));
         let driver_cuda = driver::driver_version()?;
-        let nvrtc = driver::nvrtc_version()?;
-        versions::check_versions(driver_cuda, nvrtc, versions::MIN_DRIVER).map_err(unavailable)?;
+        let found = nvrtc::locate(None).ok().cloned();
         let info = DeviceInfo::new(
             index,
             driver::device_attributes(index)?,
             driver_cuda,
-            Some(nvrtc),
+            found.clone(),
         );
-        let archs = driver::nvrtc_supported_archs()?;
-        versions::check_arch(info.compute_capability, &archs, nvrtc).map_err(unavailable)?;
+        let compiler: Box<dyn Compiler> = match &found {
+            Some(f) => {
+                versions::check_versions(driver_cuda, f.version, versions::MIN_DRIVER)
+                    .map_err(unavailable)?;
+                let archs = nvrtc::supported_archs()?;
+                versions::check_arch(info.compute_capability, &archs, f.version)
+                    .map_err(unavailable)?;
+                Box::new(Nvrtc { version: f.version })
+            }
+            None => {
+                versions::check_versions(driver_cuda, versions::MIN_DRIVER, versions::MIN_DRIVER)
+                    .map_err(unavailable)?;
+                tracing::warn!(device = %name, "no NVRTC: only prebuilt kernels (`umd plugins compile --out`) will load");
+                Box::new(NoCompiler)
+            }
+        };
 
         let ctx = Context::open(index)?;
         let stream = Arc::new(ctx.new_stream()?);
         let uploads = Mutex::new(ctx.new_stream()?);
-        let cache = KernelCache::new(Nvrtc { version: nvrtc }, kernel_cache);
+        let cache = KernelCache::new(compiler, kernel_cache);
         tracing::info!(device = %info, "CUDA device opened");
         Ok(Arc::new(CudaDevice {
             target: info.target(),
