@@ -74,20 +74,41 @@ pub fn run(host_args: &HostArgs, args: &CompileArgs) -> anyhow::Result<()> {
         }
     }
     let start = Instant::now();
-    for arch in &args.archs {
-        let target = Target::parse(&format!("cuda:{}", arch.trim_start_matches("cuda:")))?;
-        let mut modules: HashMap<ModuleRef, Kernels> = HashMap::new();
-        let before = (t.modules, t.launches, t.failures.len());
-        for plugin in host.registry().snapshot().plugins() {
-            gate_plugin(&host, &cache, plugin, &target, &mut modules, &mut t);
-        }
+    let targets = args
+        .archs
+        .iter()
+        .map(|a| Target::parse(&format!("cuda:{}", a.trim_start_matches("cuda:"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    // One thread per architecture: NVRTC is most of the time.
+    let tallies: Vec<Tally> = std::thread::scope(|s| {
+        let handles: Vec<_> = targets
+            .iter()
+            .map(|target| s.spawn(|| gate_target(&host, &cache, target)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| Tally {
+                    failures: vec!["the gate's thread for this architecture panicked".into()],
+                    ..Tally::default()
+                })
+            })
+            .collect()
+    });
+    for (target, a) in targets.iter().zip(tallies) {
         println!(
             "{}: {} module(s) compiled, {} launch(es) checked, {} failure(s)",
             target.arch,
-            t.modules - before.0,
-            t.launches - before.1,
-            t.failures.len() - before.2
+            a.modules,
+            a.launches,
+            a.failures.len()
         );
+        t.variants += a.variants;
+        t.declined += a.declined;
+        t.modules += a.modules;
+        t.cubins += a.cubins;
+        t.launches += a.launches;
+        t.failures.extend(a.failures);
     }
     println!(
         "{} variant(s) planned, {} declined by their plugin, {} module(s) ({} with a cubin), \
@@ -119,6 +140,15 @@ pub fn run(host_args: &HostArgs, args: &CompileArgs) -> anyhow::Result<()> {
         bail!("kernel gate: no module was compiled (pass --allow-empty if that is intended)");
     }
     Ok(())
+}
+
+fn gate_target(host: &Host, cache: &KernelCache<Nvrtc>, target: &Target) -> Tally {
+    let mut t = Tally::default();
+    let mut modules = HashMap::new();
+    for plugin in host.registry().snapshot().plugins() {
+        gate_plugin(host, cache, plugin, target, &mut modules, &mut t);
+    }
+    t
 }
 
 fn gate_plugin(
