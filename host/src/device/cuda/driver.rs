@@ -40,9 +40,72 @@ fn failed(call: &'static str, e: result::DriverError) -> DeviceError {
         .error_string()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
+    if is_sticky(e.0 as u32) {
+        return DeviceError::Lost(format!("`{call}`: {name}: {text}"));
+    }
     DeviceError::Driver {
         call,
         message: format!("{name}: {text}"),
+    }
+}
+
+/// Whether a `CUresult` code leaves the context unusable (`cuda.h`: "the process must be
+/// terminated and relaunched"): the device is lost.
+pub fn is_sticky(code: u32) -> bool {
+    matches!(
+        code,
+        214 // ECC_UNCORRECTABLE
+        | 700 // ILLEGAL_ADDRESS
+        | 702 // LAUNCH_TIMEOUT
+        | 709 // CONTEXT_IS_DESTROYED
+        | 710 // ASSERT
+        | 714 // HARDWARE_STACK_ERROR
+        | 715 // ILLEGAL_INSTRUCTION
+        | 716 // MISALIGNED_ADDRESS
+        | 717 // INVALID_ADDRESS_SPACE
+        | 718 // INVALID_PC
+        | 719 // LAUNCH_FAILED
+        | 999 // UNKNOWN
+    )
+}
+
+/// The status a stream reports at a point, as the error it means (no CUDA call: usable on the
+/// driver's callback thread).
+pub fn stream_status(code: u32) -> Result<(), DeviceError> {
+    match code {
+        0 => Ok(()),
+        c if is_sticky(c) => Err(DeviceError::Lost(format!(
+            "CUDA error {c} ({}) in work queued on a stream",
+            code_name(c)
+        ))),
+        c => Err(DeviceError::Driver {
+            call: "stream work",
+            message: format!(
+                "CUDA error {c} ({}): a kernel or copy queued before failed",
+                code_name(c)
+            ),
+        }),
+    }
+}
+
+/// The name of a common `CUresult` code, without calling the driver.
+fn code_name(code: u32) -> &'static str {
+    match code {
+        2 => "CUDA_ERROR_OUT_OF_MEMORY",
+        214 => "CUDA_ERROR_ECC_UNCORRECTABLE",
+        700 => "CUDA_ERROR_ILLEGAL_ADDRESS",
+        701 => "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+        702 => "CUDA_ERROR_LAUNCH_TIMEOUT",
+        709 => "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+        710 => "CUDA_ERROR_ASSERT",
+        714 => "CUDA_ERROR_HARDWARE_STACK_ERROR",
+        715 => "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+        716 => "CUDA_ERROR_MISALIGNED_ADDRESS",
+        717 => "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+        718 => "CUDA_ERROR_INVALID_PC",
+        719 => "CUDA_ERROR_LAUNCH_FAILED",
+        999 => "CUDA_ERROR_UNKNOWN",
+        _ => "see cuda.h",
     }
 }
 
@@ -315,13 +378,7 @@ unsafe extern "C" fn reached(_stream: sys::CUstream, status: u32, data: *mut c_v
     // SAFETY: `data` is the `Box<Callback>` leaked by `Stream::when_reached`, and the driver
     // calls this exactly once for it.
     let callback = unsafe { Box::from_raw(data.cast::<Callback>()) };
-    let result = match status {
-        0 => Ok(()),
-        code => Err(DeviceError::Driver {
-            call: "stream work",
-            message: format!("CUDA error {code} (a kernel or copy queued before failed)"),
-        }),
-    };
+    let result = stream_status(status);
     // Unwinding into the driver would abort the process.
     let _ = std::panic::catch_unwind(AssertUnwindSafe(move || callback(result)));
 }
@@ -509,4 +566,29 @@ pub struct Function {
     pub max_threads_per_block: u32,
     /// Shared memory the kernel declares statically.
     pub static_shared_memory: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sticky_errors_mean_a_lost_device_and_are_named() {
+        assert_eq!(stream_status(0), Ok(()));
+        let e = stream_status(700).unwrap_err();
+        assert!(matches!(&e, DeviceError::Lost(m) if m.contains("CUDA_ERROR_ILLEGAL_ADDRESS")));
+        assert!(
+            e.to_string().starts_with("device lost: CUDA error 700"),
+            "{e}"
+        );
+        assert!(matches!(stream_status(719), Err(DeviceError::Lost(_))));
+        // Not sticky: the device stays usable, the error is still named.
+        let e = stream_status(701).unwrap_err();
+        assert!(
+            matches!(&e, DeviceError::Driver { message, .. }
+                if message.contains("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")),
+            "{e}"
+        );
+        assert!(!is_sticky(2), "out of memory is not sticky");
+    }
 }
