@@ -198,6 +198,10 @@ pub trait Device: Any + Send + Sync {
     fn pool_stats(&self) -> PoolStats;
     /// Releases cached, unused memory.
     fn trim(&self);
+    /// Why the device is lost ([`DeviceError::Lost`]; health reports it), `None` while it works.
+    fn lost(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Runs a command buffer once on `dev` with host data: allocates a buffer per binding, writes

@@ -232,11 +232,6 @@ impl CudaDevice {
         &self.info
     }
 
-    /// Why the device is lost (a sticky error), or `None` while it works.
-    pub fn lost(&self) -> Option<String> {
-        self.lost.reason()
-    }
-
     fn buffer(&self, id: BufferId) -> Result<Arc<Buffer>, DeviceError> {
         self.buffers.get(id)
     }
@@ -451,6 +446,10 @@ impl Device for CudaDevice {
             misses: s.misses,
             rounding_waste_bytes: self.waste.load(Ordering::Relaxed),
         }
+    }
+
+    fn lost(&self) -> Option<String> {
+        self.lost.reason()
     }
 
     fn trim(&self) {
