@@ -1,6 +1,7 @@
 //! The modules loaded on one device: a launch's [`ModuleRef`] maps to a loaded module (fetched
 //! once: kernel source from the plugin, cubin or PTX from the [`KernelCache`], then loaded into
-//! the context: the cubin when there is one, so the driver need not JIT-compile) and an entry point to a kernel handle.
+//! the context: the cubin when there is one, so the driver need not JIT-compile) and an entry
+//! point to a kernel handle.
 //!
 //! Loaded modules are shared by PTX content key, so references that only differ by name (or a
 //! forged hash) never load the same code twice; the reference map is bounded.
