@@ -16,6 +16,7 @@ fn main() {
         "abi10",
         "abi11",
         "vendor",
+        "brokencuda",
     ] {
         build = build.plugin(format!("tests/fixtures/{f}"));
     }

@@ -205,8 +205,8 @@ impl HostBuilder {
     }
 }
 
-/// `$XDG_CACHE_HOME/umd/kernels` or `~/.cache/umd/kernels`.
-fn default_kernel_dir() -> Option<PathBuf> {
+/// `$XDG_CACHE_HOME/umd/kernels` or `~/.cache/umd/kernels`: where GPU devices cache kernels.
+pub fn default_kernel_dir() -> Option<PathBuf> {
     ArtifactCache::default_dir().map(|d| d.with_file_name("kernels"))
 }
 
@@ -237,6 +237,15 @@ impl Host {
     }
     pub fn registry(&self) -> &Arc<Registry> {
         &self.registry
+    }
+    /// The device code of `module` for `target`, from the plugin named by the module (what a
+    /// GPU device fetches; `umd plugins compile` and `source` use it without one).
+    pub fn kernel_source(
+        &self,
+        module: &ModuleRef,
+        target: &Target,
+    ) -> std::result::Result<KernelSource, String> {
+        RegistryKernels(self.registry.clone()).source(module, target)
     }
     pub fn runtime(&self) -> &Arc<Runtime> {
         &self.runtime

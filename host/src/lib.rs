@@ -38,7 +38,7 @@ pub mod translate;
 pub mod watch;
 
 pub use error::{Error, Result};
-pub use host::{Host, HostBuilder, PluginStatus};
+pub use host::{Host, HostBuilder, PluginStatus, default_kernel_dir};
 pub use target::Target;
 pub use tensor::{AttrValue, Dtype, TensorDesc};
 pub use translate::{OpRequest, Translation};

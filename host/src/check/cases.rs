@@ -83,6 +83,16 @@ pub(super) fn run_all(host: &Host, opts: &CheckOptions) -> Found {
     found
 }
 
+/// The requests `umd check` derives from `case` for `op` at the case's own shapes: in its own
+/// dtypes and, when its inputs share one, in every other dtype. For tools that plan without
+/// running (`umd plugins compile`).
+pub fn case_requests(case: &TestCase, op: &str) -> Vec<OpRequest> {
+    variants(case, op, &[1])
+        .into_iter()
+        .map(|v| v.req)
+        .collect()
+}
+
 /// What makes two variants the same request.
 fn key(plugin: &LoadedPlugin, req: &OpRequest) -> String {
     let inputs: Vec<String> = req.inputs.iter().map(|t| t.to_string()).collect();

@@ -26,6 +26,7 @@ use thiserror::Error;
 
 use crate::Host;
 use crate::tensor::TensorDesc;
+pub use cases::case_requests;
 pub use figures::{Budget, Comparison, Figures, Throughput};
 
 /// What `umd check` does.

@@ -1,6 +1,6 @@
 //! `umd check`: the device (`--device`) against the CPU reference on every loaded plugin's ops,
 //! then the GPU figures; prints the report and writes it as text and JSON. Exits non-zero when
-//! any case fails.
+//! any case fails, a plugin was refused, or no case ran (unless `--allow-empty`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -29,6 +29,9 @@ pub struct CheckArgs {
     /// Longest time, in seconds, spent measuring one figure.
     #[arg(long, default_value_t = 3.0)]
     figure_seconds: f64,
+    /// Succeed even when no case ran (by default that fails: nothing was checked).
+    #[arg(long)]
+    allow_empty: bool,
 }
 
 pub fn run(host: &Host, args: &CheckArgs) -> anyhow::Result<()> {
@@ -48,12 +51,32 @@ pub fn run(host: &Host, args: &CheckArgs) -> anyhow::Result<()> {
         .with_context(|| format!("umd check on {}", host.device().name()))?;
     print!("{}", report.text());
     println!("report written to {}", args.out.display());
+    verdict(host, &report, args.allow_empty)
+}
+
+/// Fails on a failing case, a plugin refused at load, or (unless allowed) no case at all.
+fn verdict(host: &Host, report: &check::CheckReport, allow_empty: bool) -> anyhow::Result<()> {
     if !report.passed() {
         bail!(
             "{} of {} cases differ from the reference",
             report.failed(),
             report.cases.len()
         );
+    }
+    let refused: Vec<String> = host
+        .plugin_status()
+        .into_iter()
+        .filter_map(|p| p.status.err().map(|e| format!("{}: {e}", p.origin)))
+        .collect();
+    if !refused.is_empty() {
+        bail!(
+            "{} plugin(s) refused at load: {}",
+            refused.len(),
+            refused.join("; ")
+        );
+    }
+    if report.cases.is_empty() && !allow_empty {
+        bail!("no case ran: nothing was checked (pass --allow-empty if that is intended)");
     }
     Ok(())
 }
@@ -70,5 +93,13 @@ mod tests {
         assert!(Cli::try_parse_from(["umd", "check", "--seeds", "2", "--scales", "7,1"]).is_ok());
         assert!(Cli::try_parse_from(["umd", "check", "--seeds", "0"]).is_err());
         assert!(Cli::try_parse_from(["umd", "check", "--scales", "0"]).is_err());
+        assert!(Cli::try_parse_from(["umd", "--no-bundled", "check", "--allow-empty"]).is_ok());
+        assert!(Cli::try_parse_from(["umd", "plugins", "--allow-empty"]).is_ok());
+        assert!(
+            Cli::try_parse_from([
+                "umd", "plugins", "source", "Add", "-i", "f32[2]", "-i", "f32[2]"
+            ])
+            .is_ok()
+        );
     }
 }

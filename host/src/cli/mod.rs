@@ -1,7 +1,10 @@
 //! Command-line parsing and the small commands; `demo` has its own module.
 
 mod check;
+#[cfg(feature = "cuda")]
+mod compile;
 mod demo;
+mod plugins;
 mod serve;
 
 use std::path::PathBuf;
@@ -10,7 +13,6 @@ use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 
 use umd::cmdbuf::CommandBuffer;
-use umd::translate::Outcome;
 use umd::{AttrValue, Host, OpRequest, Target, TensorDesc, data};
 
 #[derive(Parser)]
@@ -93,12 +95,10 @@ enum Command {
         #[arg(long)]
         full: bool,
     },
-    /// List plugins: file, name, version, ABI, ops, targets, status, load time; or explain the
-    /// choice of plugin for a request.
-    Plugins {
-        #[command(subcommand)]
-        action: Option<PluginsCommand>,
-    },
+    /// List plugins: file, name, version, ABI, ops, targets, status, load time (exits non-zero
+    /// when one was refused or none loaded); explain the choice of plugin for a request; print
+    /// a module's kernel source; compile every CUDA module offline (`compile`).
+    Plugins(plugins::PluginsArgs),
     /// Serve the gRPC Translator, Device (and, with --admin, Plugins) services.
     Serve(serve::ServeArgs),
     /// Benchmarks.
@@ -107,20 +107,6 @@ enum Command {
     /// List the GPUs this umd can run on (`--device cuda:N`): name, architecture, memory, SMs,
     /// driver and NVRTC versions.
     Devices,
-}
-
-#[derive(Subcommand)]
-enum PluginsCommand {
-    /// Show the candidates for a request, the winner and why (ranked by target specificity,
-    /// then priority). `OP@1.2` pins the plugin version.
-    Explain {
-        op: String,
-        #[command(flatten)]
-        op_args: OpArgs,
-        /// Target to plan for (`cpu`, `cuda:sm_90`).
-        #[arg(long)]
-        target: Option<String>,
-    },
 }
 
 #[derive(Subcommand)]
@@ -309,79 +295,7 @@ impl Cli {
                 );
                 Ok(())
             }
-            Command::Plugins { action: None } => {
-                let host = self.host.host()?;
-                for p in host.plugin_status() {
-                    match &p.status {
-                        Ok(label) => {
-                            let snap = host.registry().snapshot();
-                            let detail = snap.by_label(label).map(|lp| {
-                                format!(
-                                    ", loaded in {:.1} ms ({:?})",
-                                    lp.load_time().as_secs_f64() * 1e3,
-                                    lp.provenance()
-                                )
-                            });
-                            println!(
-                                "{label}  (ABI {})  from {}{}",
-                                p.abi.as_deref().unwrap_or("?"),
-                                p.origin,
-                                detail.unwrap_or_default()
-                            );
-                            for (op, targets, prio) in &p.ops {
-                                println!(
-                                    "    {op:<12} targets {:<20} priority {prio}",
-                                    targets.join(",")
-                                );
-                            }
-                            println!("    status: loaded");
-                        }
-                        Err(e) => println!("{}\n    status: REFUSED: {e}", p.origin),
-                    }
-                }
-                Ok(())
-            }
-            Command::Plugins {
-                action:
-                    Some(PluginsCommand::Explain {
-                        op,
-                        op_args,
-                        target,
-                    }),
-            } => {
-                let host = self.host.host()?;
-                let mut req = op_args.request(&op)?;
-                if let Some(t) = target {
-                    req.target = Some(Target::parse(&t)?);
-                }
-                let target = req
-                    .target
-                    .clone()
-                    .unwrap_or_else(|| host.translator().default_target().clone());
-                let rows = host.translator().explain(&req)?;
-                println!(
-                    "{op} on {target}: {} candidate(s), best first (target specificity, then priority)",
-                    rows.len()
-                );
-                for r in &rows {
-                    let spec = ["", "any (*)", "family", "exact"][r.specificity as usize];
-                    let outcome = match &r.outcome {
-                        Outcome::Chosen(k) => format!("CHOSEN: kernel {k}"),
-                        Outcome::Declined(why) => format!("declined: {why}"),
-                        Outcome::Failed(e) => format!("failed: {e}"),
-                        Outcome::PinnedOut => "excluded by the version pin".into(),
-                        Outcome::NotAsked => "not asked (a better candidate decided)".into(),
-                    };
-                    println!(
-                        "  {:<24} target match {spec:<8} priority {:<4} {outcome}",
-                        r.plugin, r.priority
-                    );
-                }
-                if !rows.iter().any(|r| matches!(r.outcome, Outcome::Chosen(_))) {
-                    println!("  => no plugin serves it (status 2)");
-                }
-                Ok(())
-            }
+            Command::Plugins(args) => plugins::run(&self.host, args),
         }
     }
 }

@@ -92,6 +92,10 @@ pub enum DeviceError {
     /// A command buffer that does not fit this device's real limits.
     #[error("command buffer does not fit this device: {0}")]
     Invalid(String),
+    /// The device hit a sticky error (illegal address, launch failure, …): pending work
+    /// failed and every later operation fails too. Only a new process recovers it.
+    #[error("device lost: {0} (every pending and later operation on it fails; restart umd)")]
+    Lost(String),
 }
 
 /// Which device a host runs on: `cpu` or `cuda:N`.
@@ -194,6 +198,10 @@ pub trait Device: Any + Send + Sync {
     fn pool_stats(&self) -> PoolStats;
     /// Releases cached, unused memory.
     fn trim(&self);
+    /// Why the device is lost ([`DeviceError::Lost`]; health reports it), `None` while it works.
+    fn lost(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Runs a command buffer once on `dev` with host data: allocates a buffer per binding, writes

@@ -1,5 +1,5 @@
-//! The thin safe layer over the CUDA driver API and NVRTC (through `cudarc`): the only file of
-//! the CUDA backend with `unsafe`, and the only one that names `cudarc`.
+//! The thin safe layer over the CUDA driver API (through `cudarc`): with `nvrtc` (the compiler),
+//! the only files of the CUDA backend with `unsafe` or that name `cudarc`.
 //!
 //! Every entry point that works in a context binds it to the calling thread first (`cudarc`'s
 //! safe API does it inside; the raw calls here call [`Context::bind`]): nothing relies on the
@@ -40,9 +40,72 @@ fn failed(call: &'static str, e: result::DriverError) -> DeviceError {
         .error_string()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
+    if is_sticky(e.0 as u32) {
+        return DeviceError::Lost(format!("`{call}`: {name}: {text}"));
+    }
     DeviceError::Driver {
         call,
         message: format!("{name}: {text}"),
+    }
+}
+
+/// Whether a `CUresult` code leaves the context unusable (`cuda.h`: "the process must be
+/// terminated and relaunched"): the device is lost.
+pub fn is_sticky(code: u32) -> bool {
+    matches!(
+        code,
+        214 // ECC_UNCORRECTABLE
+        | 700 // ILLEGAL_ADDRESS
+        | 702 // LAUNCH_TIMEOUT
+        | 709 // CONTEXT_IS_DESTROYED
+        | 710 // ASSERT
+        | 714 // HARDWARE_STACK_ERROR
+        | 715 // ILLEGAL_INSTRUCTION
+        | 716 // MISALIGNED_ADDRESS
+        | 717 // INVALID_ADDRESS_SPACE
+        | 718 // INVALID_PC
+        | 719 // LAUNCH_FAILED
+        | 999 // UNKNOWN
+    )
+}
+
+/// The status a stream reports at a point, as the error it means (no CUDA call: usable on the
+/// driver's callback thread).
+pub fn stream_status(code: u32) -> Result<(), DeviceError> {
+    match code {
+        0 => Ok(()),
+        c if is_sticky(c) => Err(DeviceError::Lost(format!(
+            "CUDA error {c} ({}) in work queued on a stream",
+            code_name(c)
+        ))),
+        c => Err(DeviceError::Driver {
+            call: "stream work",
+            message: format!(
+                "CUDA error {c} ({}): a kernel or copy queued before failed",
+                code_name(c)
+            ),
+        }),
+    }
+}
+
+/// The name of a common `CUresult` code, without calling the driver.
+fn code_name(code: u32) -> &'static str {
+    match code {
+        2 => "CUDA_ERROR_OUT_OF_MEMORY",
+        214 => "CUDA_ERROR_ECC_UNCORRECTABLE",
+        700 => "CUDA_ERROR_ILLEGAL_ADDRESS",
+        701 => "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+        702 => "CUDA_ERROR_LAUNCH_TIMEOUT",
+        709 => "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+        710 => "CUDA_ERROR_ASSERT",
+        714 => "CUDA_ERROR_HARDWARE_STACK_ERROR",
+        715 => "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+        716 => "CUDA_ERROR_MISALIGNED_ADDRESS",
+        717 => "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+        718 => "CUDA_ERROR_INVALID_PC",
+        719 => "CUDA_ERROR_LAUNCH_FAILED",
+        999 => "CUDA_ERROR_UNKNOWN",
+        _ => "see cuda.h",
     }
 }
 
@@ -53,13 +116,6 @@ pub fn driver_present() -> bool {
     // SAFETY: loads (and unloads) the NVIDIA driver library by its usual names to see whether
     // it exists; its initializers are made to run in any process that loads it.
     *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
-}
-
-/// Whether the NVRTC library (`libnvrtc.so`) can be loaded. Checked once per process.
-pub fn nvrtc_present() -> bool {
-    static PRESENT: OnceLock<bool> = OnceLock::new();
-    // SAFETY: as for `driver_present`, with NVIDIA's runtime-compilation library.
-    *PRESENT.get_or_init(|| unsafe { nvrtc::sys::is_culib_present() })
 }
 
 fn need_driver() -> Result<(), DeviceError> {
@@ -74,18 +130,6 @@ fn need_driver() -> Result<(), DeviceError> {
     }
 }
 
-fn need_nvrtc() -> Result<(), DeviceError> {
-    if nvrtc_present() {
-        Ok(())
-    } else {
-        Err(DeviceError::Unavailable(
-            "NVRTC library (libnvrtc.so) not found: install the CUDA toolkit's runtime compiler \
-             (e.g. the `cuda-nvrtc-13-0` package) or add its directory to LD_LIBRARY_PATH"
-                .into(),
-        ))
-    }
-}
-
 /// The CUDA version the driver supports (`cuDriverGetVersion`, e.g. 13.0 for driver 580).
 pub fn driver_version() -> Result<Version, DeviceError> {
     need_driver()?;
@@ -95,61 +139,6 @@ pub fn driver_version() -> Result<Version, DeviceError> {
         .result()
         .map_err(|e| failed("cuDriverGetVersion", e))?;
     Ok(super::versions::from_driver_int(v))
-}
-
-fn nvrtc_failed(call: &'static str, e: nvrtc::sys::nvrtcResult) -> DeviceError {
-    DeviceError::Driver {
-        call,
-        message: format!("{e:?}"),
-    }
-}
-
-/// The NVRTC version (`nvrtcVersion`).
-pub fn nvrtc_version() -> Result<Version, DeviceError> {
-    need_nvrtc()?;
-    let (mut major, mut minor) = (0, 0);
-    // SAFETY: writes two ints through valid pointers.
-    let r = unsafe { nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    r.result().map_err(|e| nvrtc_failed("nvrtcVersion", e.0))?;
-    Ok((major.max(0) as u32, minor.max(0) as u32))
-}
-
-/// The real architectures NVRTC compiles for, as `major * 10 + minor` (e.g. 90 for sm_90).
-pub fn nvrtc_supported_archs() -> Result<Vec<u32>, DeviceError> {
-    need_nvrtc()?;
-    let mut n = 0;
-    // SAFETY: writes one int through a valid pointer.
-    let r = unsafe { nvrtc::sys::nvrtcGetNumSupportedArchs(&mut n) };
-    r.result()
-        .map_err(|e| nvrtc_failed("nvrtcGetNumSupportedArchs", e.0))?;
-    let mut archs = vec![0; n.max(0) as usize];
-    // SAFETY: `archs` has room for the `n` ints NVRTC just said it will write.
-    let r = unsafe { nvrtc::sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) };
-    r.result()
-        .map_err(|e| nvrtc_failed("nvrtcGetSupportedArchs", e.0))?;
-    Ok(archs.into_iter().map(|a| a.max(0) as u32).collect())
-}
-
-/// Compiles CUDA C to PTX with NVRTC; `Err` carries the compiler log.
-pub fn compile_ptx(code: &str, options: &[String]) -> Result<String, String> {
-    need_nvrtc().map_err(|e| e.to_string())?;
-    // cudarc panics on interior NULs; plugins' strings are never trusted.
-    if code.contains('\0') || options.iter().any(|o| o.contains('\0')) {
-        return Err("source or options contain a NUL character".into());
-    }
-    let opts = nvrtc::CompileOptions {
-        options: options.to_vec(),
-        ..Default::default()
-    };
-    let ptx = nvrtc::compile_ptx_with_opts(code, opts).map_err(|e| match e {
-        nvrtc::CompileError::CompileError {
-            nvrtc: code, log, ..
-        } => format!("{:?}:\n{}", code.0, log.to_string_lossy().trim_end()),
-        other => format!("{other:?}"),
-    })?;
-    let bytes = ptx.as_bytes().ok_or("NVRTC returned no PTX image")?;
-    let text = bytes.split(|b| *b == 0).next().unwrap_or_default();
-    String::from_utf8(text.to_vec()).map_err(|_| "NVRTC returned PTX that is not UTF-8".into())
 }
 
 /// Number of CUDA devices (0 when the driver sees none).
@@ -301,14 +290,57 @@ impl Context {
                 message: "PTX contains a NUL character".into(),
             });
         }
-        let module = self
-            .0
-            .load_module(nvrtc::Ptx::from_src(ptx))
-            .map_err(|e| failed("cuModuleLoadData", e))?;
+        let module = self.0.load_module(nvrtc::Ptx::from_src(ptx)).map_err(|e| {
+            let mut err = failed("cuModuleLoadData", e);
+            if let DeviceError::Driver { message, .. } = &mut err {
+                let log = self.jit_log(ptx);
+                if !log.is_empty() {
+                    message.push_str("\nJIT log:\n");
+                    message.push_str(&log);
+                }
+            }
+            err
+        })?;
         Ok(Module {
             module,
             ctx: self.clone(),
         })
+    }
+
+    /// The driver's JIT error log for `ptx` (loads it once more with a log buffer, then
+    /// unloads it); empty when there is none.
+    fn jit_log(&self, ptx: &str) -> String {
+        const LOG_BYTES: usize = 16 << 10;
+        let (Ok(()), Ok(text)) = (self.bind(), std::ffi::CString::new(ptx)) else {
+            return String::new();
+        };
+        let mut log = vec![0u8; LOG_BYTES];
+        let mut options = [
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        ];
+        let mut values: [*mut c_void; 2] = [
+            log.as_mut_ptr().cast(),
+            std::ptr::without_provenance_mut(LOG_BYTES),
+        ];
+        let mut module = std::mem::MaybeUninit::<sys::CUmodule>::uninit();
+        // SAFETY: `text` is a NUL-terminated PTX image; the two options pair with their values
+        // (a buffer of LOG_BYTES bytes, which outlives the call, and its size passed by value).
+        let r = unsafe {
+            sys::cuModuleLoadDataEx(
+                module.as_mut_ptr(),
+                text.as_ptr().cast(),
+                2,
+                options.as_mut_ptr(),
+                values.as_mut_ptr(),
+            )
+        };
+        if r == sys::CUresult::CUDA_SUCCESS {
+            // SAFETY: the module was just loaded and nothing else holds it.
+            unsafe { sys::cuModuleUnload(module.assume_init()) };
+        }
+        let end = log.iter().position(|b| *b == 0).unwrap_or(log.len());
+        String::from_utf8_lossy(&log[..end]).trim_end().to_string()
     }
 
     /// Loads a cubin or fatbin image.
@@ -346,13 +378,7 @@ unsafe extern "C" fn reached(_stream: sys::CUstream, status: u32, data: *mut c_v
     // SAFETY: `data` is the `Box<Callback>` leaked by `Stream::when_reached`, and the driver
     // calls this exactly once for it.
     let callback = unsafe { Box::from_raw(data.cast::<Callback>()) };
-    let result = match status {
-        0 => Ok(()),
-        code => Err(DeviceError::Driver {
-            call: "stream work",
-            message: format!("CUDA error {code} (a kernel or copy queued before failed)"),
-        }),
-    };
+    let result = stream_status(status);
     // Unwinding into the driver would abort the process.
     let _ = std::panic::catch_unwind(AssertUnwindSafe(move || callback(result)));
 }
@@ -540,4 +566,29 @@ pub struct Function {
     pub max_threads_per_block: u32,
     /// Shared memory the kernel declares statically.
     pub static_shared_memory: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sticky_errors_mean_a_lost_device_and_are_named() {
+        assert_eq!(stream_status(0), Ok(()));
+        let e = stream_status(700).unwrap_err();
+        assert!(matches!(&e, DeviceError::Lost(m) if m.contains("CUDA_ERROR_ILLEGAL_ADDRESS")));
+        assert!(
+            e.to_string().starts_with("device lost: CUDA error 700"),
+            "{e}"
+        );
+        assert!(matches!(stream_status(719), Err(DeviceError::Lost(_))));
+        // Not sticky: the device stays usable, the error is still named.
+        let e = stream_status(701).unwrap_err();
+        assert!(
+            matches!(&e, DeviceError::Driver { message, .. }
+                if message.contains("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")),
+            "{e}"
+        );
+        assert!(!is_sticky(2), "out of memory is not sticky");
+    }
 }

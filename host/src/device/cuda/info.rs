@@ -6,6 +6,7 @@
 use std::fmt;
 
 use super::driver::{self, DeviceAttributes, Version};
+use super::nvrtc;
 use super::versions;
 use crate::cmdbuf::limits::MAX_PARAM_BYTES;
 use crate::device::DeviceError;
@@ -26,8 +27,8 @@ pub struct DeviceInfo {
     pub limits: TargetLimits,
     /// The CUDA version the driver supports.
     pub driver_cuda: Version,
-    /// NVRTC's version; `None` when NVRTC is not installed.
-    pub nvrtc: Option<Version>,
+    /// NVRTC's version and where it was found; `None` when it was not.
+    pub nvrtc: Option<nvrtc::Found>,
 }
 
 impl DeviceInfo {
@@ -35,7 +36,7 @@ impl DeviceInfo {
         index: usize,
         a: DeviceAttributes,
         driver_cuda: Version,
-        nvrtc: Option<Version>,
+        nvrtc: Option<nvrtc::Found>,
     ) -> Self {
         let (major, minor) = a.compute_capability;
         DeviceInfo {
@@ -79,9 +80,9 @@ impl fmt::Display for DeviceInfo {
             "cuda:{}  {}  {}  {gib:.1} GiB  {} SMs  driver supports CUDA {dm}.{dn}  ",
             self.index, self.name, self.arch, self.sm_count
         )?;
-        match self.nvrtc {
-            Some((m, n)) => write!(f, "NVRTC {m}.{n}"),
-            None => f.write_str("NVRTC not found"),
+        match &self.nvrtc {
+            Some(found) => write!(f, "{found}"),
+            None => f.write_str("NVRTC not found (prebuilt kernels only)"),
         }
     }
 }
@@ -93,7 +94,7 @@ pub fn devices() -> Result<Vec<DeviceInfo>, DeviceError> {
     (0..driver::device_count()?)
         .map(|i| {
             let a = driver::device_attributes(i)?;
-            Ok(DeviceInfo::new(i, a, driver_cuda, nvrtc))
+            Ok(DeviceInfo::new(i, a, driver_cuda, nvrtc.clone()))
         })
         .collect()
 }
@@ -116,7 +117,11 @@ mod tests {
             max_shared_memory_per_block: 48 << 10,
             warp_size: 32,
         };
-        let info = DeviceInfo::new(0, a, (13, 0), Some((13, 0)));
+        let found = nvrtc::Found {
+            path: Some("/opt/nvrtc/libnvrtc.so.13".into()),
+            version: (13, 0),
+        };
+        let info = DeviceInfo::new(0, a, (13, 0), Some(found));
         let t = info.target();
         assert_eq!((t.name.as_str(), t.arch.as_str()), ("cuda:sm_90", "sm_90"));
         assert_eq!(t.limits, TargetLimits::cuda(132, 48 << 10));
@@ -126,7 +131,7 @@ mod tests {
             "{line}"
         );
         assert!(
-            line.ends_with("driver supports CUDA 13.0  NVRTC 13.0"),
+            line.ends_with("driver supports CUDA 13.0  NVRTC 13.0 (/opt/nvrtc/libnvrtc.so.13)"),
             "{line}"
         );
     }

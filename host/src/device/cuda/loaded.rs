@@ -1,6 +1,7 @@
 //! The modules loaded on one device: a launch's [`ModuleRef`] maps to a loaded module (fetched
-//! once: kernel source from the plugin, PTX from the [`KernelCache`], then loaded into the
-//! context) and an entry point to a kernel handle.
+//! once: kernel source from the plugin, cubin or PTX from the [`KernelCache`], then loaded into
+//! the context: the cubin when there is one, so the driver need not JIT-compile) and an entry
+//! point to a kernel handle.
 //!
 //! Loaded modules are shared by PTX content key, so references that only differ by name (or a
 //! forged hash) never load the same code twice; the reference map is bounded.
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use super::driver::{Context, Function, Module};
-use super::modules::{KernelCache, Nvrtc};
+use super::modules::{Compiled, Compiler, KernelCache};
 use crate::cmdbuf::ModuleRef;
 use crate::device::KernelSources;
 use crate::target::Target;
@@ -48,7 +49,7 @@ impl Loaded {
 /// The loaded modules of one context.
 pub struct Modules {
     ctx: Context,
-    cache: KernelCache<Nvrtc>,
+    cache: KernelCache<Box<dyn Compiler>>,
     by_ref: RwLock<HashMap<ModuleRef, Arc<Loaded>>>,
     by_key: Mutex<HashMap<[u8; 32], Arc<Loaded>>>,
     /// One fetch-compile-load at a time, so concurrent first launches do it once.
@@ -56,7 +57,19 @@ pub struct Modules {
 }
 
 impl Modules {
-    pub fn new(ctx: Context, cache: KernelCache<Nvrtc>) -> Self {
+    /// The cubin when there is one (no JIT), else the PTX (JIT-compiled by the driver).
+    fn load(&self, compiled: &Compiled) -> Result<Module, String> {
+        if let Some(cubin) = &compiled.cubin {
+            // SAFETY: the image came whole from NVRTC, through the checksummed cache.
+            match unsafe { self.ctx.load_cubin(cubin) } {
+                Ok(m) => return Ok(m),
+                Err(e) => tracing::warn!(error = %e, "cubin refused; loading the PTX"),
+            }
+        }
+        self.ctx.load_ptx(&compiled.ptx).map_err(|e| e.to_string())
+    }
+
+    pub fn new(ctx: Context, cache: KernelCache<Box<dyn Compiler>>) -> Self {
         Modules {
             ctx,
             cache,
@@ -93,10 +106,7 @@ impl Modules {
             Some(m) => m,
             None => {
                 let m = Arc::new(Loaded {
-                    module: self
-                        .ctx
-                        .load_ptx(&compiled.ptx)
-                        .map_err(|e| e.to_string())?,
+                    module: self.load(&compiled)?,
                     entry_points: source.entry_points,
                     functions: RwLock::new(HashMap::new()),
                 });

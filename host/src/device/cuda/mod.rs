@@ -19,6 +19,8 @@ mod info;
 mod launch;
 mod loaded;
 pub mod modules;
+pub mod nvrtc;
+pub mod ptx;
 mod raw_alloc;
 mod timing;
 pub mod versions;
@@ -41,7 +43,7 @@ use crate::cmdbuf::{CommandBuffer, LaunchCmd};
 use crate::target::Target;
 use driver::{Context, Function, Stream};
 use loaded::Modules;
-use modules::{KernelCache, Nvrtc};
+use modules::{Compiler, KernelCache, NoCompiler, Nvrtc};
 use raw_alloc::CudaRaw;
 
 type Allocator = Arc<Mutex<CachingAllocator<CudaRaw>>>;
@@ -51,6 +53,38 @@ const ALLOC_STREAM: StreamId = StreamId(0);
 /// Pseudo-stream under which a freed block's pending fences are recorded, so the allocator
 /// holds the block until they signal.
 const FENCED: StreamId = StreamId(u32::MAX);
+
+/// Whether the device is lost: set by the first sticky error (from any driver call or a
+/// stream's status), seen by every later call, which then fails with that error.
+#[derive(Clone, Default)]
+pub(crate) struct LostFlag(Arc<Mutex<Option<String>>>);
+
+impl LostFlag {
+    /// `Err(Lost)` once the device is lost.
+    fn check(&self) -> Result<(), DeviceError> {
+        match &*self.0.lock() {
+            Some(why) => Err(DeviceError::Lost(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Passes `r` through, remembering the first loss it reports.
+    fn note<T>(&self, r: Result<T, DeviceError>) -> Result<T, DeviceError> {
+        if let Err(DeviceError::Lost(why)) = &r {
+            let mut lost = self.0.lock();
+            if lost.is_none() {
+                tracing::error!(error = %why, "CUDA device lost");
+                *lost = Some(why.clone());
+            }
+        }
+        r
+    }
+
+    /// Why the device is lost, if it is.
+    fn reason(&self) -> Option<String> {
+        self.0.lock().clone()
+    }
+}
 
 /// One buffer; its block returns to the allocator when the last handle drops.
 struct Buffer {
@@ -121,13 +155,15 @@ pub struct CudaDevice {
     uploads: Mutex<Stream>,
     modules: Modules,
     kernels: Arc<dyn KernelSources>,
+    lost: LostFlag,
 }
 
 impl CudaDevice {
     /// Opens `cuda:{index}`, compiling kernels with NVRTC and caching them in `kernel_cache`
     /// (`None`: in memory only; the host uses `$XDG_CACHE_HOME/umd/kernels`, or
-    /// `~/.cache/umd/kernels`). Refuses, with what to do, a missing driver or NVRTC, a missing
-    /// device, and versions that do not work together.
+    /// `~/.cache/umd/kernels`). Without NVRTC only prebuilt modules in that cache load.
+    /// Refuses, with what to do, a missing driver, a missing device, and versions that do not
+    /// work together.
     pub fn open(
         index: usize,
         kernels: Arc<dyn KernelSources>,
@@ -142,27 +178,44 @@ impl CudaDevice {
         }
         let unavailable = |why: String| DeviceError::Unavailable(format!("{name}: {why}"));
         let driver_cuda = driver::driver_version()?;
-        let nvrtc = driver::nvrtc_version()?;
-        versions::check_versions(driver_cuda, nvrtc, versions::MIN_DRIVER).map_err(unavailable)?;
+        let found = nvrtc::locate(None).ok().cloned();
         let info = DeviceInfo::new(
             index,
             driver::device_attributes(index)?,
             driver_cuda,
-            Some(nvrtc),
+            found.clone(),
         );
-        let archs = driver::nvrtc_supported_archs()?;
-        versions::check_arch(info.compute_capability, &archs, nvrtc).map_err(unavailable)?;
+        let compiler: Box<dyn Compiler> = match &found {
+            Some(f) => {
+                versions::check_versions(driver_cuda, f.version, versions::MIN_DRIVER)
+                    .map_err(unavailable)?;
+                let archs = nvrtc::supported_archs()?;
+                versions::check_arch(info.compute_capability, &archs, f.version)
+                    .map_err(unavailable)?;
+                Box::new(Nvrtc { version: f.version })
+            }
+            None => {
+                versions::check_versions(driver_cuda, versions::MIN_DRIVER, versions::MIN_DRIVER)
+                    .map_err(unavailable)?;
+                tracing::warn!(device = %name, "no NVRTC: only prebuilt kernels (`umd plugins compile --out`) will load");
+                Box::new(NoCompiler)
+            }
+        };
 
         let ctx = Context::open(index)?;
         let stream = Arc::new(ctx.new_stream()?);
         let uploads = Mutex::new(ctx.new_stream()?);
-        let cache = KernelCache::new(Nvrtc { version: nvrtc }, kernel_cache);
+        let cache = KernelCache::new(compiler, kernel_cache);
+        let lost = LostFlag::default();
         tracing::info!(device = %info, "CUDA device opened");
         Ok(Arc::new(CudaDevice {
             target: info.target(),
             name,
             info,
-            alloc: Arc::new(Mutex::new(CachingAllocator::new(CudaRaw::new(ctx.clone())))),
+            alloc: Arc::new(Mutex::new(CachingAllocator::new(CudaRaw::new(
+                ctx.clone(),
+                lost.clone(),
+            )))),
             waste: Arc::new(AtomicU64::new(0)),
             buffers: BufferTable::default(),
             streams: RwLock::new(vec![stream]),
@@ -170,6 +223,7 @@ impl CudaDevice {
             modules: Modules::new(ctx.clone(), cache),
             ctx,
             kernels,
+            lost,
         }))
     }
 
@@ -216,10 +270,11 @@ impl CudaDevice {
     /// Signals `fence` with `result` once `stream` reaches this point (if the callback cannot
     /// be queued: after waiting for the stream here).
     fn signal_when_reached(&self, stream: &Stream, fence: &Fence, result: Result<(), DeviceError>) {
-        let (f, r) = (fence.clone(), result.clone());
-        if let Err(e) = stream.when_reached(move |status| f.signal(r.and(status))) {
+        let (f, r, lost) = (fence.clone(), result.clone(), self.lost.clone());
+        let queued = stream.when_reached(move |status| f.signal(lost.note(r.and(status))));
+        if let Err(e) = self.lost.note(queued) {
             tracing::warn!(device = %self.name, error = %e, "waiting for the stream instead");
-            fence.signal(result.and(stream.synchronize()));
+            fence.signal(self.lost.note(result.and(stream.synchronize())));
         }
     }
 }
@@ -246,11 +301,14 @@ impl Device for CudaDevice {
     }
 
     fn alloc(&self, bytes: u64) -> Result<BufferId, DeviceError> {
+        self.lost.check()?;
         let block = self
             .alloc
             .lock()
             .alloc(bytes, ALLOC_STREAM)
             .map_err(|e| match e {
+                // The raw allocator saw a sticky error, not a full device.
+                _ if self.lost.check().is_err() => self.lost.check().unwrap_err(),
                 AllocError::OutOfMemory { allocated, .. } => DeviceError::OutOfMemory {
                     requested: bytes,
                     limit: self.info.total_memory,
@@ -287,19 +345,22 @@ impl Device for CudaDevice {
         let b = self.buffer(buffer)?;
         let addr = b.at(offset, data.len() as u64)?;
         b.wait_idle();
+        self.lost.check()?;
         if data.is_empty() {
             return Ok(());
         }
-        self.uploads.lock().copy_to_device(addr, data)
+        self.lost
+            .note(self.uploads.lock().copy_to_device(addr, data))
     }
 
     fn read(&self, buffer: BufferId, offset: u64, len: u64) -> Result<Vec<u8>, DeviceError> {
         let b = self.buffer(buffer)?;
         let addr = b.at(offset, len)?;
         b.wait_idle();
+        self.lost.check()?;
         let mut out = vec![0u8; len as usize];
         if len > 0 {
-            self.ctx.copy_from_device(&mut out, addr)?;
+            self.lost.note(self.ctx.copy_from_device(&mut out, addr))?;
         }
         Ok(out)
     }
@@ -309,7 +370,8 @@ impl Device for CudaDevice {
     }
 
     fn create_stream(&self) -> Result<StreamId, DeviceError> {
-        let stream = Arc::new(self.ctx.new_stream()?);
+        self.lost.check()?;
+        let stream = Arc::new(self.lost.note(self.ctx.new_stream())?);
         let mut streams = self.streams.write();
         streams.push(stream);
         Ok(StreamId(streams.len() as u32 - 1))
@@ -321,6 +383,7 @@ impl Device for CudaDevice {
         cmd: Arc<CommandBuffer>,
         bindings: &[BufferId],
     ) -> Result<Fence, DeviceError> {
+        self.lost.check()?;
         if cmd.target != self.target.name {
             return Err(DeviceError::WrongTarget {
                 expected: self.target.name.clone(),
@@ -348,7 +411,10 @@ impl Device for CudaDevice {
         let mut result = Ok(());
         for (i, (l, f)) in cmd.launches.iter().zip(&kernels).enumerate() {
             let params = patch_params(&l.params, &l.relocations, &addrs);
-            if let Err(e) = s.launch(f, l.grid, l.block, l.shared_memory, &params) {
+            if let Err(e) = self
+                .lost
+                .note(s.launch(f, l.grid, l.block, l.shared_memory, &params))
+            {
                 // The launches queued before still run: the fence signals after them.
                 result = Err(DeviceError::Launch {
                     launch: i,
@@ -363,6 +429,7 @@ impl Device for CudaDevice {
     }
 
     fn record_event(&self, stream: StreamId) -> Result<Fence, DeviceError> {
+        self.lost.check()?;
         let s = self.stream(stream)?;
         let fence = Fence::new();
         self.signal_when_reached(&s, &fence, Ok(()));
@@ -379,6 +446,10 @@ impl Device for CudaDevice {
             misses: s.misses,
             rounding_waste_bytes: self.waste.load(Ordering::Relaxed),
         }
+    }
+
+    fn lost(&self) -> Option<String> {
+        self.lost.reason()
     }
 
     fn trim(&self) {
@@ -398,6 +469,32 @@ mod tests {
         fn source(&self, _: &ModuleRef, _: &Target) -> Result<KernelSource, String> {
             Err("no plugins here".into())
         }
+    }
+
+    #[test]
+    fn a_sticky_error_loses_the_device_for_every_later_call() {
+        let lost = LostFlag::default();
+        assert_eq!(lost.check(), Ok(()));
+        // An ordinary driver error leaves the device usable.
+        let busy = DeviceError::Driver {
+            call: "cuLaunchKernel",
+            message: "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES".into(),
+        };
+        assert_eq!(lost.note::<()>(Err(busy.clone())), Err(busy));
+        assert_eq!((lost.check(), lost.reason()), (Ok(()), None));
+        // The first sticky error (here as a stream callback reports it) is kept and returned to
+        // every later caller, from any clone (the callbacks hold one).
+        let status = driver::stream_status(700);
+        let callback_side = lost.clone();
+        assert!(matches!(
+            callback_side.note(status),
+            Err(DeviceError::Lost(_))
+        ));
+        let _ = lost.note::<()>(Err(DeviceError::Lost("a later one".into())));
+        let e = lost.check().unwrap_err();
+        assert!(e.to_string().contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{e}");
+        assert!(e.to_string().contains("restart umd"), "{e}");
+        assert_eq!(lost.reason().map(|r| r.contains("700")), Some(true));
     }
 
     #[test]

@@ -1,12 +1,17 @@
-//! Kernel compilation and the PTX cache: a plugin's CUDA C source is compiled for the device's
-//! architecture (`--gpu-architecture=sm_XY`, added by the host, then the plugin's options) and
-//! the PTX is cached in memory and on disk, keyed by content: SHA-256 of source, options,
-//! architecture and compiler version ([`cache_key`]).
+//! Kernel compilation and the module cache: a plugin's CUDA C source is compiled for the
+//! device's architecture (`--gpu-architecture=sm_XY`, added by the host, then the plugin's
+//! options) into PTX and, where the compiler gives one, a cubin for that architecture; both are
+//! cached in memory and on disk, keyed by content: SHA-256 of source, options, architecture and
+//! compiler version ([`cache_key`]).
 //!
-//! On disk (`$XDG_CACHE_HOME/umd/kernels` or `~/.cache/umd/kernels`), one file per key holding
-//! the SHA-256 of the PTX followed by the PTX. Every read checks it; a missing, truncated or
-//! corrupt entry is compiled again and rewritten, never fatal, and a cache that cannot be
-//! written only costs a warning.
+//! On disk (`$XDG_CACHE_HOME/umd/kernels` or `~/.cache/umd/kernels`), per key `KEY.ptx` and
+//! `KEY.cubin`, each the SHA-256 of its bytes followed by the bytes. Every read checks it; a
+//! missing, truncated or corrupt entry is compiled again and rewritten, never fatal, and a cache
+//! that cannot be written only costs a warning.
+//!
+//! Prebuilt modules (`umd plugins compile --out DIR`, for GPU hosts without NVRTC) are the same
+//! files under the key of "any compiler" ([`cache_key`] with `None`); a cache looks there after
+//! its own compiler's key, and a host without a compiler ([`NoCompiler`]) looks only there.
 //!
 //! Owns compilation requests, keys and its directory. It must not load modules or talk to a
 //! device: the compiler is behind [`Compiler`] (NVRTC in production, a fake in tests).
@@ -19,10 +24,11 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use super::driver::{self, Version};
+use super::driver::Version;
+use super::nvrtc;
 use crate::device::KernelSource;
 
-/// Most PTX texts kept in memory; past it the memory cache starts over (the disk keeps them).
+/// Most modules kept in memory; past it the memory cache starts over (the disk keeps them).
 const MEMORY_ENTRIES: usize = 256;
 
 /// Why a kernel source has no PTX.
@@ -35,12 +41,14 @@ pub enum CompileError {
     Compiler(String),
 }
 
-/// Compiles CUDA C to PTX.
+/// Compiles CUDA C.
 pub trait Compiler: Send + Sync {
-    /// Goes into every cache key: a new compiler never reuses an old compiler's PTX.
-    fn version(&self) -> Version;
-    /// PTX for `code` compiled with exactly `options`; `Err` carries the compiler's log.
-    fn compile(&self, code: &str, options: &[String]) -> Result<String, String>;
+    /// Goes into every cache key: a new compiler never reuses an old compiler's output.
+    /// `None`: no compiler (only prebuilt modules can be used).
+    fn version(&self) -> Option<Version>;
+    /// PTX (and cubin, for a real architecture) for `code` compiled with exactly `options`;
+    /// `Err` carries the compiler's log.
+    fn compile(&self, code: &str, options: &[String]) -> Result<nvrtc::Output, String>;
 }
 
 /// NVRTC.
@@ -49,11 +57,40 @@ pub struct Nvrtc {
 }
 
 impl Compiler for Nvrtc {
-    fn version(&self) -> Version {
-        self.version
+    fn version(&self) -> Option<Version> {
+        Some(self.version)
     }
-    fn compile(&self, code: &str, options: &[String]) -> Result<String, String> {
-        driver::compile_ptx(code, options)
+    fn compile(&self, code: &str, options: &[String]) -> Result<nvrtc::Output, String> {
+        nvrtc::compile(code, options)
+    }
+}
+
+impl Compiler for Box<dyn Compiler> {
+    fn version(&self) -> Option<Version> {
+        (**self).version()
+    }
+    fn compile(&self, code: &str, options: &[String]) -> Result<nvrtc::Output, String> {
+        (**self).compile(code, options)
+    }
+}
+
+/// No compiler on this host: only prebuilt modules load.
+pub struct NoCompiler;
+
+impl Compiler for NoCompiler {
+    fn version(&self) -> Option<Version> {
+        None
+    }
+    fn compile(&self, _: &str, options: &[String]) -> Result<nvrtc::Output, String> {
+        let arch = options
+            .first()
+            .and_then(|o| o.strip_prefix("--gpu-architecture="))
+            .unwrap_or("this GPU");
+        Err(format!(
+            "no NVRTC on this host and no prebuilt module for {arch}: install NVRTC, or run \
+             `umd plugins compile --arch {arch} --out DIR` where NVRTC is and copy DIR into \
+             this host's kernel cache (`umd devices` shows where it is)"
+        ))
     }
 }
 
@@ -106,7 +143,12 @@ pub fn compile_options(arch: &str, plugin_options: &[String]) -> Result<Vec<Stri
 
 /// The cache key: SHA-256 over length-prefixed source, options, architecture and compiler
 /// version, so no two different inputs share a key by concatenation.
-pub fn cache_key(code: &str, options: &[String], arch: &str, compiler: Version) -> [u8; 32] {
+pub fn cache_key(
+    code: &str,
+    options: &[String],
+    arch: &str,
+    compiler: Option<Version>,
+) -> [u8; 32] {
     let mut h = Sha256::new();
     let mut field = |bytes: &[u8]| {
         h.update((bytes.len() as u64).to_le_bytes());
@@ -119,29 +161,42 @@ pub fn cache_key(code: &str, options: &[String], arch: &str, compiler: Version) 
         field(o.as_bytes());
     }
     field(arch.as_bytes());
-    field(&compiler.0.to_le_bytes());
-    field(&compiler.1.to_le_bytes());
+    match compiler {
+        Some((major, minor)) => {
+            field(&major.to_le_bytes());
+            field(&minor.to_le_bytes());
+        }
+        None => field(b"prebuilt"),
+    }
     h.finalize().into()
 }
 
-/// A disk entry: SHA-256 of the PTX, then the PTX.
-pub fn encode_entry(ptx: &str) -> Vec<u8> {
-    let mut file = Sha256::digest(ptx.as_bytes()).to_vec();
-    file.extend_from_slice(ptx.as_bytes());
+/// A disk entry: SHA-256 of the bytes, then the bytes.
+pub fn encode_entry(bytes: &[u8]) -> Vec<u8> {
+    let mut file = Sha256::digest(bytes).to_vec();
+    file.extend_from_slice(bytes);
     file
 }
 
-/// The PTX of a disk entry, or why it is unusable.
-pub fn decode_entry(file: &[u8]) -> Result<&str, &'static str> {
+/// The bytes of a disk entry, or why it is unusable.
+pub fn decode_entry(file: &[u8]) -> Result<&[u8], &'static str> {
     if file.len() < 32 {
         return Err("truncated");
     }
-    let (digest, ptx) = file.split_at(32);
-    if Sha256::digest(ptx).as_slice() != digest {
+    let (digest, bytes) = file.split_at(32);
+    if Sha256::digest(bytes).as_slice() != digest {
         return Err("checksum mismatch");
     }
-    let ptx = std::str::from_utf8(ptx).map_err(|_| "not UTF-8")?;
-    if ptx.is_empty() || ptx.contains('\0') {
+    if bytes.is_empty() {
+        return Err("empty");
+    }
+    Ok(bytes)
+}
+
+/// The PTX of a disk entry, or why it is unusable.
+pub fn decode_ptx(file: &[u8]) -> Result<&str, &'static str> {
+    let ptx = std::str::from_utf8(decode_entry(file)?).map_err(|_| "not UTF-8")?;
+    if ptx.contains('\0') {
         return Err("not PTX text");
     }
     Ok(ptx)
@@ -151,29 +206,35 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Where PTX came from.
+/// Where a module came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Provenance {
     Memory,
     Disk,
+    /// A prebuilt entry (`umd plugins compile --out`).
+    Prebuilt,
     Compiled,
     /// The disk entry was unusable (the reason) and the source was compiled again.
     Recompiled(String),
 }
 
-/// Compiled PTX and its key.
+/// A compiled module and its key.
 #[derive(Debug, Clone)]
 pub struct Compiled {
     pub key: [u8; 32],
     pub ptx: Arc<str>,
+    /// The module assembled for the architecture, when the compiler gave one.
+    pub cubin: Option<Arc<[u8]>>,
     pub provenance: Provenance,
 }
 
-/// The PTX cache over a [`Compiler`].
+type Entry = (Arc<str>, Option<Arc<[u8]>>);
+
+/// The module cache over a [`Compiler`].
 pub struct KernelCache<C: Compiler> {
     compiler: C,
     dir: Option<PathBuf>,
-    memory: Mutex<HashMap<[u8; 32], Arc<str>>>,
+    memory: Mutex<HashMap<[u8; 32], Entry>>,
 }
 
 impl<C: Compiler> KernelCache<C> {
@@ -190,70 +251,120 @@ impl<C: Compiler> KernelCache<C> {
         &self.compiler
     }
 
-    fn path(&self, key: &[u8; 32]) -> Option<PathBuf> {
-        self.dir
-            .as_ref()
-            .map(|d| d.join(format!("{}.ptx", hex(key))))
+    /// The cache's folder (`None`: memory only).
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
     }
 
-    /// PTX of `source` for `arch` (`sm_90`), from memory, disk, or the compiler.
+    fn path(&self, key: &[u8; 32], ext: &str) -> Option<PathBuf> {
+        self.dir
+            .as_ref()
+            .map(|d| d.join(format!("{}.{ext}", hex(key))))
+    }
+
+    /// The entry under `key` on disk: `Ok(None)` when there is none, `Err` when it is unusable.
+    fn read(&self, key: &[u8; 32]) -> Result<Option<Entry>, String> {
+        let Some(Ok(file)) = self.path(key, "ptx").map(std::fs::read) else {
+            return Ok(None);
+        };
+        let ptx = decode_ptx(&file).map_err(str::to_string)?;
+        let cubin = match self.path(key, "cubin").map(std::fs::read) {
+            Some(Ok(file)) => Some(
+                decode_entry(&file)
+                    .map_err(|r| format!("cubin: {r}"))?
+                    .into(),
+            ),
+            _ => None,
+        };
+        Ok(Some((ptx.into(), cubin)))
+    }
+
+    /// The module of `source` for `arch` (`sm_90`): from memory, disk, a prebuilt entry, or
+    /// the compiler.
     pub fn ptx(&self, source: &KernelSource, arch: &str) -> Result<Compiled, CompileError> {
         let options = compile_options(arch, &source.options)?;
         let key = cache_key(&source.code, &options, arch, self.compiler.version());
-        if let Some(ptx) = self.memory.lock().get(&key) {
-            return Ok(Compiled {
-                key,
-                ptx: ptx.clone(),
-                provenance: Provenance::Memory,
-            });
+        if let Some(e) = self.memory.lock().get(&key).cloned() {
+            return Ok(compiled(key, e, Provenance::Memory));
         }
-        let path = self.path(&key);
-        let stale = match path.as_ref().map(std::fs::read) {
-            Some(Ok(file)) => match decode_entry(&file) {
-                Ok(ptx) => return Ok(self.remember(key, ptx.into(), Provenance::Disk)),
-                Err(reason) => {
-                    tracing::warn!(path = ?path, reason, "kernel cache entry unusable; recompiling");
-                    Some(reason.to_string())
-                }
-            },
-            _ => None,
+        let stale = match self.read(&key) {
+            Ok(Some(e)) => return Ok(self.remember(key, e, Provenance::Disk)),
+            Ok(None) => None,
+            Err(reason) => {
+                tracing::warn!(dir = ?self.dir, reason, "kernel cache entry unusable; recompiling");
+                Some(reason)
+            }
         };
-        let ptx = self
+        let prebuilt = cache_key(&source.code, &options, arch, None);
+        if prebuilt != key
+            && let Ok(Some(e)) = self.read(&prebuilt)
+        {
+            return Ok(self.remember(key, e, Provenance::Prebuilt));
+        }
+        let out = self
             .compiler
             .compile(&source.code, &options)
             .map_err(CompileError::Compiler)?;
-        if let Some(path) = &path
-            && let Err(e) = store(path, &ptx)
-        {
-            tracing::warn!(path = %path.display(), error = %e, "kernel cache entry not written");
-        }
+        self.store(&key, &out);
         let provenance = stale.map_or(Provenance::Compiled, Provenance::Recompiled);
-        Ok(self.remember(key, ptx.into(), provenance))
+        Ok(self.remember(key, (out.ptx.into(), out.cubin.map(Into::into)), provenance))
     }
 
-    fn remember(&self, key: [u8; 32], ptx: Arc<str>, provenance: Provenance) -> Compiled {
+    /// Compiles `source` for `arch` like [`ptx`](Self::ptx) and also files it as a prebuilt
+    /// entry, for hosts without a compiler.
+    pub fn prebuild(&self, source: &KernelSource, arch: &str) -> Result<Compiled, CompileError> {
+        let c = self.ptx(source, arch)?;
+        let options = compile_options(arch, &source.options)?;
+        let out = nvrtc::Output {
+            ptx: c.ptx.to_string(),
+            cubin: c.cubin.as_ref().map(|b| b.to_vec()),
+        };
+        self.store(&cache_key(&source.code, &options, arch, None), &out);
+        Ok(c)
+    }
+
+    fn store(&self, key: &[u8; 32], out: &nvrtc::Output) {
+        let files = [
+            (self.path(key, "cubin"), out.cubin.as_deref()),
+            (self.path(key, "ptx"), Some(out.ptx.as_bytes())),
+        ];
+        for (path, bytes) in files {
+            if let (Some(path), Some(bytes)) = (path, bytes)
+                && let Err(e) = store(&path, bytes)
+            {
+                tracing::warn!(path = %path.display(), error = %e, "kernel cache entry not written");
+            }
+        }
+    }
+
+    fn remember(&self, key: [u8; 32], e: Entry, provenance: Provenance) -> Compiled {
         let mut memory = self.memory.lock();
         if memory.len() >= MEMORY_ENTRIES {
             memory.clear();
         }
-        memory.insert(key, ptx.clone());
-        Compiled {
-            key,
-            ptx,
-            provenance,
-        }
+        memory.insert(key, e.clone());
+        compiled(key, e, provenance)
+    }
+}
+
+fn compiled(key: [u8; 32], (ptx, cubin): Entry, provenance: Provenance) -> Compiled {
+    Compiled {
+        key,
+        ptx,
+        cubin,
+        provenance,
     }
 }
 
 /// Writes an entry atomically: a unique temporary file, then a rename.
-fn store(path: &Path, ptx: &str) -> std::io::Result<()> {
+fn store(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
-    std::fs::write(&tmp, encode_entry(ptx))?;
+    std::fs::write(&tmp, encode_entry(bytes))?;
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
@@ -280,18 +391,18 @@ mod tests {
     }
 
     impl Compiler for Fake {
-        fn version(&self) -> Version {
-            self.version
+        fn version(&self) -> Option<Version> {
+            Some(self.version)
         }
-        fn compile(&self, code: &str, options: &[String]) -> Result<String, String> {
+        fn compile(&self, code: &str, options: &[String]) -> Result<nvrtc::Output, String> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             if code.contains("syntax error") {
                 return Err("kernel.cu(1): error: expected a `;`".into());
             }
-            Ok(format!(
-                "// {}\n.version 9.0\n// {code}\n",
-                options.join(" ")
-            ))
+            Ok(nvrtc::Output {
+                ptx: format!("// {}\n.version 9.0\n// {code}\n", options.join(" ")),
+                cubin: code.contains("cubin").then(|| b"\x7fELF cubin".to_vec()),
+            })
         }
     }
 
@@ -333,26 +444,27 @@ mod tests {
     #[test]
     fn keys_cover_every_input() {
         let o = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let base = cache_key("src", &o(&["-a"]), "sm_90", (13, 0));
-        assert_eq!(base, cache_key("src", &o(&["-a"]), "sm_90", (13, 0)));
+        let base = cache_key("src", &o(&["-a"]), "sm_90", Some((13, 0)));
+        assert_eq!(base, cache_key("src", &o(&["-a"]), "sm_90", Some((13, 0))));
         for other in [
-            cache_key("src2", &o(&["-a"]), "sm_90", (13, 0)),
-            cache_key("src", &o(&["-b"]), "sm_90", (13, 0)),
-            cache_key("src", &o(&[]), "sm_90", (13, 0)),
-            cache_key("src", &o(&["-a"]), "sm_80", (13, 0)),
-            cache_key("src", &o(&["-a"]), "sm_90", (13, 1)),
-            cache_key("src", &o(&["-a"]), "sm_90", (12, 0)),
+            cache_key("src2", &o(&["-a"]), "sm_90", Some((13, 0))),
+            cache_key("src", &o(&["-b"]), "sm_90", Some((13, 0))),
+            cache_key("src", &o(&[]), "sm_90", Some((13, 0))),
+            cache_key("src", &o(&["-a"]), "sm_80", Some((13, 0))),
+            cache_key("src", &o(&["-a"]), "sm_90", Some((13, 1))),
+            cache_key("src", &o(&["-a"]), "sm_90", Some((12, 0))),
+            cache_key("src", &o(&["-a"]), "sm_90", None),
         ] {
             assert_ne!(base, other);
         }
         // Boundaries between fields are part of the key.
         assert_ne!(
-            cache_key("ab", &o(&["c"]), "sm_90", (13, 0)),
-            cache_key("a", &o(&["bc"]), "sm_90", (13, 0))
+            cache_key("ab", &o(&["c"]), "sm_90", Some((13, 0))),
+            cache_key("a", &o(&["bc"]), "sm_90", Some((13, 0)))
         );
         assert_ne!(
-            cache_key("s", &o(&["-a", "-b"]), "sm_90", (13, 0)),
-            cache_key("s", &o(&["-a-b"]), "sm_90", (13, 0))
+            cache_key("s", &o(&["-a", "-b"]), "sm_90", Some((13, 0))),
+            cache_key("s", &o(&["-a-b"]), "sm_90", Some((13, 0)))
         );
     }
 
@@ -378,13 +490,14 @@ mod tests {
 
     #[test]
     fn entries_round_trip_and_reject_damage() {
-        let file = encode_entry(".version 9.0\n");
-        assert_eq!(decode_entry(&file), Ok(".version 9.0\n"));
+        let file = encode_entry(b".version 9.0\n");
+        assert_eq!(decode_ptx(&file), Ok(".version 9.0\n"));
         assert_eq!(decode_entry(&file[..20]), Err("truncated"));
         let mut flipped = file.clone();
         *flipped.last_mut().unwrap() ^= 1;
         assert_eq!(decode_entry(&flipped), Err("checksum mismatch"));
-        assert_eq!(decode_entry(&encode_entry("")), Err("not PTX text"));
+        assert_eq!(decode_entry(&encode_entry(b"")), Err("empty"));
+        assert_eq!(decode_ptx(&encode_entry(b"a\0b")), Err("not PTX text"));
     }
 
     #[test]
@@ -414,7 +527,7 @@ mod tests {
             file.file_name().unwrap().to_str().unwrap(),
             format!("{}.ptx", hex(&a.key))
         );
-        assert_eq!(decode_entry(&std::fs::read(&file).unwrap()), Ok(&*a.ptx));
+        assert_eq!(decode_ptx(&std::fs::read(&file).unwrap()), Ok(&*a.ptx));
 
         // Another architecture or compiler version is another entry.
         assert_eq!(
@@ -452,7 +565,7 @@ mod tests {
         );
         assert_eq!(&*c.ptx, &*good.ptx);
         assert_eq!(cache.compiler().calls.load(Ordering::SeqCst), 1);
-        assert_eq!(decode_entry(&std::fs::read(&file).unwrap()), Ok(&*good.ptx));
+        assert_eq!(decode_ptx(&std::fs::read(&file).unwrap()), Ok(&*good.ptx));
 
         std::fs::write(&file, b"short").unwrap();
         let cache = KernelCache::new(Fake::new(), Some(dir.0.clone()));
@@ -480,6 +593,38 @@ mod tests {
             cache.ptx(&bad, "sm_90"),
             Err(CompileError::OptionNotAllowed(_))
         ));
+    }
+
+    #[test]
+    fn prebuilt_modules_serve_hosts_without_that_compiler() {
+        let dir = TempDir::new("prebuilt");
+        let built = KernelCache::new(Fake::new(), Some(dir.0.clone()));
+        let a = built.prebuild(&source("kernel F cubin"), "sm_90").unwrap();
+        assert_eq!(a.cubin.as_deref(), Some(&b"\x7fELF cubin"[..]));
+        // Own key and prebuilt key, PTX and cubin each.
+        assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 4);
+
+        let bare = KernelCache::new(NoCompiler, Some(dir.0.clone()));
+        let b = bare.ptx(&source("kernel F cubin"), "sm_90").unwrap();
+        assert_eq!((&*b.ptx, &b.cubin), (&*a.ptx, &a.cubin));
+        let newer = KernelCache::new(
+            Fake {
+                version: (13, 1),
+                ..Fake::new()
+            },
+            Some(dir.0.clone()),
+        );
+        let c = newer.ptx(&source("kernel F cubin"), "sm_90").unwrap();
+        assert_eq!(c.provenance, Provenance::Prebuilt);
+        assert_eq!(newer.compiler().calls.load(Ordering::SeqCst), 0);
+
+        // Nothing prebuilt for sm_80: the error says what to run.
+        let e = bare.ptx(&source("kernel F cubin"), "sm_80").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("umd plugins compile --arch sm_80 --out DIR"),
+            "{e}"
+        );
     }
 
     #[test]

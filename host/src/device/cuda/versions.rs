@@ -7,9 +7,10 @@
 //! (NVRTC 13.x PTX needs a CUDA 13.x driver of at least that minor, e.g. driver 580 for 13.0),
 //! and at least [`MIN_DRIVER`], the oldest this backend supports.
 //!
-//! Owns version arithmetic and messages; reads versions only through `driver`.
+//! Owns version arithmetic and messages; reads versions only through `driver` and `nvrtc`.
 
 use super::driver::{self, Version};
+use super::nvrtc;
 use crate::device::DeviceError;
 
 /// The oldest CUDA version (as the driver reports it) this backend supports.
@@ -91,15 +92,10 @@ pub fn check_arch(cc: Version, supported: &[u32], nvrtc: Version) -> Result<(), 
     ))
 }
 
-/// Reads the driver's CUDA version and, when NVRTC is installed, its version.
-pub fn read() -> Result<(Version, Option<Version>), DeviceError> {
+/// Reads the driver's CUDA version and, when NVRTC is found, where and which.
+pub fn read() -> Result<(Version, Option<nvrtc::Found>), DeviceError> {
     let driver = driver::driver_version()?;
-    let nvrtc = if driver::nvrtc_present() {
-        Some(driver::nvrtc_version()?)
-    } else {
-        None
-    };
-    Ok((driver, nvrtc))
+    Ok((driver, nvrtc::locate(None).ok().cloned()))
 }
 
 #[cfg(test)]
