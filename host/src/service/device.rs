@@ -168,25 +168,48 @@ impl DeviceService {
             ))
             .into());
         }
-        let mut bindings = Vec::with_capacity(cmd.bindings.len());
-        for h in &r.inputs {
-            bindings.push(self.buffers.get(h).map_err(status_error)?.0);
+        let n_out = cmd.bindings.len() - n_in;
+        if !r.outputs.is_empty() && r.outputs.len() != n_out {
+            return Err(crate::error::RequestError::Other(format!(
+                "{n_out} output buffers needed (or none, for the server to create them), {} given",
+                r.outputs.len()
+            ))
+            .into());
         }
+        // Everything the client named is checked before anything is allocated or queued.
+        let mut bindings = Vec::with_capacity(cmd.bindings.len());
+        for (i, h) in r.inputs.iter().chain(&r.outputs).enumerate() {
+            let (id, size) = self.buffers.get(h).map_err(status_error)?;
+            let desc = &cmd.bindings[i].desc;
+            let needed = desc.byte_size().unwrap_or(u64::MAX);
+            if size < needed {
+                let what = if i < n_in { "input" } else { "output" };
+                let index = if i < n_in { i } else { i - n_in };
+                return Err(crate::error::RequestError::Shape(format!(
+                    "{what} {index} is {desc} ({needed} bytes); its buffer has {size}"
+                ))
+                .into());
+            }
+            bindings.push(id);
+        }
+        // Outputs made here are freed again unless the client receives their handles: on any
+        // error below and when the call is abandoned (deadline, cancellation) mid-way.
+        let mut created = Created::new(self.buffers.clone(), dev.clone());
         let mut outputs = r.outputs.clone();
         if outputs.is_empty() {
             for b in &cmd.bindings[n_in..] {
-                let bytes = b.desc.byte_size().unwrap_or(0);
+                let bytes = b.desc.byte_size().unwrap_or(u64::MAX);
                 let id = dev.alloc(bytes)?;
-                outputs.push(self.buffers.insert(id, bytes));
+                let handle = created.insert(id, bytes);
+                bindings.push(id);
+                outputs.push(handle);
             }
-        }
-        for h in &outputs {
-            bindings.push(self.buffers.get(h).map_err(status_error)?.0);
         }
         let fence = dev.submit(StreamId(r.stream), cmd.clone(), &bindings)?;
         if r.wait {
             fence.wait_async().await?;
         }
+        created.keep();
         Ok(ExecuteResponse {
             status: status::OK,
             msg: String::new(),
@@ -197,6 +220,45 @@ impl DeviceService {
             outputs,
             kernel_name,
         })
+    }
+}
+
+/// Buffers an execution created for its outputs: freed on drop unless [`Created::keep`] hands
+/// them to the client.
+struct Created {
+    buffers: Arc<Buffers>,
+    dev: Arc<dyn crate::device::Device>,
+    handles: Vec<String>,
+}
+
+impl Created {
+    fn new(buffers: Arc<Buffers>, dev: Arc<dyn crate::device::Device>) -> Self {
+        Created {
+            buffers,
+            dev,
+            handles: Vec::new(),
+        }
+    }
+
+    fn insert(&mut self, id: BufferId, bytes: u64) -> String {
+        let handle = self.buffers.insert(id, bytes);
+        self.handles.push(handle.clone());
+        handle
+    }
+
+    fn keep(mut self) {
+        self.handles.clear();
+    }
+}
+
+impl Drop for Created {
+    fn drop(&mut self) {
+        for h in self.handles.drain(..) {
+            if let Some((id, _)) = self.buffers.remove(&h) {
+                // Freed once queued work using it is done (the device's contract).
+                let _ = self.dev.free(id);
+            }
+        }
     }
 }
 

@@ -1,0 +1,360 @@
+//! The service against hostile clients (issue 11): each test plays one attack and asserts a
+//! clear error, the server alive, a second client unaffected and memory back to its baseline.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tonic::transport::Channel;
+use umd::service::proto::device_client::DeviceClient;
+use umd::service::proto::translator_client::TranslatorClient;
+use umd::service::proto::*;
+use umd::service::{ServeConfig, serve};
+use umd::{Dtype, Host, data};
+
+struct Server {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Server {
+    async fn start(host: Host, config: ServeConfig) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve(Arc::new(host), config, listener, async {
+            let _ = rx.await;
+        }));
+        Server {
+            addr,
+            stop: Some(tx),
+            task,
+        }
+    }
+
+    /// A server whose CPU device holds at most `memory` bytes.
+    async fn with_memory(memory: u64) -> Server {
+        let host = Host::builder().device_memory(memory).build().unwrap();
+        Server::start(host, quiet()).await
+    }
+
+    async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap()
+    }
+
+    async fn device(&self) -> DeviceClient<Channel> {
+        DeviceClient::new(self.channel().await)
+    }
+
+    /// Stops the server; it must stop within 10 s (a wedged server would not).
+    async fn shutdown(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect("the server stops within 10 s")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+fn quiet() -> ServeConfig {
+    ServeConfig {
+        log_interval: None,
+        ..Default::default()
+    }
+}
+
+fn desc(shape: &[i32], dtype: &str) -> TensorDesc {
+    TensorDesc {
+        name: "t".into(),
+        shape: shape.to_vec(),
+        dtype: dtype.into(),
+    }
+}
+
+fn req(op: &str, inputs: Vec<TensorDesc>) -> TranslateRequest {
+    TranslateRequest {
+        op_type: op.into(),
+        inputs,
+        ..Default::default()
+    }
+}
+
+/// Runs `f` under a 20 s limit: an attack that wedges the server fails the test, not hangs it.
+async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(20), f)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within 20 s"))
+}
+
+async fn create(c: &mut DeviceClient<Channel>, bytes: u64) -> String {
+    let r = c
+        .create_buffer(CreateBufferRequest {
+            bytes,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+    r.handle
+}
+
+async fn write(c: &mut DeviceClient<Channel>, handle: &str, bytes: &[u8]) {
+    let r = c
+        .write_buffer(tokio_stream::iter(vec![WriteChunk {
+            handle: handle.into(),
+            data: bytes.to_vec(),
+            ..Default::default()
+        }]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+}
+
+async fn read(c: &mut DeviceClient<Channel>, handle: &str) -> Vec<u8> {
+    let mut s = c
+        .read_buffer(ReadRequest {
+            handle: handle.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut out = Vec::new();
+    while let Some(chunk) = s.message().await.unwrap() {
+        out.extend(chunk.data);
+    }
+    out
+}
+
+async fn info(c: &mut DeviceClient<Channel>) -> InfoResponse {
+    c.info(InfoRequest::default()).await.unwrap().into_inner()
+}
+
+/// A well-behaved client's small Add, start to finish on its own connection: it must work.
+async fn small_add_works(server: &Server) {
+    let mut c = server.device().await;
+    let x = data::encode(Dtype::F32, &[1.0, 2.0, 3.0, 4.0]);
+    let h = create(&mut c, 16).await;
+    write(&mut c, &h, &x).await;
+    let r = c
+        .execute(ExecuteRequest {
+            op: Some(req("Add", vec![desc(&[4], "f32"), desc(&[4], "f32")])),
+            inputs: vec![h.clone(), h.clone()],
+            wait: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0, "the second client is unaffected: {}", r.msg);
+    let out = data::decode(Dtype::F32, &read(&mut c, &r.outputs[0]).await);
+    assert_eq!(out, vec![2.0, 4.0, 6.0, 8.0]);
+    for h in [h, r.outputs[0].clone()] {
+        c.free_buffer(BufferRequest {
+            handle: h,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+}
+
+/// Waits (up to 5 s) for the device's allocated bytes and live buffers to come back to `base`.
+async fn back_to(c: &mut DeviceClient<Channel>, base: &InfoResponse) {
+    for _ in 0..100 {
+        let now = info(c).await;
+        if now.allocated_bytes == base.allocated_bytes && now.live_buffers == base.live_buffers {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let now = info(c).await;
+    panic!(
+        "memory not back to its baseline: {} bytes in {} buffers, was {} in {}",
+        now.allocated_bytes, now.live_buffers, base.allocated_bytes, base.live_buffers
+    );
+}
+
+// 1. Execute on a stream that does not exist leaves no fence behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execute_on_an_unknown_stream_wedges_nothing() {
+    let server = Server::with_memory(1 << 30).await;
+    let mut c = server.device().await;
+    let base = info(&mut c).await;
+    let h = create(&mut c, 16).await;
+    write(&mut c, &h, &[0; 16]).await;
+    for _ in 0..300 {
+        let r = c
+            .execute(ExecuteRequest {
+                op: Some(req("Add", vec![desc(&[4], "f32"), desc(&[4], "f32")])),
+                inputs: vec![h.clone(), h.clone()],
+                stream: 7,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.status, 3, "an unknown stream is the client's error");
+        assert!(r.msg.contains("stream"), "{}", r.msg);
+    }
+    // The buffers carry no unsignalled fence: reads and writes return.
+    within("a write after the attack", write(&mut c, &h, &[1; 16])).await;
+    assert_eq!(within("a read", read(&mut c, &h)).await, vec![1; 16]);
+    within("a second client's Add", small_add_works(&server)).await;
+    c.free_buffer(BufferRequest {
+        handle: h,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    back_to(&mut c, &base).await;
+    server.shutdown().await;
+}
+
+// 2. Outputs the server creates for a failing or abandoned Execute are freed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outputs_of_a_failed_execute_are_freed() {
+    let server = Server::with_memory(256 << 20).await;
+    let mut c = server.device().await;
+    let base = info(&mut c).await;
+    let tiny = create(&mut c, 1).await;
+    let big = desc(&[1 << 24], "f32"); // 64 MiB per output
+    for _ in 0..32 {
+        let r = c
+            .execute(ExecuteRequest {
+                op: Some(req("Add", vec![big.clone(), big.clone()])),
+                inputs: vec![tiny.clone(), tiny.clone()],
+                wait: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.status, 3, "a short input is the client's error: {}", r.msg);
+        assert!(r.msg.contains("input 0"), "{}", r.msg);
+        assert!(r.outputs.is_empty());
+    }
+    // Valid inputs but a failing submission (unknown stream): the outputs made for it go too.
+    let x = create(&mut c, 16).await;
+    for _ in 0..32 {
+        let r = c
+            .execute(ExecuteRequest {
+                op: Some(req("Add", vec![desc(&[4], "f32"), desc(&[4], "f32")])),
+                inputs: vec![x.clone(), x.clone()],
+                stream: 9,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_ne!(r.status, 0);
+    }
+    // An Execute the client abandons (its deadline passes while it runs) leaves nothing behind.
+    let in_big = create(&mut c, 64 << 20).await;
+    for _ in 0..4 {
+        let mut r = tonic::Request::new(ExecuteRequest {
+            op: Some(req("Add", vec![big.clone(), big.clone()])),
+            inputs: vec![in_big.clone(), in_big.clone()],
+            wait: true,
+            ..Default::default()
+        });
+        r.set_timeout(Duration::from_millis(5));
+        let _ = c.execute(r).await;
+    }
+    for h in [tiny, x, in_big] {
+        c.free_buffer(BufferRequest {
+            handle: h,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    back_to(&mut c, &base).await;
+    small_add_works(&server).await;
+    server.shutdown().await;
+}
+
+// 7. Sizes near 2^64 are refused clearly, with no panic and no wrapped size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_buffer_of_2_pow_64_bytes_is_refused() {
+    let server = Server::with_memory(1 << 30).await;
+    let mut c = server.device().await;
+    let base = info(&mut c).await;
+    for bytes in [u64::MAX, u64::MAX - 511, 1 << 63, (1 << 30) + 1] {
+        let e = c
+            .create_buffer(CreateBufferRequest {
+                bytes,
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{bytes}: {e:?}");
+        assert!(e.message().contains(&bytes.to_string()), "{}", e.message());
+    }
+    // A command buffer whose output is 2^61 f32s: refused before any allocation.
+    let cb = umd::cmdbuf::CommandBuffer {
+        target: "cpu".into(),
+        bindings: vec![umd::cmdbuf::Binding {
+            role: umd::cmdbuf::Role::Output,
+            desc: umd::TensorDesc::new("y", vec![1 << 61], Dtype::F32),
+        }],
+        launches: vec![],
+    };
+    let r = c
+        .execute(ExecuteRequest {
+            command_buffer: cb.encode(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_ne!(r.status, 0);
+    assert!(r.outputs.is_empty());
+    back_to(&mut c, &base).await;
+    small_add_works(&server).await;
+    server.shutdown().await;
+}
+
+// 13. Pooled memory is cleared before another owner gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reused_memory_is_cleared() {
+    let server = Server::with_memory(1 << 30).await;
+    let mut alice = server.device().await;
+    let mut bob = server.device().await;
+    let secret = vec![0xA5; 4096];
+    for _ in 0..4 {
+        let h = create(&mut alice, 4096).await;
+        write(&mut alice, &h, &secret).await;
+        alice
+            .free_buffer(BufferRequest {
+                handle: h,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let before = info(&mut bob).await.pool_hits;
+        let mine = create(&mut bob, 4000).await;
+        assert!(
+            info(&mut bob).await.pool_hits > before,
+            "the freed block was reused"
+        );
+        assert_eq!(read(&mut bob, &mine).await, vec![0; 4000], "no stale bytes");
+        bob.free_buffer(BufferRequest {
+            handle: mine,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    server.shutdown().await;
+}
