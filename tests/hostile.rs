@@ -22,10 +22,14 @@ struct Server {
 
 impl Server {
     async fn start(host: Host, config: ServeConfig) -> Server {
+        Server::start_shared(Arc::new(host), config).await
+    }
+
+    async fn start_shared(host: Arc<Host>, config: ServeConfig) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(Arc::new(host), config, listener, async {
+        let task = tokio::spawn(serve(host, config, listener, async {
             let _ = rx.await;
         }));
         Server {
@@ -171,6 +175,12 @@ async fn small_add_works(server: &Server) {
 
 /// Waits (up to 5 s) for the device's allocated bytes and live buffers to come back to `base`.
 async fn back_to(c: &mut DeviceClient<Channel>, base: &InfoResponse) {
+    // Memory of freed buffers returns once the work queued on them has run.
+    let s = within("Synchronize", c.synchronize(SyncRequest::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.status, 0, "{}", s.msg);
     for _ in 0..100 {
         let now = info(c).await;
         if now.allocated_bytes == base.allocated_bytes && now.live_buffers == base.live_buffers {
@@ -356,5 +366,75 @@ async fn reused_memory_is_cleared() {
         .await
         .unwrap();
     }
+    server.shutdown().await;
+}
+
+// 3 and 11. Names and targets are held to one limit; the error is the client's (3), bounded, and
+// the translation cache stays bounded in bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_names_and_targets_are_refused_and_the_cache_is_bounded_in_bytes() {
+    let host = Arc::new(Host::builder().device_memory(1 << 30).build().unwrap());
+    let server = Server::start_shared(host.clone(), quiet()).await;
+    let mut t = TranslatorClient::new(server.channel().await);
+    let named = |name: String| TensorDesc {
+        name,
+        shape: vec![4],
+        dtype: "f32".into(),
+    };
+    for len in [2000, 65_546, 4 << 20] {
+        let r = t
+            .translate(req("Add", vec![named("a".repeat(len)), named("b".repeat(len))]))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.status, 3, "{len}-byte name: {:.200}", r.msg);
+        assert!(r.msg.contains("maximum is 1024"), "{:.200}", r.msg);
+        assert!(r.msg.len() < 512, "the message echoes {} bytes", r.msg.len());
+        assert!(r.command_buffer.is_empty());
+    }
+    // At the limit the command buffer decodes (the server's own decoder accepts it).
+    let r = t
+        .translate(req("Add", vec![named("a".repeat(1024)), named("b".repeat(1024))]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0, "{:.200}", r.msg);
+    umd::cmdbuf::CommandBuffer::decode(&r.command_buffer).unwrap();
+    for (target, what) in [
+        (format!("cuda:sm_{}", "9".repeat(5000)), "5 KB target"),
+        ("x".repeat(1 << 20), "1 MiB target"),
+    ] {
+        let mut q = req("Add", vec![desc(&[4], "f32"), desc(&[4], "f32")]);
+        q.target = target;
+        let r = t.translate(q).await.unwrap().into_inner();
+        assert_eq!(r.status, 3, "{what} is the client's error: {:.200}", r.msg);
+        assert!(r.msg.len() < 512, "{what}: message of {} bytes", r.msg.len());
+    }
+    let mut q = req("Add", vec![desc(&[4], "f32"), desc(&[4], "f32")]);
+    q.inputs[0].dtype = "q".repeat(1 << 20);
+    let r = t.translate(q).await.unwrap().into_inner();
+    assert_eq!(r.status, 3);
+    assert!(r.msg.len() < 512, "dtype echoed in {} bytes", r.msg.len());
+
+    // 100 distinct translations each carrying a 1 MiB constant: the cache holds at most its bound.
+    let n = 1 << 18; // f32[262144] = 1 MiB
+    for i in 0..100u32 {
+        let mut q = req("Add", vec![desc(&[n], "f32"), desc(&[n], "f32")]);
+        let mut value = vec![0u8; (n * 4) as usize];
+        value[..4].copy_from_slice(&i.to_le_bytes());
+        q.constant_inputs = vec![ConstantInput {
+            index: 1,
+            data: value,
+        }];
+        let r = t.translate(q).await.unwrap().into_inner();
+        assert_eq!(r.status, 0, "{:.200}", r.msg);
+        let bytes = host.translator().cache().stats().bytes;
+        assert!(
+            bytes <= umd::cache::MAX_CACHE_BYTES,
+            "cache holds {bytes} bytes after {i} requests"
+        );
+    }
+    assert!(host.translator().cache().stats().clears > 0);
+    small_add_works(&server).await;
     server.shutdown().await;
 }

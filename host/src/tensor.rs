@@ -105,7 +105,8 @@ impl FromStr for Dtype {
             "i8" | "int8" => Dtype::I8,
             "u8" | "uint8" => Dtype::U8,
             "bool" | "boolean" => Dtype::Bool,
-            _ => return Err(RequestError::UnknownDtype(s.to_string())),
+            // Echo a bounded prefix: the spelling is the client's and may be huge.
+            _ => return Err(RequestError::UnknownDtype(s.chars().take(64).collect())),
         })
     }
 }
@@ -139,6 +140,14 @@ impl TensorDesc {
 
     /// Checks rank and element count against the request limits.
     pub fn validate(&self) -> Result<(), RequestError> {
+        let max = crate::cmdbuf::limits::MAX_STRING;
+        if self.name.len() > max {
+            return Err(RequestError::Shape(format!(
+                "tensor name `{:.32}…` has {} bytes, the maximum is {max}",
+                self.name,
+                self.name.len()
+            )));
+        }
         if self.shape.len() > MAX_RANK {
             return Err(RequestError::Shape(format!(
                 "tensor `{}` has rank {}, the maximum is {MAX_RANK}",

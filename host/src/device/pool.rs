@@ -75,7 +75,7 @@ impl HostPool {
         };
         // Refused before any side effect: a size beyond the limit (or near 2^64) never rounds.
         let class = size_class(bytes)
-            .filter(|&c| c <= self.limit)
+            .filter(|&c| c <= self.limit && c <= isize::MAX as u64)
             .ok_or_else(|| oom(g.stats.allocated_bytes))?;
         let reused = g.free.get_mut(&class).and_then(Vec::pop);
         let block = match reused {

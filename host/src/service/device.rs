@@ -13,7 +13,7 @@ use rand::Rng;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use super::convert::{request_from_proto, tensor_to_proto};
+use super::convert::{message, request_from_proto, tensor_to_proto};
 use super::metrics::Metrics;
 use super::proto::{self, *};
 use crate::Host;
@@ -417,7 +417,7 @@ impl proto::device_server::Device for DeviceService {
             .await
             .unwrap_or_else(|e| ExecuteResponse {
                 status: e.status(),
-                msg: e.to_string(),
+                msg: message(&e),
                 ..Default::default()
             });
         self.metrics.record(&op, resp.status, start.elapsed());
