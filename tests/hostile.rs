@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
 use umd::service::proto::device_client::DeviceClient;
+use umd::service::proto::plugins_client::PluginsClient;
 use umd::service::proto::translator_client::TranslatorClient;
 use umd::service::proto::*;
 use umd::service::{ServeConfig, serve};
@@ -435,6 +436,127 @@ async fn long_names_and_targets_are_refused_and_the_cache_is_bounded_in_bytes() 
         );
     }
     assert!(host.translator().cache().stats().clears > 0);
+    small_add_works(&server).await;
+    server.shutdown().await;
+}
+
+/// A free loopback port for the metrics endpoint.
+async fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+async fn scrape(addr: SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).await.unwrap();
+    text
+}
+
+// 10. Tiny read chunks are raised to a minimum; admin Load reads only bounded regular files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiny_read_chunks_and_special_files_cost_nothing() {
+    let config = ServeConfig {
+        admin: true,
+        ..quiet()
+    };
+    let host = Host::builder().device_memory(1 << 30).build().unwrap();
+    let server = Server::start(host, config).await;
+    let mut c = server.device().await;
+    let n = 4 << 20;
+    let h = create(&mut c, n).await;
+    let mut s = c
+        .read_buffer(ReadRequest {
+            handle: h.clone(),
+            chunk_bytes: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let (mut messages, mut bytes) = (0, 0);
+    while let Some(chunk) = within("a 1-byte-chunk read", s.message()).await.unwrap() {
+        messages += 1;
+        bytes += chunk.data.len() as u64;
+    }
+    assert_eq!(bytes, n);
+    assert!(messages <= 64, "4 MiB came in {messages} messages");
+
+    let mut admin = PluginsClient::new(server.channel().await);
+    let dir = umd_tests::tempdir::TempDir::new();
+    let fifo = dir.path().join("plugin.wasm");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    for path in [
+        "/dev/zero".to_string(),
+        fifo.display().to_string(),
+        dir.path().display().to_string(),
+    ] {
+        let r = within(
+            "a Load of a special file",
+            admin.load(LoadRequest { path: path.clone() }),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+        assert_eq!(r.status, 3, "{path}: {}", r.msg);
+        assert!(r.msg.contains("not a regular file"), "{path}: {}", r.msg);
+    }
+    let big = dir.path().join("big.wasm");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(65 << 20)
+        .unwrap();
+    let r = admin
+        .load(LoadRequest {
+            path: big.display().to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 3, "{}", r.msg);
+    assert!(r.msg.contains("at most"), "{}", r.msg);
+    small_add_works(&server).await;
+    server.shutdown().await;
+}
+
+// 8. Client-chosen op names cannot inject a Prometheus series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn op_names_cannot_inject_metrics_series() {
+    let metrics = free_port().await;
+    let config = ServeConfig {
+        metrics_addr: Some(metrics),
+        ..quiet()
+    };
+    let server = Server::start(Host::builder().build().unwrap(), config).await;
+    let mut t = TranslatorClient::new(server.channel().await);
+    let evil = "x\",status=\"0\"} 9\numd_fake_total 1\n#\\";
+    let r = t
+        .translate(req(evil, vec![desc(&[1], "f32")]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 2, "{}", r.msg);
+    let text = scrape(metrics).await;
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    assert!(
+        !text.lines().any(|l| l.starts_with("umd_fake_total")),
+        "a series was injected:\n{text}"
+    );
+    assert!(
+        text.contains(r#"umd_requests_total{op="x\",status=\"0\"} 9\numd_fake_total 1\n#\\",status="2"} 1"#),
+        "{text}"
+    );
     small_add_works(&server).await;
     server.shutdown().await;
 }

@@ -22,7 +22,10 @@ use crate::device::{BufferId, DeviceError, StreamId};
 use crate::error::{Error, status};
 
 /// Default read chunk size.
-const READ_CHUNK: usize = 1 << 20;
+const READ_CHUNK: u64 = 1 << 20;
+/// Smallest read chunk: smaller requests are raised to it (64 MiB in 1-byte messages would be
+/// 64 M messages).
+const MIN_READ_CHUNK: u64 = 64 << 10;
 
 /// The handle table: handle → (device buffer, size).
 #[derive(Default)]
@@ -64,14 +67,24 @@ pub struct DeviceService {
     host: Arc<Host>,
     buffers: Arc<Buffers>,
     metrics: Arc<Metrics>,
+    /// Largest read chunk: what fits in one message.
+    max_chunk: u64,
 }
 
 impl DeviceService {
-    pub fn new(host: Arc<Host>, buffers: Arc<Buffers>, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        host: Arc<Host>,
+        buffers: Arc<Buffers>,
+        metrics: Arc<Metrics>,
+        max_message_bytes: usize,
+    ) -> Self {
         DeviceService {
             host,
             buffers,
             metrics,
+            max_chunk: (max_message_bytes as u64)
+                .saturating_sub(1024)
+                .max(MIN_READ_CHUNK),
         }
     }
 
@@ -380,8 +393,8 @@ impl proto::device_server::Device for DeviceService {
         let chunk = if r.chunk_bytes == 0 {
             READ_CHUNK
         } else {
-            r.chunk_bytes as usize
-        } as u64;
+            (r.chunk_bytes as u64).clamp(MIN_READ_CHUNK, self.max_chunk)
+        };
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let mut offset = r.offset;
         tokio::spawn(async move {

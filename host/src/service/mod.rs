@@ -76,7 +76,7 @@ pub async fn serve(
     let max = config.max_message_bytes;
 
     let translator = translator::TranslatorService::new(host.clone(), metrics.clone());
-    let device = device::DeviceService::new(host.clone(), buffers.clone(), metrics.clone());
+    let device = device::DeviceService::new(host.clone(), buffers.clone(), metrics.clone(), max);
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<proto::translator_server::TranslatorServer<translator::TranslatorService>>()
