@@ -29,6 +29,9 @@ pub struct CheckArgs {
     /// Longest time, in seconds, spent measuring one figure.
     #[arg(long, default_value_t = 3.0)]
     figure_seconds: f64,
+    /// Succeed even when no plugin is loaded and no case ran.
+    #[arg(long)]
+    allow_empty: bool,
 }
 
 pub fn run(host: &Host, args: &CheckArgs) -> anyhow::Result<()> {
@@ -48,6 +51,10 @@ pub fn run(host: &Host, args: &CheckArgs) -> anyhow::Result<()> {
         .with_context(|| format!("umd check on {}", host.device().name()))?;
     print!("{}", report.text());
     println!("report written to {}", args.out.display());
+    super::plugins_usable(host, args.allow_empty)?;
+    if report.cases.is_empty() && !args.allow_empty {
+        bail!("no case ran (pass --allow-empty if that is expected)");
+    }
     if !report.passed() {
         bail!(
             "{} of {} cases differ from the reference",
@@ -63,6 +70,30 @@ mod tests {
     use clap::Parser;
 
     use crate::cli::Cli;
+
+    /// A junk `.wasm` in a plugin folder is refused: `umd plugins` and `umd check` fail; with no
+    /// plugin at all they fail unless `--allow-empty`.
+    #[test]
+    fn refused_plugins_and_empty_checks_fail() {
+        let dir = std::env::temp_dir().join(format!("umd-cli-test-{}", std::process::id()));
+        let junk = dir.join("junk");
+        std::fs::create_dir_all(&junk).unwrap();
+        std::fs::write(junk.join("bad.wasm"), b"not wasm").unwrap();
+        let out = dir.join("report").display().to_string();
+        let junk = junk.display().to_string();
+        let run = |args: &[&str]| Cli::try_parse_from(args).unwrap().run();
+        let e = run(&["umd", "--no-bundled", "--plugins", &junk, "plugins"]).unwrap_err();
+        assert!(e.to_string().contains("1 plugin(s) refused"), "{e}");
+        let e = run(&["umd", "--no-bundled", "--plugins", &junk, "check", "--no-figures", "--out", &out, "--allow-empty"]).unwrap_err();
+        assert!(e.to_string().contains("refused"), "{e}");
+        let e = run(&["umd", "--no-bundled", "plugins"]).unwrap_err();
+        assert!(e.to_string().contains("no plugin is loaded"), "{e}");
+        run(&["umd", "--no-bundled", "plugins", "--allow-empty"]).unwrap();
+        let e = run(&["umd", "--no-bundled", "check", "--no-figures", "--out", &out]).unwrap_err();
+        assert!(e.to_string().contains("no plugin is loaded"), "{e}");
+        run(&["umd", "--no-bundled", "check", "--no-figures", "--out", &out, "--allow-empty"]).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn arguments() {

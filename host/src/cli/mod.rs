@@ -95,9 +95,14 @@ enum Command {
     },
     /// List plugins: file, name, version, ABI, ops, targets, status, load time; or explain the
     /// choice of plugin for a request.
+    /// Exits non-zero when a plugin was refused, or when none is loaded (unless
+    /// `--allow-empty`).
     Plugins {
         #[command(subcommand)]
         action: Option<PluginsCommand>,
+        /// Succeed even when no plugin is loaded.
+        #[arg(long)]
+        allow_empty: bool,
     },
     /// Serve the gRPC Translator, Device (and, with --admin, Plugins) services.
     Serve(serve::ServeArgs),
@@ -309,7 +314,10 @@ impl Cli {
                 );
                 Ok(())
             }
-            Command::Plugins { action: None } => {
+            Command::Plugins {
+                action: None,
+                allow_empty,
+            } => {
                 let host = self.host.host()?;
                 for p in host.plugin_status() {
                     match &p.status {
@@ -339,7 +347,7 @@ impl Cli {
                         Err(e) => println!("{}\n    status: REFUSED: {e}", p.origin),
                     }
                 }
-                Ok(())
+                plugins_usable(&host, allow_empty)
             }
             Command::Plugins {
                 action:
@@ -348,6 +356,7 @@ impl Cli {
                         op_args,
                         target,
                     }),
+                ..
             } => {
                 let host = self.host.host()?;
                 let mut req = op_args.request(&op)?;
@@ -407,6 +416,28 @@ fn devices() -> anyhow::Result<()> {
 }
 
 /// `out f32[2, 3]: min -1 max 2 mean 0.1 [0.5, …]`
+/// Fails when a plugin was refused, or when none is loaded and `allow_empty` is not given: a
+/// listing or a check that silently covers nothing must not pass.
+fn plugins_usable(host: &Host, allow_empty: bool) -> anyhow::Result<()> {
+    let status = host.plugin_status();
+    let refused: Vec<&str> = status
+        .iter()
+        .filter(|p| p.status.is_err())
+        .map(|p| p.origin.as_str())
+        .collect();
+    if !refused.is_empty() {
+        bail!(
+            "{} plugin(s) refused: {}",
+            refused.len(),
+            refused.join(", ")
+        );
+    }
+    if !allow_empty && status.is_empty() {
+        bail!("no plugin is loaded (pass --allow-empty if that is expected)");
+    }
+    Ok(())
+}
+
 fn summary(d: &TensorDesc, v: &[f64]) -> String {
     let (min, max) = v
         .iter()
