@@ -560,3 +560,79 @@ async fn op_names_cannot_inject_metrics_series() {
     small_add_works(&server).await;
     server.shutdown().await;
 }
+
+// 9. Buffers belong to the connection that made them: other connections cannot use them, they
+// are freed when it closes, and one connection cannot take more than its quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn buffers_belong_to_their_connection_and_a_quota() {
+    let config = ServeConfig {
+        client_quota_bytes: 64 << 20,
+        ..quiet()
+    };
+    let host = Host::builder().device_memory(1 << 30).build().unwrap();
+    let server = Server::start(host, config).await;
+    let mut observer = server.device().await;
+    let base = info(&mut observer).await;
+    {
+        let mut alice = server.device().await;
+        let h = create(&mut alice, 32 << 20).await;
+        write(&mut alice, &h, &[3; 16]).await;
+        // The handle is useless on another connection, even when passed along.
+        let mut mallory = server.device().await;
+        let e = mallory
+            .read_buffer(ReadRequest {
+                handle: h.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound);
+        let e = mallory
+            .free_buffer(BufferRequest {
+                handle: h.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound);
+        let r = mallory
+            .execute(ExecuteRequest {
+                op: Some(req("Neg", vec![desc(&[4], "f32")])),
+                inputs: vec![h.clone()],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.status, 3, "{}", r.msg);
+        assert_eq!(read(&mut alice, &h).await[..16], [3; 16]);
+        // The quota: 32 MiB held, 40 MiB more refused, 24 MiB more fine; Execute outputs count.
+        let e = alice
+            .create_buffer(CreateBufferRequest {
+                bytes: 40 << 20,
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+        assert!(e.message().contains("quota"), "{}", e.message());
+        let big = create(&mut alice, 24 << 20).await;
+        let r = alice
+            .execute(ExecuteRequest {
+                op: Some(req("Neg", vec![desc(&[4 << 20], "f32")])),
+                inputs: vec![big.clone()],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.status, 3, "{}", r.msg);
+        assert!(r.msg.contains("quota"), "{}", r.msg);
+        // Another connection has its own quota.
+        small_add_works(&server).await;
+        assert!(info(&mut observer).await.live_buffers >= 2);
+        // Alice's connection closes here, without freeing anything.
+    }
+    back_to(&mut observer, &base).await;
+    server.shutdown().await;
+}
