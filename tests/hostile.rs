@@ -251,7 +251,11 @@ async fn outputs_of_a_failed_execute_are_freed() {
             .await
             .unwrap()
             .into_inner();
-        assert_eq!(r.status, 3, "a short input is the client's error: {}", r.msg);
+        assert_eq!(
+            r.status, 3,
+            "a short input is the client's error: {}",
+            r.msg
+        );
         assert!(r.msg.contains("input 0"), "{}", r.msg);
         assert!(r.outputs.is_empty());
     }
@@ -384,18 +388,28 @@ async fn long_names_and_targets_are_refused_and_the_cache_is_bounded_in_bytes() 
     };
     for len in [2000, 65_546, 4 << 20] {
         let r = t
-            .translate(req("Add", vec![named("a".repeat(len)), named("b".repeat(len))]))
+            .translate(req(
+                "Add",
+                vec![named("a".repeat(len)), named("b".repeat(len))],
+            ))
             .await
             .unwrap()
             .into_inner();
         assert_eq!(r.status, 3, "{len}-byte name: {:.200}", r.msg);
         assert!(r.msg.contains("maximum is 1024"), "{:.200}", r.msg);
-        assert!(r.msg.len() < 512, "the message echoes {} bytes", r.msg.len());
+        assert!(
+            r.msg.len() < 512,
+            "the message echoes {} bytes",
+            r.msg.len()
+        );
         assert!(r.command_buffer.is_empty());
     }
     // At the limit the command buffer decodes (the server's own decoder accepts it).
     let r = t
-        .translate(req("Add", vec![named("a".repeat(1024)), named("b".repeat(1024))]))
+        .translate(req(
+            "Add",
+            vec![named("a".repeat(1024)), named("b".repeat(1024))],
+        ))
         .await
         .unwrap()
         .into_inner();
@@ -409,7 +423,11 @@ async fn long_names_and_targets_are_refused_and_the_cache_is_bounded_in_bytes() 
         q.target = target;
         let r = t.translate(q).await.unwrap().into_inner();
         assert_eq!(r.status, 3, "{what} is the client's error: {:.200}", r.msg);
-        assert!(r.msg.len() < 512, "{what}: message of {} bytes", r.msg.len());
+        assert!(
+            r.msg.len() < 512,
+            "{what}: message of {} bytes",
+            r.msg.len()
+        );
     }
     let mut q = req("Add", vec![desc(&[4], "f32"), desc(&[4], "f32")]);
     q.inputs[0].dtype = "q".repeat(1 << 20);
@@ -554,7 +572,9 @@ async fn op_names_cannot_inject_metrics_series() {
         "a series was injected:\n{text}"
     );
     assert!(
-        text.contains(r#"umd_requests_total{op="x\",status=\"0\"} 9\numd_fake_total 1\n#\\",status="2"} 1"#),
+        text.contains(
+            r#"umd_requests_total{op="x\",status=\"0\"} 9\numd_fake_total 1\n#\\",status="2"} 1"#
+        ),
         "{text}"
     );
     small_add_works(&server).await;
@@ -635,4 +655,46 @@ async fn buffers_belong_to_their_connection_and_a_quota() {
     }
     back_to(&mut observer, &base).await;
     server.shutdown().await;
+}
+
+// 6. `--watch` reacts to content changes only: reading, touching or rewriting a plugin with the
+// same bytes reloads nothing; new bytes reload it.
+#[test]
+fn watch_ignores_reads_and_identical_rewrites() {
+    let dir = umd_tests::tempdir::TempDir::new();
+    let file = dir.path().join("tagger.wasm");
+    std::fs::copy(umd_tests::fixture("tagger_v1"), &file).unwrap();
+    let host = Arc::new(
+        Host::builder()
+            .bundled_plugins(false)
+            .plugin_dir(dir.path())
+            .build()
+            .unwrap(),
+    );
+    let _watcher = host.watch(&[]).unwrap();
+    let live = |host: &Host| host.registry().snapshot().by_label("tagger@1.0.0").cloned();
+    let first = live(&host).expect("v1 loaded");
+    let bytes = std::fs::read(&file).unwrap();
+    for _ in 0..5 {
+        let _ = std::fs::read(&file).unwrap();
+        std::fs::write(&file, &bytes).unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let still = live(&host).expect("v1 still loaded");
+    assert!(
+        Arc::ptr_eq(&first, &still),
+        "an unchanged plugin was reloaded"
+    );
+    std::fs::copy(umd_tests::fixture("tagger_v2"), &file).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while host
+        .registry()
+        .snapshot()
+        .by_label("tagger@2.0.0")
+        .is_none()
+    {
+        assert!(std::time::Instant::now() < deadline, "v2 was not loaded");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

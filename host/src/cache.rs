@@ -57,7 +57,9 @@ pub struct CacheStats {
 /// What caching `req` → `t` costs, estimated from everything of variable size in both.
 fn cost(req: &OpRequest, t: &Translation) -> usize {
     let tensors = |ts: &[crate::tensor::TensorDesc]| -> usize {
-        ts.iter().map(|d| d.name.len() + d.shape.len() * 8 + 8).sum()
+        ts.iter()
+            .map(|d| d.name.len() + d.shape.len() * 8 + 8)
+            .sum()
     };
     ENTRY_OVERHEAD
         + req.op.len()

@@ -84,14 +84,42 @@ mod tests {
         let run = |args: &[&str]| Cli::try_parse_from(args).unwrap().run();
         let e = run(&["umd", "--no-bundled", "--plugins", &junk, "plugins"]).unwrap_err();
         assert!(e.to_string().contains("1 plugin(s) refused"), "{e}");
-        let e = run(&["umd", "--no-bundled", "--plugins", &junk, "check", "--no-figures", "--out", &out, "--allow-empty"]).unwrap_err();
+        let e = run(&[
+            "umd",
+            "--no-bundled",
+            "--plugins",
+            &junk,
+            "check",
+            "--no-figures",
+            "--out",
+            &out,
+            "--allow-empty",
+        ])
+        .unwrap_err();
         assert!(e.to_string().contains("refused"), "{e}");
         let e = run(&["umd", "--no-bundled", "plugins"]).unwrap_err();
         assert!(e.to_string().contains("no plugin is loaded"), "{e}");
         run(&["umd", "--no-bundled", "plugins", "--allow-empty"]).unwrap();
-        let e = run(&["umd", "--no-bundled", "check", "--no-figures", "--out", &out]).unwrap_err();
+        let e = run(&[
+            "umd",
+            "--no-bundled",
+            "check",
+            "--no-figures",
+            "--out",
+            &out,
+        ])
+        .unwrap_err();
         assert!(e.to_string().contains("no plugin is loaded"), "{e}");
-        run(&["umd", "--no-bundled", "check", "--no-figures", "--out", &out, "--allow-empty"]).unwrap();
+        run(&[
+            "umd",
+            "--no-bundled",
+            "check",
+            "--no-figures",
+            "--out",
+            &out,
+            "--allow-empty",
+        ])
+        .unwrap();
         let _ = std::fs::remove_dir_all(&dir);
     }
 

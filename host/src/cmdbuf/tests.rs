@@ -101,7 +101,10 @@ fn every_string_is_held_to_the_one_limit() {
     for cb in cases {
         let e = cb.validate(None).unwrap_err();
         assert!(e.to_string().contains("maximum is 1024"), "{e}");
-        assert!(e.to_string().len() < 200, "the message does not echo the string: {e}");
+        assert!(
+            e.to_string().len() < 200,
+            "the message does not echo the string: {e}"
+        );
     }
     // At the limit: valid, and the decoder reads back what the encoder wrote.
     let mut cb = sample();

@@ -184,7 +184,10 @@ mod tests {
         pool.release(a, 100);
         let b = pool.alloc(200).unwrap();
         assert_eq!(pool.stats().hits, 1);
-        assert!(b.iter().all(|&x| x == 0), "a reused block comes back cleared");
+        assert!(
+            b.iter().all(|&x| x == 0),
+            "a reused block comes back cleared"
+        );
     }
 
     proptest::proptest! {

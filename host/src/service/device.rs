@@ -15,8 +15,8 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::convert::{message, request_from_proto, tensor_to_proto};
 use super::metrics::Metrics;
-use super::session::Session;
 use super::proto::{self, *};
+use super::session::Session;
 use crate::Host;
 use crate::cmdbuf::CommandBuffer;
 use crate::device::{BufferId, DeviceError, StreamId};
@@ -280,9 +280,9 @@ impl DeviceService {
         let mut created = Created::new(self.buffers.clone(), dev.clone(), owner);
         let mut outputs = r.outputs.clone();
         if outputs.is_empty() {
-            let total = cmd.bindings[n_in..]
-                .iter()
-                .fold(0u64, |t, b| t.saturating_add(b.desc.byte_size().unwrap_or(u64::MAX)));
+            let total = cmd.bindings[n_in..].iter().fold(0u64, |t, b| {
+                t.saturating_add(b.desc.byte_size().unwrap_or(u64::MAX))
+            });
             self.buffers.admit(owner, total).map_err(quota_error)?;
             for b in &cmd.bindings[n_in..] {
                 let bytes = b.desc.byte_size().unwrap_or(u64::MAX);

@@ -269,10 +269,7 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         assert_eq!(escape("add"), "add");
-        assert_eq!(
-            escape("a\"} 1\nfake{x=\"\\"),
-            "a\\\"} 1\\nfake{x=\\\"\\\\"
-        );
+        assert_eq!(escape("a\"} 1\nfake{x=\"\\"), "a\\\"} 1\\nfake{x=\\\"\\\\");
     }
 
     #[test]
