@@ -1,7 +1,8 @@
 //! The translation cache: same op (any case) + inputs + attributes + target + registry
 //! generation → the same translation, without entering wasm.
 //!
-//! Bounded: when full it drops everything (translations are cheap to redo and a registry change
+//! Bounded in entries and in bytes (a request's names, attributes and values plus its encoded
+//! translation count): when either is full it drops everything (translations are cheap to redo and a registry change
 //! makes old entries unreachable anyway). A lookup hashes the borrowed request, so a hit
 //! allocates nothing. Owns nothing but its map.
 
@@ -14,6 +15,11 @@ use parking_lot::Mutex;
 
 use crate::target::Target;
 use crate::translate::{OpRequest, Translation};
+
+/// Most bytes the cache holds (requests and translations, estimated from their contents).
+pub const MAX_CACHE_BYTES: usize = 64 << 20;
+/// What an entry costs beyond its contents (map slot, `Arc`s, small fields).
+const ENTRY_OVERHEAD: usize = 256;
 
 struct Entry {
     request: OpRequest,
@@ -43,13 +49,42 @@ pub struct CacheStats {
     pub hits: u64,
     pub misses: u64,
     pub entries: usize,
+    /// Estimated bytes held.
+    pub bytes: usize,
     pub clears: u64,
+}
+
+/// What caching `req` → `t` costs, estimated from everything of variable size in both.
+fn cost(req: &OpRequest, t: &Translation) -> usize {
+    let tensors = |ts: &[crate::tensor::TensorDesc]| -> usize {
+        ts.iter()
+            .map(|d| d.name.len() + d.shape.len() * 8 + 8)
+            .sum()
+    };
+    ENTRY_OVERHEAD
+        + req.op.len()
+        + req.domain.len()
+        + tensors(&req.inputs)
+        + req
+            .attributes
+            .iter()
+            .map(|(k, v)| k.len() + v.byte_len())
+            .sum::<usize>()
+        + req.values.iter().map(|(_, v)| v.len() + 8).sum::<usize>()
+        + req.absent.len() * 4
+        + req.outputs_wanted.len()
+        + t.bytes.len()
+        + tensors(&t.outputs)
+        + t.plugin.len()
+        + t.kernel_name.len()
 }
 
 pub struct TranslationCache {
     capacity: usize,
+    max_bytes: usize,
     map: Mutex<HashMap<u64, Vec<Entry>>>,
     len: AtomicU64,
+    bytes: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
     clears: AtomicU64,
@@ -76,12 +111,19 @@ fn key(req: &OpRequest, target: &Target, generation: u64) -> u64 {
 }
 
 impl TranslationCache {
-    /// A cache of at most `capacity` translations (0 disables it).
+    /// A cache of at most `capacity` translations and [`MAX_CACHE_BYTES`] (0 disables it).
     pub fn new(capacity: usize) -> Self {
+        Self::with_max_bytes(capacity, MAX_CACHE_BYTES)
+    }
+
+    /// A cache of at most `capacity` translations holding at most `max_bytes`.
+    pub fn with_max_bytes(capacity: usize, max_bytes: usize) -> Self {
         TranslationCache {
             capacity,
+            max_bytes,
             map: Mutex::new(HashMap::new()),
             len: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             clears: AtomicU64::new(0),
@@ -134,11 +176,19 @@ impl TranslationCache {
         if self.capacity == 0 {
             return;
         }
+        let size = cost(req, &t);
+        // One entry may not take more than an eighth: it would flush everything else.
+        if size > self.max_bytes / 8 {
+            return;
+        }
         let k = key(req, target, generation);
         let mut map = self.map.lock();
-        if self.len.load(Ordering::Relaxed) as usize >= self.capacity {
+        if self.len.load(Ordering::Relaxed) as usize >= self.capacity
+            || self.bytes.load(Ordering::Relaxed) as usize + size > self.max_bytes
+        {
             map.clear();
             self.len.store(0, Ordering::Relaxed);
+            self.bytes.store(0, Ordering::Relaxed);
             self.clears.fetch_add(1, Ordering::Relaxed);
         }
         let bucket = map.entry(k).or_default();
@@ -152,12 +202,14 @@ impl TranslationCache {
             translation: t,
         });
         self.len.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(size as u64, Ordering::Relaxed);
     }
 
     /// Drops every entry.
     pub fn clear(&self) {
         self.map.lock().clear();
         self.len.store(0, Ordering::Relaxed);
+        self.bytes.store(0, Ordering::Relaxed);
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -165,6 +217,7 @@ impl TranslationCache {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             entries: self.len.load(Ordering::Relaxed) as usize,
+            bytes: self.bytes.load(Ordering::Relaxed) as usize,
             clears: self.clears.load(Ordering::Relaxed),
         }
     }

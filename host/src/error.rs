@@ -110,6 +110,16 @@ impl Error {
             Error::Request(_) | Error::Rejected { .. } => status::INVALID_INPUT,
             Error::Plugin { .. } | Error::Load(_) => status::PLUGIN_FAULT,
             Error::CommandBuffer(_) => status::INVALID_COMMAND_BUFFER,
+            // What the caller named or sized wrongly is the caller's error, not the device's.
+            Error::Device(
+                DeviceError::UnknownBuffer(_)
+                | DeviceError::UnknownStream(_)
+                | DeviceError::OutOfBounds { .. }
+                | DeviceError::WrongTarget { .. }
+                | DeviceError::BindingCount { .. }
+                | DeviceError::BindingTooSmall { .. }
+                | DeviceError::InputSize { .. },
+            ) => status::INVALID_INPUT,
             Error::Device(_) => status::DEVICE,
         }
     }

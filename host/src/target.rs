@@ -92,6 +92,14 @@ impl Target {
 
     /// Parses `cpu`, `cuda:sm_90` or `sm_90`.
     pub fn parse(s: &str) -> Result<Target, RequestError> {
+        let max = crate::cmdbuf::limits::MAX_STRING;
+        if s.len() > max {
+            return Err(RequestError::Target(format!(
+                "target `{:.32}…` has {} bytes, the maximum is {max}",
+                s,
+                s.len()
+            )));
+        }
         let s = s.trim().to_ascii_lowercase();
         if s == "cpu" {
             return Ok(Target::cpu());

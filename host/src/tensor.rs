@@ -165,7 +165,8 @@ impl FromStr for Dtype {
             "f8e5m2" | "float8e5m2" | "float8_e5m2" => Dtype::F8e5m2,
             "f8e5m2fnuz" | "float8e5m2fnuz" | "float8_e5m2fnuz" => Dtype::F8e5m2fnuz,
             "f8e8m0" | "float8e8m0" | "float8_e8m0fnu" => Dtype::F8e8m0,
-            _ => return Err(RequestError::UnknownDtype(s.to_string())),
+            // Echo a bounded prefix: the spelling is the client's and may be huge.
+            _ => return Err(RequestError::UnknownDtype(s.chars().take(64).collect())),
         })
     }
 }
@@ -199,6 +200,14 @@ impl TensorDesc {
 
     /// Checks rank and element count against the request limits.
     pub fn validate(&self) -> Result<(), RequestError> {
+        let max = crate::cmdbuf::limits::MAX_STRING;
+        if self.name.len() > max {
+            return Err(RequestError::Shape(format!(
+                "tensor name `{:.32}…` has {} bytes, the maximum is {max}",
+                self.name,
+                self.name.len()
+            )));
+        }
         if self.shape.len() > MAX_RANK {
             return Err(RequestError::Shape(format!(
                 "tensor `{}` has rank {}, the maximum is {MAX_RANK}",

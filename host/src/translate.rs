@@ -126,6 +126,13 @@ impl OpRequest {
         if self.attributes.len() > 64 {
             return Err(RequestError::Attribute("more than 64 attributes".into()));
         }
+        let max = crate::cmdbuf::limits::MAX_STRING;
+        if let Some((name, _)) = self.attributes.iter().find(|(n, _)| n.len() > max) {
+            return Err(RequestError::Attribute(format!(
+                "attribute name `{name:.32}…` has {} bytes, the maximum is {max}",
+                name.len()
+            )));
+        }
         if self.domain.len() > 128 {
             return Err(RequestError::Other("domain longer than 128 bytes".into()));
         }

@@ -34,6 +34,9 @@ pub struct ServeArgs {
     /// Seconds between throughput/latency log lines (0: none).
     #[arg(long, default_value_t = 10)]
     log_interval: u64,
+    /// Most device-buffer memory one client connection may hold, in MiB.
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..))]
+    client_quota_mib: u64,
     /// Watch the --plugins directories and hot-reload plugins added, replaced or removed.
     #[arg(long)]
     watch: bool,
@@ -46,6 +49,7 @@ pub fn run(host: Host, args: &ServeArgs) -> anyhow::Result<()> {
         admin_token: args.admin_token.clone(),
         metrics_addr: args.metrics_addr,
         log_interval: (args.log_interval > 0).then(|| Duration::from_secs(args.log_interval)),
+        client_quota_bytes: args.client_quota_mib.saturating_mul(1 << 20),
     };
     runtime()?.block_on(async {
         let listener = TcpListener::bind(args.addr)

@@ -40,9 +40,16 @@ impl Writer {
     fn u64(&mut self, v: u64) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
+    /// A string of at most `MAX_STRING` bytes (validated buffers never have longer ones; an
+    /// unvalidated one is cut at a character boundary, never wrapped into a bad length).
     fn str(&mut self, s: &str) {
-        self.u16(s.len() as u16);
-        self.0.extend_from_slice(s.as_bytes());
+        debug_assert!(s.len() <= MAX_STRING, "encoding an unvalidated string");
+        let mut n = s.len().min(MAX_STRING);
+        while !s.is_char_boundary(n) {
+            n -= 1;
+        }
+        self.u16(n as u16);
+        self.0.extend_from_slice(&s.as_bytes()[..n]);
     }
     fn dim3(&mut self, d: Dim3) {
         self.u32(d.x);

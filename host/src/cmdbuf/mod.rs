@@ -30,6 +30,8 @@ pub const FORMAT_VERSION: u16 = 1;
 /// Format limits: anything beyond is refused by the decoder and the validator.
 pub mod limits {
     pub const MAX_TOTAL_BYTES: usize = 16 << 20;
+    /// The one string limit: tensor names, targets, plugin names, module ids and entry points,
+    /// checked by request validation, the validator, the encoder and the decoder alike.
     pub const MAX_STRING: usize = 1024;
     pub const MAX_BINDINGS: usize = 256;
     pub const MAX_LAUNCHES: usize = 1024;
@@ -184,9 +186,10 @@ impl CommandBuffer {
     /// buffer passes through here before a device sees it.
     pub fn validate(&self, target: Option<&TargetLimits>) -> Result<(), CmdError> {
         use limits::*;
-        if self.target.is_empty() || self.target.len() > MAX_STRING {
-            return Err(CmdError::Invalid("target name is empty or too long".into()));
+        if self.target.is_empty() {
+            return Err(CmdError::Invalid("target name is empty".into()));
         }
+        check_string("target", &self.target)?;
         if self.bindings.len() > MAX_BINDINGS {
             return Err(too_large(
                 "binding count",
@@ -206,6 +209,7 @@ impl CommandBuffer {
                 )));
             }
             last_role = b.role;
+            check_string(&format!("binding {i} name"), &b.desc.name)?;
             if b.desc.shape.len() > MAX_RANK {
                 return Err(too_large(
                     format!("binding {i} rank"),
@@ -230,6 +234,19 @@ impl CommandBuffer {
     }
 }
 
+/// Refuses a string over [`limits::MAX_STRING`] bytes (the format's u16 length could not hold
+/// some, and the decoder refuses the rest).
+fn check_string(what: &str, s: &str) -> Result<(), CmdError> {
+    if s.len() > limits::MAX_STRING {
+        return Err(too_large(
+            format!("{what} length"),
+            s.len(),
+            limits::MAX_STRING,
+        ));
+    }
+    Ok(())
+}
+
 fn validate_launch(
     cb: &CommandBuffer,
     li: usize,
@@ -242,6 +259,9 @@ fn validate_launch(
             l.entry_point
         )))
     };
+    check_string(&format!("launch {li} entry point"), &l.entry_point)?;
+    check_string(&format!("launch {li} module id"), &l.module.id)?;
+    check_string(&format!("launch {li} plugin name"), &l.module.plugin)?;
     if l.entry_point.is_empty() || l.module.id.is_empty() || l.module.plugin.is_empty() {
         return bad("empty module, plugin or entry point name".into());
     }

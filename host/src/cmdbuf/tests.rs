@@ -78,3 +78,37 @@ fn each_rule_names_what_is_wrong() {
     assert!(err_of(|c| c.launches[0].params = vec![0; 5000]).contains("5000 bytes"));
     assert!(err_of(|c| c.bindings.swap(0, 1)).contains("order"));
 }
+
+#[test]
+fn every_string_is_held_to_the_one_limit() {
+    let long = "x".repeat(limits::MAX_STRING + 1);
+    let mut cases = Vec::new();
+    let mut cb = sample();
+    cb.target = long.clone();
+    cases.push(cb);
+    let mut cb = sample();
+    cb.bindings[0].desc.name = long.clone();
+    cases.push(cb);
+    let mut cb = sample();
+    cb.launches[0].entry_point = long.clone();
+    cases.push(cb);
+    let mut cb = sample();
+    cb.launches[0].module.id = long.clone();
+    cases.push(cb);
+    let mut cb = sample();
+    cb.launches[0].module.plugin = long.clone();
+    cases.push(cb);
+    for cb in cases {
+        let e = cb.validate(None).unwrap_err();
+        assert!(e.to_string().contains("maximum is 1024"), "{e}");
+        assert!(
+            e.to_string().len() < 200,
+            "the message does not echo the string: {e}"
+        );
+    }
+    // At the limit: valid, and the decoder reads back what the encoder wrote.
+    let mut cb = sample();
+    cb.bindings[0].desc.name = "y".repeat(limits::MAX_STRING);
+    cb.validate(None).unwrap();
+    assert_eq!(CommandBuffer::decode(&cb.encode()).unwrap(), cb);
+}

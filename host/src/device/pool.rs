@@ -28,13 +28,14 @@ pub struct PoolStats {
 
 /// Rounds a request to its size class: 512 B steps up to 1 MiB, 64 KiB steps up to 16 MiB,
 /// 2 MiB steps beyond. Small steps keep waste low; large steps keep the class count small.
-pub fn size_class(bytes: u64) -> u64 {
+/// `None` when the rounded size does not fit in a `u64` (a request near 2^64 bytes).
+pub fn size_class(bytes: u64) -> Option<u64> {
     let step = match bytes {
         0..=0x10_0000 => 512,
         0x10_0001..=0x100_0000 => 64 << 10,
         _ => 2 << 20,
     };
-    bytes.max(1).div_ceil(step) * step
+    bytes.max(1).div_ceil(step).checked_mul(step)
 }
 
 struct Inner {
@@ -63,29 +64,37 @@ impl HostPool {
         }
     }
 
-    /// A block of at least `bytes` (its length is the size class). Reused blocks are not
-    /// cleared, as on a GPU.
+    /// A zeroed block of at least `bytes` (its length is the size class). A reused block is
+    /// cleared before it is handed out: its previous owner's bytes never reach the next one.
     pub fn alloc(&self, bytes: u64) -> Result<Box<[u8]>, DeviceError> {
-        let class = size_class(bytes);
         let mut g = self.inner.lock();
+        let oom = |in_use| DeviceError::OutOfMemory {
+            requested: bytes,
+            limit: self.limit,
+            in_use,
+        };
+        // Refused before any side effect: a size beyond the limit (or near 2^64) never rounds.
+        let class = size_class(bytes)
+            .filter(|&c| c <= self.limit && c <= isize::MAX as u64)
+            .ok_or_else(|| oom(g.stats.allocated_bytes))?;
         let reused = g.free.get_mut(&class).and_then(Vec::pop);
         let block = match reused {
-            Some(b) => {
+            Some(mut b) => {
                 g.stats.hits += 1;
                 g.stats.cached_bytes -= class;
+                // Cleared outside the lock would be cheaper for huge blocks; the pool caps
+                // what it caches, so this stays bounded.
+                b.fill(0);
                 b
             }
             None => {
                 // Cached blocks hold real memory: they count against the limit.
-                if g.stats.allocated_bytes + g.stats.cached_bytes + class > self.limit {
+                let used = g.stats.allocated_bytes.saturating_add(g.stats.cached_bytes);
+                if used.saturating_add(class) > self.limit {
                     // Free what is cached and retry once before giving up.
                     Self::drop_cached(&mut g);
-                    if g.stats.allocated_bytes + class > self.limit {
-                        return Err(DeviceError::OutOfMemory {
-                            requested: bytes,
-                            limit: self.limit,
-                            in_use: g.stats.allocated_bytes,
-                        });
+                    if g.stats.allocated_bytes.saturating_add(class) > self.limit {
+                        return Err(oom(g.stats.allocated_bytes));
                     }
                 }
                 g.stats.misses += 1;
@@ -131,12 +140,14 @@ mod tests {
 
     #[test]
     fn classes_round_up() {
-        assert_eq!(size_class(0), 512);
-        assert_eq!(size_class(513), 1024);
-        assert_eq!(size_class(1 << 20), 1 << 20);
-        assert_eq!(size_class((1 << 20) + 1), (1 << 20) + (64 << 10));
-        assert_eq!(size_class(100 << 20), 100 << 20);
-        assert_eq!(size_class((100 << 20) + 1), 102 << 20);
+        assert_eq!(size_class(0), Some(512));
+        assert_eq!(size_class(513), Some(1024));
+        assert_eq!(size_class(1 << 20), Some(1 << 20));
+        assert_eq!(size_class((1 << 20) + 1), Some((1 << 20) + (64 << 10)));
+        assert_eq!(size_class(100 << 20), Some(100 << 20));
+        assert_eq!(size_class((100 << 20) + 1), Some(102 << 20));
+        assert_eq!(size_class(u64::MAX), None);
+        assert_eq!(size_class(u64::MAX - (1 << 20)), None);
     }
 
     #[test]
@@ -159,6 +170,24 @@ mod tests {
         pool.trim();
         assert_eq!(pool.stats().cached_bytes, 0);
         assert_eq!(pool.stats().peak_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn huge_requests_are_refused_and_reused_blocks_are_zeroed() {
+        let pool = HostPool::new(u64::MAX, 1 << 20);
+        for bytes in [u64::MAX, u64::MAX - 1, 1 << 63] {
+            let e = pool.alloc(bytes).unwrap_err();
+            assert!(matches!(e, DeviceError::OutOfMemory { requested, .. } if requested == bytes));
+        }
+        let mut a = pool.alloc(100).unwrap();
+        a.fill(0xA5);
+        pool.release(a, 100);
+        let b = pool.alloc(200).unwrap();
+        assert_eq!(pool.stats().hits, 1);
+        assert!(
+            b.iter().all(|&x| x == 0),
+            "a reused block comes back cleared"
+        );
     }
 
     proptest::proptest! {

@@ -39,6 +39,8 @@ pub const HOST_ABI: semver::Version = semver::Version::new(1, 2, 0);
 /// Most op signatures a plugin may declare, and constant inputs per signature.
 const MAX_SIGNATURES: usize = 1024;
 const MAX_CONSTANT_INPUTS: usize = 64;
+/// Largest component file [`Runtime::load_file`] reads.
+pub const MAX_COMPONENT_BYTES: u64 = 64 << 20;
 /// The WIT package plugins export from.
 const PACKAGE: &str = "umd:plugin";
 /// Epoch tick period: deadlines are accurate to about this.
@@ -106,11 +108,39 @@ impl Runtime {
     }
 
     /// Loads a plugin component from a file.
+    /// Only a regular file of at most [`MAX_COMPONENT_BYTES`] is read: a device (`/dev/zero`),
+    /// a FIFO or a directory is refused before it is opened.
     pub fn load_file(self: &Arc<Self>, path: &Path) -> Result<Arc<LoadedPlugin>, LoadError> {
-        let bytes = std::fs::read(path).map_err(|e| LoadError::Read {
+        use std::io::Read;
+        let fail = |reason: String| LoadError::Read {
             path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
+            reason,
+        };
+        let regular = |m: &std::fs::Metadata| -> Result<(), LoadError> {
+            if !m.is_file() {
+                return Err(fail("not a regular file".into()));
+            }
+            if m.len() > MAX_COMPONENT_BYTES {
+                return Err(fail(format!(
+                    "{} bytes; a component may have at most {MAX_COMPONENT_BYTES}",
+                    m.len()
+                )));
+            }
+            Ok(())
+        };
+        regular(&std::fs::metadata(path).map_err(|e| fail(e.to_string()))?)?;
+        let file = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
+        // Checked again on the open file (it may have been replaced), and read with a bound.
+        regular(&file.metadata().map_err(|e| fail(e.to_string()))?)?;
+        let mut bytes = Vec::new();
+        file.take(MAX_COMPONENT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| fail(e.to_string()))?;
+        if bytes.len() as u64 > MAX_COMPONENT_BYTES {
+            return Err(fail(format!(
+                "grew past {MAX_COMPONENT_BYTES} bytes while being read"
+            )));
+        }
         self.load_bytes(&path.display().to_string(), &bytes)
     }
 

@@ -107,8 +107,13 @@ impl Plugins for AdminService {
                 plugin: Some(info(&p)),
             },
             Err(e) => PluginResponse {
-                status: status::PLUGIN_FAULT,
-                msg: e.to_string(),
+                // A path that is no readable component file is the caller's error.
+                status: if matches!(e, crate::error::LoadError::Read { .. }) {
+                    status::INVALID_INPUT
+                } else {
+                    status::PLUGIN_FAULT
+                },
+                msg: super::convert::message(&e.into()),
                 plugin: None,
             },
         }))

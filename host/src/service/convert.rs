@@ -123,11 +123,28 @@ pub fn translation_response(t: &Translation, request_id: i64) -> proto::Translat
     }
 }
 
+/// Longest error message sent to a client: messages may quote what the client sent.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// An error's message, cut to [`MAX_MESSAGE_BYTES`] at a character boundary.
+pub fn message(e: &Error) -> String {
+    let mut m = e.to_string();
+    if m.len() > MAX_MESSAGE_BYTES {
+        let mut n = MAX_MESSAGE_BYTES;
+        while !m.is_char_boundary(n) {
+            n -= 1;
+        }
+        m.truncate(n);
+        m.push('…');
+    }
+    m
+}
+
 /// The response for an error: its status code and readable message.
 pub fn error_response(e: &Error, request_id: i64) -> proto::TranslateResponse {
     proto::TranslateResponse {
         status: e.status(),
-        msg: e.to_string(),
+        msg: message(e),
         request_id,
         ..Default::default()
     }

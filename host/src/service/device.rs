@@ -13,48 +13,114 @@ use rand::Rng;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use super::convert::{request_from_proto, tensor_to_proto};
+use super::convert::{message, request_from_proto, tensor_to_proto};
 use super::metrics::Metrics;
 use super::proto::{self, *};
+use super::session::Session;
 use crate::Host;
 use crate::cmdbuf::CommandBuffer;
 use crate::device::{BufferId, DeviceError, StreamId};
 use crate::error::{Error, status};
 
 /// Default read chunk size.
-const READ_CHUNK: usize = 1 << 20;
+const READ_CHUNK: u64 = 1 << 20;
+/// Smallest read chunk: smaller requests are raised to it (64 MiB in 1-byte messages would be
+/// 64 M messages).
+const MIN_READ_CHUNK: u64 = 64 << 10;
 
-/// The handle table: handle → (device buffer, size).
-#[derive(Default)]
-pub struct Buffers(Mutex<HashMap<String, (BufferId, u64)>>);
+/// One client buffer: the device buffer, its size and the session that owns it.
+#[derive(Clone, Copy)]
+struct Owned {
+    id: BufferId,
+    bytes: u64,
+    owner: Session,
+}
+
+/// The handle table: handle → buffer, per session, with a per-session byte quota. A handle
+/// works only from the session (connection) that created it; a session's buffers are freed
+/// when it ends.
+pub struct Buffers {
+    map: Mutex<HashMap<String, Owned>>,
+    /// Most bytes one session may hold in buffers.
+    quota: u64,
+}
 
 impl Buffers {
-    fn insert(&self, id: BufferId, bytes: u64) -> String {
+    pub fn new(quota: u64) -> Buffers {
+        Buffers {
+            map: Mutex::new(HashMap::new()),
+            quota,
+        }
+    }
+
+    /// Checks that `owner` may hold `more` bytes beyond what it holds now.
+    fn admit(&self, owner: Session, more: u64) -> Result<(), Status> {
+        let held: u64 = self
+            .map
+            .lock()
+            .values()
+            .filter(|b| b.owner == owner)
+            .map(|b| b.bytes)
+            .sum();
+        if held.saturating_add(more) > self.quota {
+            return Err(Status::resource_exhausted(format!(
+                "client quota: {more} more bytes requested, {held} held, the quota is {}",
+                self.quota
+            )));
+        }
+        Ok(())
+    }
+
+    fn insert(&self, owner: Session, id: BufferId, bytes: u64) -> String {
         let handle = format!("buf-{:032x}", rand::rng().random::<u128>());
-        self.0.lock().insert(handle.clone(), (id, bytes));
+        self.map
+            .lock()
+            .insert(handle.clone(), Owned { id, bytes, owner });
         handle
     }
 
-    fn get(&self, handle: &str) -> Result<(BufferId, u64), Status> {
-        self.0.lock().get(handle).copied().ok_or_else(|| {
-            Status::not_found(format!(
-                "no buffer `{handle}` (handles are per client; was it freed?)"
-            ))
-        })
+    fn get(&self, owner: Session, handle: &str) -> Result<(BufferId, u64), Status> {
+        match self.map.lock().get(handle) {
+            Some(b) if b.owner == owner => Ok((b.id, b.bytes)),
+            // Another session's handle reads exactly like an unknown one.
+            _ => Err(Status::not_found(format!(
+                "no buffer `{handle:.48}` (handles are per connection; was it freed?)"
+            ))),
+        }
     }
 
-    fn remove(&self, handle: &str) -> Option<(BufferId, u64)> {
-        self.0.lock().remove(handle)
+    fn remove(&self, owner: Session, handle: &str) -> Option<(BufferId, u64)> {
+        let mut map = self.map.lock();
+        match map.get(handle) {
+            Some(b) if b.owner == owner => map.remove(handle).map(|b| (b.id, b.bytes)),
+            _ => None,
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.0.lock().len()
+        self.map.lock().len()
+    }
+
+    /// Frees every buffer of a session that ended.
+    pub fn free_session(&self, owner: Session, dev: &dyn crate::device::Device) {
+        let gone: Vec<Owned> = {
+            let mut map = self.map.lock();
+            let handles: Vec<String> = map
+                .iter()
+                .filter(|(_, b)| b.owner == owner)
+                .map(|(h, _)| h.clone())
+                .collect();
+            handles.iter().filter_map(|h| map.remove(h)).collect()
+        };
+        for b in gone {
+            let _ = dev.free(b.id);
+        }
     }
 
     /// Frees every buffer (shutdown).
     pub fn free_all(&self, dev: &dyn crate::device::Device) {
-        for (_, (id, _)) in self.0.lock().drain() {
-            let _ = dev.free(id);
+        for (_, b) in self.map.lock().drain() {
+            let _ = dev.free(b.id);
         }
     }
 }
@@ -64,14 +130,24 @@ pub struct DeviceService {
     host: Arc<Host>,
     buffers: Arc<Buffers>,
     metrics: Arc<Metrics>,
+    /// Largest read chunk: what fits in one message.
+    max_chunk: u64,
 }
 
 impl DeviceService {
-    pub fn new(host: Arc<Host>, buffers: Arc<Buffers>, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        host: Arc<Host>,
+        buffers: Arc<Buffers>,
+        metrics: Arc<Metrics>,
+        max_message_bytes: usize,
+    ) -> Self {
         DeviceService {
             host,
             buffers,
             metrics,
+            max_chunk: (max_message_bytes as u64)
+                .saturating_sub(1024)
+                .max(MIN_READ_CHUNK),
         }
     }
 
@@ -103,13 +179,14 @@ impl DeviceService {
         &self,
         mut req: crate::OpRequest,
         handles: &[String],
+        owner: Session,
     ) -> Result<crate::OpRequest, Error> {
         if self.host.translator().missing_values(&req).is_empty() {
             return Ok(req);
         }
         let ids = handles
             .iter()
-            .map(|h| self.buffers.get(h).map(|(id, _)| id))
+            .map(|h| self.buffers.get(owner, h).map(|(id, _)| id))
             .collect::<Result<Vec<_>, _>>()
             .map_err(status_error)?;
         let host = self.host.clone();
@@ -136,11 +213,17 @@ impl DeviceService {
         })
     }
 
-    async fn execute_inner(&self, r: ExecuteRequest) -> Result<ExecuteResponse, Error> {
+    async fn execute_inner(
+        &self,
+        r: ExecuteRequest,
+        owner: Session,
+    ) -> Result<ExecuteResponse, Error> {
         let dev = self.host.device().clone();
         let (cmd, kernel_name) = match (&r.op, r.command_buffer.is_empty()) {
             (Some(op), true) => {
-                let req = self.with_values(request_from_proto(op)?, &r.inputs).await?;
+                let req = self
+                    .with_values(request_from_proto(op)?, &r.inputs, owner)
+                    .await?;
                 let t = super::translator::translate(&self.host, req).await?;
                 (t.cmdbuf.clone(), t.kernel_name.clone())
             }
@@ -168,25 +251,52 @@ impl DeviceService {
             ))
             .into());
         }
-        let mut bindings = Vec::with_capacity(cmd.bindings.len());
-        for h in &r.inputs {
-            bindings.push(self.buffers.get(h).map_err(status_error)?.0);
+        let n_out = cmd.bindings.len() - n_in;
+        if !r.outputs.is_empty() && r.outputs.len() != n_out {
+            return Err(crate::error::RequestError::Other(format!(
+                "{n_out} output buffers needed (or none, for the server to create them), {} given",
+                r.outputs.len()
+            ))
+            .into());
         }
+        // Everything the client named is checked before anything is allocated or queued.
+        let mut bindings = Vec::with_capacity(cmd.bindings.len());
+        for (i, h) in r.inputs.iter().chain(&r.outputs).enumerate() {
+            let (id, size) = self.buffers.get(owner, h).map_err(status_error)?;
+            let desc = &cmd.bindings[i].desc;
+            let needed = desc.byte_size().unwrap_or(u64::MAX);
+            if size < needed {
+                let what = if i < n_in { "input" } else { "output" };
+                let index = if i < n_in { i } else { i - n_in };
+                return Err(crate::error::RequestError::Shape(format!(
+                    "{what} {index} is {desc} ({needed} bytes); its buffer has {size}"
+                ))
+                .into());
+            }
+            bindings.push(id);
+        }
+        // Outputs made here are freed again unless the client receives their handles: on any
+        // error below and when the call is abandoned (deadline, cancellation) mid-way.
+        let mut created = Created::new(self.buffers.clone(), dev.clone(), owner);
         let mut outputs = r.outputs.clone();
         if outputs.is_empty() {
+            let total = cmd.bindings[n_in..].iter().fold(0u64, |t, b| {
+                t.saturating_add(b.desc.byte_size().unwrap_or(u64::MAX))
+            });
+            self.buffers.admit(owner, total).map_err(quota_error)?;
             for b in &cmd.bindings[n_in..] {
-                let bytes = b.desc.byte_size().unwrap_or(0);
+                let bytes = b.desc.byte_size().unwrap_or(u64::MAX);
                 let id = dev.alloc(bytes)?;
-                outputs.push(self.buffers.insert(id, bytes));
+                let handle = created.insert(id, bytes);
+                bindings.push(id);
+                outputs.push(handle);
             }
-        }
-        for h in &outputs {
-            bindings.push(self.buffers.get(h).map_err(status_error)?.0);
         }
         let fence = dev.submit(StreamId(r.stream), cmd.clone(), &bindings)?;
         if r.wait {
             fence.wait_async().await?;
         }
+        created.keep();
         Ok(ExecuteResponse {
             status: status::OK,
             msg: String::new(),
@@ -200,6 +310,47 @@ impl DeviceService {
     }
 }
 
+/// Buffers an execution created for its outputs: freed on drop unless [`Created::keep`] hands
+/// them to the client.
+struct Created {
+    buffers: Arc<Buffers>,
+    dev: Arc<dyn crate::device::Device>,
+    owner: Session,
+    handles: Vec<String>,
+}
+
+impl Created {
+    fn new(buffers: Arc<Buffers>, dev: Arc<dyn crate::device::Device>, owner: Session) -> Self {
+        Created {
+            buffers,
+            dev,
+            owner,
+            handles: Vec::new(),
+        }
+    }
+
+    fn insert(&mut self, id: BufferId, bytes: u64) -> String {
+        let handle = self.buffers.insert(self.owner, id, bytes);
+        self.handles.push(handle.clone());
+        handle
+    }
+
+    fn keep(mut self) {
+        self.handles.clear();
+    }
+}
+
+impl Drop for Created {
+    fn drop(&mut self) {
+        for h in self.handles.drain(..) {
+            if let Some((id, _)) = self.buffers.remove(self.owner, &h) {
+                // Freed once queued work using it is done (the device's contract).
+                let _ = self.dev.free(id);
+            }
+        }
+    }
+}
+
 fn device_status(e: DeviceError) -> Status {
     match e {
         DeviceError::UnknownBuffer(_) | DeviceError::UnknownStream(_) => {
@@ -209,6 +360,11 @@ fn device_status(e: DeviceError) -> Status {
         DeviceError::OutOfBounds { .. } => Status::out_of_range(e.to_string()),
         _ => Status::failed_precondition(e.to_string()),
     }
+}
+
+/// A quota refusal inside an execution: the device's out-of-memory, as the client sees it.
+fn quota_error(s: Status) -> Error {
+    crate::error::RequestError::Other(s.message().to_string()).into()
 }
 
 /// A handle lookup failure inside an execution, as a request error.
@@ -239,10 +395,12 @@ impl proto::device_server::Device for DeviceService {
         &self,
         request: Request<CreateBufferRequest>,
     ) -> Result<Response<BufferResponse>, Status> {
+        let owner = Session::of(&request);
         let r = request.into_inner();
         let dev = self.device(&r.device)?;
+        self.buffers.admit(owner, r.bytes)?;
         let id = dev.alloc(r.bytes).map_err(device_status)?;
-        let handle = self.buffers.insert(id, r.bytes);
+        let handle = self.buffers.insert(owner, id, r.bytes);
         Ok(Response::new(BufferResponse {
             status: status::OK,
             msg: String::new(),
@@ -255,12 +413,13 @@ impl proto::device_server::Device for DeviceService {
         &self,
         request: Request<BufferRequest>,
     ) -> Result<Response<StatusResponse>, Status> {
+        let owner = Session::of(&request);
         let r = request.into_inner();
         let dev = self.device(&r.device)?;
-        self.buffers.get(&r.handle)?;
+        self.buffers.get(owner, &r.handle)?;
         let (id, _) = self
             .buffers
-            .remove(&r.handle)
+            .remove(owner, &r.handle)
             .ok_or_else(|| Status::not_found("freed concurrently"))?;
         dev.free(id).map_err(device_status)?;
         Ok(Response::new(StatusResponse {
@@ -273,13 +432,14 @@ impl proto::device_server::Device for DeviceService {
         &self,
         request: Request<Streaming<WriteChunk>>,
     ) -> Result<Response<StatusResponse>, Status> {
+        let owner = Session::of(&request);
         let mut chunks = request.into_inner();
         let first = chunks
             .next()
             .await
             .ok_or_else(|| Status::invalid_argument("WriteBuffer needs at least one chunk"))??;
         let dev = self.device(&first.device)?;
-        let (id, _) = self.buffers.get(&first.handle)?;
+        let (id, _) = self.buffers.get(owner, &first.handle)?;
         let mut offset = first.offset;
         let mut chunk = Some(first);
         while let Some(c) = chunk.take() {
@@ -301,9 +461,10 @@ impl proto::device_server::Device for DeviceService {
         &self,
         request: Request<ReadRequest>,
     ) -> Result<Response<Self::ReadBufferStream>, Status> {
+        let owner = Session::of(&request);
         let r = request.into_inner();
         let dev = self.device(&r.device)?;
-        let (id, size) = self.buffers.get(&r.handle)?;
+        let (id, size) = self.buffers.get(owner, &r.handle)?;
         let end = if r.length == 0 {
             size
         } else {
@@ -318,8 +479,8 @@ impl proto::device_server::Device for DeviceService {
         let chunk = if r.chunk_bytes == 0 {
             READ_CHUNK
         } else {
-            r.chunk_bytes as usize
-        } as u64;
+            (r.chunk_bytes as u64).clamp(MIN_READ_CHUNK, self.max_chunk)
+        };
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let mut offset = r.offset;
         tokio::spawn(async move {
@@ -343,6 +504,7 @@ impl proto::device_server::Device for DeviceService {
         &self,
         request: Request<ExecuteRequest>,
     ) -> Result<Response<ExecuteResponse>, Status> {
+        let owner = Session::of(&request);
         let r = request.into_inner();
         self.device(&r.device)?;
         let op =
@@ -351,11 +513,11 @@ impl proto::device_server::Device for DeviceService {
                 .unwrap_or_else(|| "<cmdbuf>".into());
         let start = std::time::Instant::now();
         let resp = self
-            .execute_inner(r)
+            .execute_inner(r, owner)
             .await
             .unwrap_or_else(|e| ExecuteResponse {
                 status: e.status(),
-                msg: e.to_string(),
+                msg: message(&e),
                 ..Default::default()
             });
         self.metrics.record(&op, resp.status, start.elapsed());

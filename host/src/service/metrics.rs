@@ -83,12 +83,14 @@ impl Metrics {
             .collect();
         reqs.sort();
         for ((op, status), n) in &reqs {
+            let op = escape(op);
             line(format!(
                 "umd_requests_total{{op=\"{op}\",status=\"{status}\"}} {n}"
             ));
         }
         line("# TYPE umd_errors_total counter".into());
         for ((op, status), n) in reqs.iter().filter(|((_, s), _)| *s != 0) {
+            let op = escape(op);
             line(format!(
                 "umd_errors_total{{op=\"{op}\",status=\"{status}\"}} {n}"
             ));
@@ -123,14 +125,13 @@ impl Metrics {
         line(format!("umd_translation_cache_entries {}", c.entries));
         line("# TYPE umd_plugin_faults_total counter".into());
         for p in host.registry().snapshot().plugins() {
+            let label = escape(p.label());
             line(format!(
-                "umd_plugin_faults_total{{plugin=\"{}\"}} {}",
-                p.label(),
+                "umd_plugin_faults_total{{plugin=\"{label}\"}} {}",
                 p.faults()
             ));
             line(format!(
-                "umd_plugin_calls_total{{plugin=\"{}\"}} {}",
-                p.label(),
+                "umd_plugin_calls_total{{plugin=\"{label}\"}} {}",
                 p.calls()
             ));
         }
@@ -138,11 +139,11 @@ impl Metrics {
         for p in host.plugin_status().iter().filter(|p| p.status.is_err()) {
             line(format!(
                 "umd_plugin_refused{{origin=\"{}\"}} 1",
-                p.origin.replace('"', "'")
+                escape(&p.origin)
             ));
         }
         let s = host.device().pool_stats();
-        let dev = host.device().name();
+        let dev = escape(host.device().name());
         line(format!(
             "umd_pool_bytes_in_use{{device=\"{dev}\"}} {}",
             s.allocated_bytes
@@ -157,6 +158,21 @@ impl Metrics {
         ));
         out
     }
+}
+
+/// A label value as the Prometheus text format wants it: `\\`, `"` and newlines escaped, so a
+/// client-chosen op name or a plugin file name cannot end the label and inject a series.
+fn escape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The quantile `q` of a bucket histogram, as the upper bound of the bucket it falls in (µs).
@@ -202,29 +218,59 @@ pub async fn log_periodically(metrics: Arc<Metrics>, every: Duration) {
 }
 
 /// Answers every HTTP request on `listener` with the metrics text.
+///
+/// At most [`MAX_SCRAPES`] connections are served at once, each for at most 10 s. When `accept`
+/// fails (out of file descriptors) the loop backs off, up to a second, instead of spinning.
 pub async fn serve_http(listener: TcpListener, host: Arc<Host>, metrics: Arc<Metrics>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_SCRAPES));
+    let mut backoff = Duration::from_millis(5);
     loop {
-        let Ok((mut conn, _)) = listener.accept().await else {
-            continue;
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let mut conn = match listener.accept().await {
+            Ok((conn, _)) => {
+                backoff = Duration::from_millis(5);
+                conn
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?backoff, "metrics: accept failed");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
         };
         let (host, metrics) = (host.clone(), metrics.clone());
         tokio::spawn(async move {
-            let mut buf = [0u8; 4096];
-            let _ = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await;
-            let body = metrics.render(&host);
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = conn.write_all(head.as_bytes()).await;
-            let _ = conn.write_all(body.as_bytes()).await;
+            let _permit = permit;
+            let _ = tokio::time::timeout(Duration::from_secs(10), async {
+                let mut buf = [0u8; 4096];
+                let _ = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await;
+                let body = metrics.render(&host);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = conn.write_all(head.as_bytes()).await;
+                let _ = conn.write_all(body.as_bytes()).await;
+            })
+            .await;
         });
     }
 }
 
+/// Metrics connections served at once.
+const MAX_SCRAPES: usize = 16;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("add"), "add");
+        assert_eq!(escape("a\"} 1\nfake{x=\"\\"), "a\\\"} 1\\nfake{x=\\\"\\\\");
+    }
 
     #[test]
     fn quantiles_come_from_buckets() {

@@ -9,6 +9,7 @@ mod admin;
 mod convert;
 mod device;
 pub mod metrics;
+mod session;
 mod translator;
 
 use std::net::SocketAddr;
@@ -43,6 +44,8 @@ pub struct ServeConfig {
     pub metrics_addr: Option<SocketAddr>,
     /// Interval of the throughput/latency log line (`None`: no log line).
     pub log_interval: Option<Duration>,
+    /// Most bytes one client connection may hold in device buffers (default 2 GiB).
+    pub client_quota_bytes: u64,
 }
 
 impl Default for ServeConfig {
@@ -53,6 +56,7 @@ impl Default for ServeConfig {
             admin_token: None,
             metrics_addr: None,
             log_interval: Some(Duration::from_secs(10)),
+            client_quota_bytes: 2 << 30,
         }
     }
 }
@@ -72,11 +76,11 @@ pub async fn serve(
         );
     }
     let metrics = Arc::new(Metrics::default());
-    let buffers = Arc::new(device::Buffers::default());
+    let buffers = Arc::new(device::Buffers::new(config.client_quota_bytes));
     let max = config.max_message_bytes;
 
     let translator = translator::TranslatorService::new(host.clone(), metrics.clone());
-    let device = device::DeviceService::new(host.clone(), buffers.clone(), metrics.clone());
+    let device = device::DeviceService::new(host.clone(), buffers.clone(), metrics.clone(), max);
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<proto::translator_server::TranslatorServer<translator::TranslatorService>>()
@@ -109,8 +113,20 @@ pub async fn serve(
         )));
     }
 
+    // Each connection is a session owning its buffers: freed when the connection closes.
+    let (closed_tx, mut closed_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (b, h) = (buffers.clone(), host.clone());
+    background.push(tokio::spawn(async move {
+        while let Some(s) = closed_rx.recv().await {
+            let (b, h) = (b.clone(), h.clone());
+            let _ = tokio::task::spawn_blocking(move || b.free_session(s, &**h.device())).await;
+        }
+    }));
     tracing::info!(addr = %local, device = host.device().name(), admin = config.admin, "umd serving");
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let incoming = tokio_stream::StreamExt::map(
+        TcpIncoming::from(listener).with_nodelay(Some(true)),
+        move |conn| conn.map(|s| session::Tracked::new(s, closed_tx.clone())),
+    );
     tonic::transport::Server::builder()
         .add_service(health)
         .add_service(reflection)
