@@ -2,6 +2,7 @@
 
 mod check;
 mod demo;
+mod run_model;
 mod serve;
 
 use std::path::PathBuf;
@@ -93,6 +94,10 @@ enum Command {
         #[arg(long)]
         full: bool,
     },
+    /// Run an ONNX model on the device as one batched submission: load time, first and
+    /// steady-state latency, peak device memory, outputs as .npy (`--out`), a per-node table
+    /// (`--profile`).
+    RunModel(run_model::RunModelArgs),
     /// List plugins: file, name, version, ABI, ops, targets, status, load time; or explain the
     /// choice of plugin for a request.
     Plugins {
@@ -229,6 +234,7 @@ impl Cli {
             Command::Serve(args) => serve::run(self.host.host()?, &args),
             Command::Bench(BenchCommand::Grpc(args)) => serve::bench_grpc(self.host.host()?, &args),
             Command::Devices => devices(),
+            Command::RunModel(args) => run_model::run(self.host.host()?, &args),
             Command::Translate {
                 op,
                 op_args,

@@ -392,6 +392,12 @@ impl<'a> Builder<'a> {
             self.define(node, 0, id);
             return Ok(());
         }
+        if let Some(t) = self.shape_of(node) {
+            let id = self.push(t.desc, Kind::Const(Arc::new(t.data)));
+            self.define(node, 0, id);
+            self.stats.folded += 1;
+            return Ok(());
+        }
         let mut req = OpRequest::new(node.op.clone(), Vec::new());
         req.domain = node.domain.clone();
         req.opset = self.def.opset(&node.domain);
@@ -485,6 +491,49 @@ impl<'a> Builder<'a> {
         self.steps
             .push((node.label(), node.op.clone(), t.clone(), bindings));
         self.check_outputs(node)
+    }
+
+    /// `Shape` and `Size` of any value are known at compile time (shapes are): folded here, so
+    /// the shape subgraphs behind them (Gather, Concat, Reshape's shape) fold too.
+    fn shape_of(&self, node: &Node) -> Option<Tensor> {
+        use crate::tensor::Dtype;
+        let first = node.inputs.first().filter(|i| !i.is_empty())?;
+        if !node.domain.is_empty() || node.inputs.len() != 1 || node.outputs.len() != 1 {
+            return None;
+        }
+        let shape = &self.vals[self.by_name[first.as_str()]].desc.shape;
+        let dims: Vec<i64> = match node.op.as_str() {
+            "Shape" => {
+                let rank = shape.len() as i64;
+                let attr = |name: &str, default: i64| {
+                    node.attributes
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .and_then(|(_, v)| match v {
+                            AttrValue::Int(i) => Some(*i),
+                            _ => None,
+                        })
+                        .unwrap_or(default)
+                };
+                let clamp = |i: i64| if i < 0 { (i + rank).max(0) } else { i.min(rank) };
+                let (start, end) = (clamp(attr("start", 0)), clamp(attr("end", rank)));
+                shape[start as usize..end.max(start) as usize]
+                    .iter()
+                    .map(|&d| d as i64)
+                    .collect()
+            }
+            "Size" => vec![shape.iter().product::<u64>() as i64],
+            _ => return None,
+        };
+        let desc = if node.op == "Size" {
+            TensorDesc::new("", vec![], Dtype::I64)
+        } else {
+            TensorDesc::new("", vec![dims.len() as u64], Dtype::I64)
+        };
+        Some(Tensor {
+            desc,
+            data: dims.iter().flat_map(|d| d.to_le_bytes()).collect(),
+        })
     }
 
     /// A new computed value with its own storage, written at `step`.
