@@ -259,4 +259,4 @@ def test_onnx_model_tests(case, tmp_path):
     outs = [o.name for o in model.graph.output]
     for name, w in zip(outs, want):
         np.testing.assert_allclose(got[name].astype(np.float64), w.astype(np.float64),
-                                   rtol=1e-3, atol=1e-4, err_msg=f"{key} {name}")
+                                   rtol=1e-3, atol=1e-4, equal_nan=True, err_msg=f"{key} {name}")
