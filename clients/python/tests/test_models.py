@@ -260,3 +260,67 @@ def test_onnx_model_tests(case, tmp_path):
     for name, w in zip(outs, want):
         np.testing.assert_allclose(got[name].astype(np.float64), w.astype(np.float64),
                                    rtol=1e-3, atol=1e-4, equal_nan=True, err_msg=f"{key} {name}")
+
+
+# --- the same engine over gRPC (umd.Graph) ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def server():
+    import socket
+    import sys
+    import time
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([UMD_BIN, "serve", "--addr", f"127.0.0.1:{port}", "--log-interval", "0"],
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            assert proc.poll() is None, "umd serve exited"
+            time.sleep(0.05)
+    sys.path.insert(0, str(HERE.parent))
+    yield f"127.0.0.1:{port}"
+    proc.terminate()
+    assert proc.wait(timeout=20) == 0
+
+
+def test_grpc_load_run_unload(server, tmp_path):
+    from umd_client import Client, UmdError
+    model = encoder_layer()
+    path = tmp_path / "enc.onnx"
+    onnx.save(model, path)
+    with Client(server) as c:
+        m = c.load_model(path)
+        assert [i.name for i in m.inputs] == ["x", "mask"]
+        assert list(m.inputs[0].shape) == [-1, -1, 32]
+        for batch, seq in [(1, 4), (2, 7)]:
+            feeds = {"x": RNG.standard_normal((batch, seq, 32)).astype(np.float32),
+                     "mask": np.ones((batch, seq), np.int64)}
+            got = m.run(feeds)
+            want = reference(path, feeds)
+            np.testing.assert_allclose(got["y"], want["y"], rtol=1e-3, atol=1e-4)
+            assert 0 < m.peak_bytes
+        with pytest.raises(UmdError, match="is missing"):
+            m.run({"x": np.zeros((1, 4, 32), np.float32)})
+        with pytest.raises(UmdError, match="not an ONNX ModelProto"):
+            c.load_model(b"\x0a\xff\xff\xff\xff\x0fjunk")
+        cyclic = h.make_model(h.make_graph(
+            [h.make_node("Add", ["x", "b"], ["a"]), h.make_node("Relu", ["a"], ["b"])], "cyc",
+            [h.make_tensor_value_info("x", T.FLOAT, [2])], [h.make_tensor_value_info("a", T.FLOAT, [2])]))
+        with pytest.raises(UmdError, match="cycle"):
+            c.load_model(cyclic.SerializeToString())
+        w = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=[1 << 29])  # a 2 GiB declaration
+        huge = h.make_model(h.make_graph(
+            [h.make_node("Relu", ["w"], ["y"])], "huge", [], [h.make_tensor_value_info("y", T.FLOAT, [1 << 29])],
+            [w]))
+        with pytest.raises(UmdError, match="larger than"):
+            c.load_model(huge.SerializeToString())
+        # the server keeps serving after all of that
+        assert m.run(feeds)["y"].shape == (2, 7, 32)
+        m.unload()
+        with pytest.raises(UmdError, match="no model"):
+            m.run(feeds)
