@@ -45,11 +45,22 @@ mod tests {
     fn tolerances_come_from_the_dtype_and_the_plugin() {
         let host = crate::Host::builder().build().unwrap();
         let snap = host.registry().snapshot();
-        let matmul = snap.candidates("MatMul", host.device().target())[0].plugin.clone();
-        let add = snap.candidates("Add", host.device().target())[0].plugin.clone();
-        assert_eq!(tolerance(&add, "Add", Dtype::F32), 1e-5, "the dtype default");
+        let matmul = snap.candidates("MatMul", host.device().target())[0]
+            .plugin
+            .clone();
+        let add = snap.candidates("Add", host.device().target())[0]
+            .plugin
+            .clone();
+        assert_eq!(
+            tolerance(&add, "Add", Dtype::F32),
+            1e-5,
+            "the dtype default"
+        );
         assert_eq!(tolerance(&add, "Div", Dtype::I32), 0.0);
-        assert!(tolerance(&matmul, "MatMul", Dtype::F32) > 1e-5, "declared by the plugin");
+        assert!(
+            tolerance(&matmul, "MatMul", Dtype::F32) > 1e-5,
+            "declared by the plugin"
+        );
         assert!(tolerance(&matmul, "matmul", Dtype::Bf16) >= 1e-2);
     }
 

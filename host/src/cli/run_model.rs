@@ -102,7 +102,10 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
         s.nodes, s.folded, s.views, s.launched, s.launches, s.submissions
     );
     println!("load        {:.3} ms", load * 1e3);
-    println!("first run   {:.3} ms (compiles this input signature)", first_s * 1e3);
+    println!(
+        "first run   {:.3} ms (compiles this input signature)",
+        first_s * 1e3
+    );
     println!(
         "steady run  {:.3} ms (median of {})",
         steady * 1e3,
@@ -115,11 +118,20 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
     for t in &first.outputs {
         let v = data::decode(t.desc.dtype, &t.data);
         let head: Vec<String> = v.iter().take(6).map(|x| format!("{x:.4}")).collect();
-        println!("output      {} {}: [{}{}]", t.desc.name, t.desc, head.join(", "), if v.len() > 6 { ", …" } else { "" });
+        println!(
+            "output      {} {}: [{}{}]",
+            t.desc.name,
+            t.desc,
+            head.join(", "),
+            if v.len() > 6 { ", …" } else { "" }
+        );
     }
     if let Some(p) = profile {
         let total: f64 = p.iter().map(|n| n.micros).sum();
-        println!("\n{:<40} {:<20} {:>8} {:>12} {:>6}", "node", "op", "launches", "µs", "%");
+        println!(
+            "\n{:<40} {:<20} {:>8} {:>12} {:>6}",
+            "node", "op", "launches", "µs", "%"
+        );
         for n in &p {
             println!(
                 "{:<40} {:<20} {:>8} {:>12.1} {:>6.1}",
@@ -130,7 +142,10 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
                 100.0 * n.micros / total.max(1e-9)
             );
         }
-        println!("{:<40} {:<20} {:>8} {:>12.1}", "total (node by node)", "", "", total);
+        println!(
+            "{:<40} {:<20} {:>8} {:>12.1}",
+            "total (node by node)", "", "", total
+        );
     }
     Ok(())
 }
@@ -162,10 +177,18 @@ fn inputs(model: &Model, args: &RunModelArgs) -> anyhow::Result<Vec<Tensor>> {
 
 fn random_desc(decl: &ValueDecl) -> anyhow::Result<TensorDesc> {
     let Some(dtype) = decl.dtype else {
-        bail!("input `{}` declares no element type: give it with -i {}=FILE.npy", decl.name, decl.name);
+        bail!(
+            "input `{}` declares no element type: give it with -i {}=FILE.npy",
+            decl.name,
+            decl.name
+        );
     };
     let dims = decl.dims.as_ref().ok_or_else(|| {
-        anyhow::anyhow!("input `{}` declares no shape: give it with -i {}=FILE.npy", decl.name, decl.name)
+        anyhow::anyhow!(
+            "input `{}` declares no shape: give it with -i {}=FILE.npy",
+            decl.name,
+            decl.name
+        )
     })?;
     let shape = dims
         .iter()
@@ -187,7 +210,17 @@ fn safe_name(name: &str) -> String {
     let s: String = name
         .chars()
         .take(128)
-        .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
-    if s.is_empty() || s.starts_with('.') { format!("_{s}") } else { s }
+    if s.is_empty() || s.starts_with('.') {
+        format!("_{s}")
+    } else {
+        s
+    }
 }

@@ -450,7 +450,13 @@ impl<'a> Builder<'a> {
                 Kind::Const(d) => Ok(d.to_vec()),
                 _ => Err(GraphError::NotConstant {
                     node: node.label(),
-                    input: node.inputs.iter().filter(|n| !n.is_empty()).nth(i).cloned().unwrap_or_default(),
+                    input: node
+                        .inputs
+                        .iter()
+                        .filter(|n| !n.is_empty())
+                        .nth(i)
+                        .cloned()
+                        .unwrap_or_default(),
                 }),
             })?;
         let t = self.host.translate(&req).map_err(at)?;
@@ -515,7 +521,13 @@ impl<'a> Builder<'a> {
                         })
                         .unwrap_or(default)
                 };
-                let clamp = |i: i64| if i < 0 { (i + rank).max(0) } else { i.min(rank) };
+                let clamp = |i: i64| {
+                    if i < 0 {
+                        (i + rank).max(0)
+                    } else {
+                        i.min(rank)
+                    }
+                };
                 let (start, end) = (clamp(attr("start", 0)), clamp(attr("end", rank)));
                 shape[start as usize..end.max(start) as usize]
                     .iter()
@@ -654,7 +666,11 @@ fn fuse(
         let bindings = order
             .iter()
             .map(|&k| Binding {
-                role: if written[k] { Role::Output } else { Role::Input },
+                role: if written[k] {
+                    Role::Output
+                } else {
+                    Role::Input
+                },
                 desc: vals[keys[k]].desc.clone(),
             })
             .collect();

@@ -250,7 +250,10 @@ mod tests {
         let e = graph(vec![Node::new("Relu", &["nope"], &["y"], vec![])])
             .sorted()
             .unwrap_err();
-        assert!(e.to_string().contains("`nope`") && e.to_string().contains("Relu"), "{e}");
+        assert!(
+            e.to_string().contains("`nope`") && e.to_string().contains("Relu"),
+            "{e}"
+        );
         let e = graph(vec![
             Node::new("Relu", &["x"], &["y"], vec![]),
             Node::new("Neg", &["x"], &["y"], vec![]),

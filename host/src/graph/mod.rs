@@ -63,9 +63,13 @@ pub enum GraphError {
     },
     #[error("cycle: node {node} depends on its own output")]
     Cycle { node: String },
-    #[error("node {node}: input `{value}` is not defined (not a graph input, initializer or node output)")]
+    #[error(
+        "node {node}: input `{value}` is not defined (not a graph input, initializer or node output)"
+    )]
     Undefined { node: String, value: String },
-    #[error("node {node}: input `{input}` must be a constant (its value is needed to plan the op) but is computed at run time")]
+    #[error(
+        "node {node}: input `{input}` must be a constant (its value is needed to plan the op) but is computed at run time"
+    )]
     NotConstant { node: String, input: String },
     #[error("node {node}: {source}")]
     Node {
@@ -141,7 +145,8 @@ impl Drop for Model {
 impl Model {
     /// Loads an ONNX model file; external data is read from its folder.
     pub fn from_onnx_file(host: Arc<Host>, path: &Path) -> Result<Model, GraphError> {
-        let meta = std::fs::metadata(path).map_err(|e| GraphError::Io(format!("{}: {e}", path.display())))?;
+        let meta = std::fs::metadata(path)
+            .map_err(|e| GraphError::Io(format!("{}: {e}", path.display())))?;
         if meta.len() > onnx::MAX_MODEL_BYTES as u64 {
             return Err(GraphError::Limit(format!(
                 "{}: {} bytes; at most {}",
@@ -150,7 +155,8 @@ impl Model {
                 onnx::MAX_MODEL_BYTES
             )));
         }
-        let bytes = std::fs::read(path).map_err(|e| GraphError::Io(format!("{}: {e}", path.display())))?;
+        let bytes =
+            std::fs::read(path).map_err(|e| GraphError::Io(format!("{}: {e}", path.display())))?;
         Self::from_onnx_bytes(host, &bytes, path.parent())
     }
 
@@ -227,7 +233,9 @@ impl Model {
             }
         }
         let upload = |name: &str| self.upload(name);
-        let plan = Arc::new(compile::Compiled::new(&self.host, &self.def, &sig, &upload)?);
+        let plan = Arc::new(compile::Compiled::new(
+            &self.host, &self.def, &sig, &upload,
+        )?);
         let mut cache = self.compiled.lock();
         if cache.len() >= MAX_SIGNATURES {
             cache.remove(0);
@@ -285,7 +293,10 @@ impl Model {
                 ))
             })?;
             if given.next().is_some() {
-                return Err(GraphError::Input(format!("input `{}` is given twice", decl.name)));
+                return Err(GraphError::Input(format!(
+                    "input `{}` is given twice",
+                    decl.name
+                )));
             }
             check_input(decl, &t.desc)?;
             let bytes = t.desc.byte_size().unwrap_or(u64::MAX);
@@ -330,7 +341,11 @@ pub fn check_input(decl: &ValueDecl, desc: &TensorDesc) -> Result<(), GraphError
     }
     if let Some(dims) = &decl.dims {
         if dims.len() != desc.shape.len() {
-            return bad(format!("rank {} instead of {}", desc.shape.len(), dims.len()));
+            return bad(format!(
+                "rank {} instead of {}",
+                desc.shape.len(),
+                dims.len()
+            ));
         }
         for (i, (d, &n)) in dims.iter().zip(&desc.shape).enumerate() {
             if let Dim::Fixed(f) = d

@@ -74,9 +74,8 @@ pub fn parse(bytes: &[u8], base_dir: Option<&Path>) -> Result<GraphDef, GraphErr
     }
     let mut constants = HashMap::new();
     for t in &graph.initializer {
-        let c = tensor(t, base_dir).map_err(|e| {
-            GraphError::Malformed(format!("initializer `{}`: {e}", t.name()))
-        })?;
+        let c = tensor(t, base_dir)
+            .map_err(|e| GraphError::Malformed(format!("initializer `{}`: {e}", t.name())))?;
         constants.insert(t.name().to_string(), c);
     }
     if !graph.sparse_initializer.is_empty() {
@@ -234,8 +233,12 @@ fn attribute(a: &proto::AttributeProto, base_dir: Option<&Path>) -> Result<AttrV
 
 /// A `TensorProto` as a constant: raw data, typed fields or an external file.
 pub fn tensor(t: &proto::TensorProto, base_dir: Option<&Path>) -> Result<Constant, String> {
-    let dtype = dtype_of(t.data_type())
-        .ok_or_else(|| format!("element type {} is not one umd has", type_name(t.data_type())))?;
+    let dtype = dtype_of(t.data_type()).ok_or_else(|| {
+        format!(
+            "element type {} is not one umd has",
+            type_name(t.data_type())
+        )
+    })?;
     if t.dims.len() > MAX_RANK {
         return Err(format!("rank {}; at most {MAX_RANK}", t.dims.len()));
     }
@@ -318,13 +321,20 @@ fn typed(t: &proto::TensorProto, dtype: Dtype, n: usize) -> Result<Vec<u8>, Stri
 
 /// Reads external data: `location` relative to the model's folder (never outside it),
 /// `offset` and `length`, exactly the tensor's size.
-fn external(t: &proto::TensorProto, base_dir: Option<&Path>, bytes: u64) -> Result<Vec<u8>, String> {
+fn external(
+    t: &proto::TensorProto,
+    base_dir: Option<&Path>,
+    bytes: u64,
+) -> Result<Vec<u8>, String> {
     let base = base_dir.ok_or("external data, but the model was not loaded from a file")?;
     let mut location = None;
     let mut offset = 0u64;
     let mut length = None;
     for kv in &t.external_data {
-        let parse = |v: &str| v.parse::<u64>().map_err(|_| format!("bad external {} `{v}`", kv.key()));
+        let parse = |v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| format!("bad external {} `{v}`", kv.key()))
+        };
         match kv.key() {
             "location" => location = Some(kv.value().to_string()),
             "offset" => offset = parse(kv.value())?,

@@ -117,6 +117,12 @@ mod tests {
                 assert!(p.blocks[p.block_of[i]] >= a.bytes);
             }
         }
-        assert!(p.peak() < lives.iter().map(|l| l.bytes.next_multiple_of(ALIGN)).sum::<u64>());
+        assert!(
+            p.peak()
+                < lives
+                    .iter()
+                    .map(|l| l.bytes.next_multiple_of(ALIGN))
+                    .sum::<u64>()
+        );
     }
 }

@@ -100,9 +100,10 @@ impl graph_server::Graph for GraphService {
             )));
         }
         let host = self.host.clone();
-        let loaded = tokio::task::spawn_blocking(move || Model::from_onnx_bytes(host, &bytes, None))
-            .await
-            .map_err(|e| Status::internal(e.to_string()))?;
+        let loaded =
+            tokio::task::spawn_blocking(move || Model::from_onnx_bytes(host, &bytes, None))
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?;
         let model = match loaded {
             Ok(m) => m,
             Err(e) => return Ok(Response::new(load_error(e.status(), e.to_string()))),
@@ -134,13 +135,19 @@ impl graph_server::Graph for GraphService {
         let Some(model) = self.models.lock().get(&r.handle).cloned() else {
             return fail(
                 status::INVALID_INPUT,
-                format!("no model `{}` (handles are per client; was it unloaded?)", r.handle),
+                format!(
+                    "no model `{}` (handles are per client; was it unloaded?)",
+                    r.handle
+                ),
             );
         };
         let mut inputs = Vec::with_capacity(r.inputs.len());
         for t in r.inputs {
             let Some(desc) = t.desc.as_ref() else {
-                return fail(status::INVALID_INPUT, "an input without a description".into());
+                return fail(
+                    status::INVALID_INPUT,
+                    "an input without a description".into(),
+                );
             };
             match tensor_from_proto(desc) {
                 Ok(desc) => inputs.push(Tensor { desc, data: t.data }),
