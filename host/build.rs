@@ -50,4 +50,14 @@ fn proto() {
     tonic_prost_build::configure()
         .compile_fds(fds)
         .expect("generating gRPC code");
+
+    let onnx = root.join("proto/onnx/onnx.proto");
+    println!("cargo:rerun-if-changed={}", onnx.display());
+    let fds = protox::compile([&onnx], [root.join("proto/onnx")])
+        .expect("proto/onnx/onnx.proto compiles");
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(false)
+        .compile_fds(fds)
+        .expect("generating the ONNX types");
 }

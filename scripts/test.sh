@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 cargo test --workspace
 cargo build -p umd
+umd="${CARGO_TARGET_DIR:-$PWD/target}/debug/umd"
 
 venv=clients/python/.venv
 if [ ! -x "$venv/bin/python" ]; then
@@ -13,8 +14,8 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install -q grpcio grpcio-tools numpy pytest onnx onnxruntime
 PYTHON="$venv/bin/python" clients/python/generate.sh
-UMD_BIN="$PWD/target/debug/umd" "$venv/bin/python" -m pytest -q clients/python/tests
+UMD_BIN="$umd" "$venv/bin/python" -m pytest -q clients/python/tests
 
 # The official ONNX backend node tests against `umd serve` (writes CONFORMANCE.md). Fails when
 # fewer than 92 % of the node tests of served op types pass (93.0 % today: see CONFORMANCE.md).
-"$venv/bin/python" scripts/conformance.py --umd "$PWD/target/debug/umd" --min-pass-rate 0.92
+"$venv/bin/python" scripts/conformance.py --umd "$umd" --min-pass-rate 0.92

@@ -27,6 +27,7 @@ pub mod cmdbuf;
 pub mod data;
 pub mod device;
 pub mod error;
+pub mod graph;
 mod host;
 pub mod npy;
 pub mod plugin;

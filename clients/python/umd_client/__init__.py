@@ -4,6 +4,6 @@ The generated stubs (``umd_pb2``, ``umd_pb2_grpc``) come from the project's ``pr
 (``generate.sh``); :class:`Client` wraps them with numpy in and out.
 """
 
-from .client import Client, UmdError, STATUS_OK, STATUS_UNSUPPORTED
+from .client import Client, Model, UmdError, STATUS_OK, STATUS_UNSUPPORTED
 
-__all__ = ["Client", "UmdError", "STATUS_OK", "STATUS_UNSUPPORTED"]
+__all__ = ["Client", "Model", "UmdError", "STATUS_OK", "STATUS_UNSUPPORTED"]

@@ -161,3 +161,52 @@ class Client:
         finally:
             for h in handles:
                 self.free(h)
+
+    # -- models (umd.Graph) ---------------------------------------------------------------------
+
+    def load_model(self, path_or_bytes) -> "Model":
+        """Loads an ONNX model (a path or its bytes) on the server; returns a :class:`Model`."""
+        data = path_or_bytes if isinstance(path_or_bytes, (bytes, bytearray)) else \
+            open(path_or_bytes, "rb").read()
+
+        def chunks():
+            yield pb.ModelChunk(device=self.device, data=bytes(data[:CHUNK]))
+            for off in range(CHUNK, len(data), CHUNK):
+                yield pb.ModelChunk(data=bytes(data[off:off + CHUNK]))
+
+        r = rpc.GraphStub(self.channel).LoadModel(chunks())
+        if r.status != STATUS_OK:
+            raise UmdError(r.status, r.msg)
+        return Model(self, r.handle, list(r.inputs), list(r.outputs))
+
+
+class Model:
+    """A model loaded on the server: :meth:`run` it with named arrays; :meth:`unload` frees it."""
+
+    def __init__(self, client: Client, handle: str, inputs, outputs):
+        self.client, self.handle, self.inputs, self.outputs = client, handle, inputs, outputs
+        self._stub = rpc.GraphStub(client.channel)
+        self.peak_bytes = 0
+
+    def run(self, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        """Runs the model; returns every output by name."""
+        values = []
+        for name, arr in inputs.items():
+            arr = np.ascontiguousarray(arr)
+            values.append(pb.TensorValue(desc=desc(arr, name=name), data=arr.tobytes()))
+        r = self._stub.Run(pb.RunModelRequest(handle=self.handle, inputs=values))
+        if r.status != STATUS_OK:
+            raise UmdError(r.status, r.msg)
+        self.peak_bytes = r.peak_bytes
+        out = {}
+        for t in r.outputs:
+            dt = _UMD_TO_NP.get(t.desc.dtype)
+            if dt is None:
+                raise UmdError(7, f"output `{t.desc.name}` has dtype {t.desc.dtype}, not a numpy one")
+            out[t.desc.name] = np.frombuffer(t.data, dtype=dt).reshape(tuple(t.desc.shape)).copy()
+        return out
+
+    def unload(self) -> None:
+        r = self._stub.Unload(pb.UnloadModelRequest(handle=self.handle))
+        if r.status != STATUS_OK:
+            raise UmdError(r.status, r.msg)

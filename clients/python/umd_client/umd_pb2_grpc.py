@@ -145,6 +145,9 @@ class Translator:
 class DeviceStub:
     """Remote execution. Every request names its device ("cpu"; "" means the server's device).
     Buffers are named by unguessable handles returned only to the client that created them.
+    A buffer belongs to the connection that created it: its handle works only on that
+    connection, it is freed when the connection closes, and each connection holds at most
+    the server's per-client quota of buffer bytes (RESOURCE_EXHAUSTED beyond).
     """
 
     def __init__(self, channel):
@@ -193,6 +196,9 @@ class DeviceStub:
 class DeviceServicer:
     """Remote execution. Every request names its device ("cpu"; "" means the server's device).
     Buffers are named by unguessable handles returned only to the client that created them.
+    A buffer belongs to the connection that created it: its handle works only on that
+    connection, it is freed when the connection closes, and each connection holds at most
+    the server's per-client quota of buffer bytes (RESOURCE_EXHAUSTED beyond).
     """
 
     def Info(self, request, context):
@@ -289,6 +295,9 @@ def add_DeviceServicer_to_server(servicer, server):
 class Device:
     """Remote execution. Every request names its device ("cpu"; "" means the server's device).
     Buffers are named by unguessable handles returned only to the client that created them.
+    A buffer belongs to the connection that created it: its handle works only on that
+    connection, it is freed when the connection closes, and each connection holds at most
+    the server's per-client quota of buffer bytes (RESOURCE_EXHAUSTED beyond).
     """
 
     @staticmethod
@@ -633,6 +642,176 @@ class Plugins:
             target,
             '/umd.Plugins/Unload',
             umd__client_dot_umd__pb2.UnloadRequest.SerializeToString,
+            umd__client_dot_umd__pb2.StatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class GraphStub:
+    """---------------------------------------------------------------------------------------------
+    added (issue 9): whole-model execution. A model is loaded once (a client stream of chunks of
+    an ONNX ModelProto), compiled per input-shape signature, and run as one batched submission.
+    Model handles are unguessable and returned only to the client that loaded the model.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.LoadModel = channel.stream_unary(
+                '/umd.Graph/LoadModel',
+                request_serializer=umd__client_dot_umd__pb2.ModelChunk.SerializeToString,
+                response_deserializer=umd__client_dot_umd__pb2.LoadModelResponse.FromString,
+                _registered_method=True)
+        self.Run = channel.unary_unary(
+                '/umd.Graph/Run',
+                request_serializer=umd__client_dot_umd__pb2.RunModelRequest.SerializeToString,
+                response_deserializer=umd__client_dot_umd__pb2.RunModelResponse.FromString,
+                _registered_method=True)
+        self.Unload = channel.unary_unary(
+                '/umd.Graph/Unload',
+                request_serializer=umd__client_dot_umd__pb2.UnloadModelRequest.SerializeToString,
+                response_deserializer=umd__client_dot_umd__pb2.StatusResponse.FromString,
+                _registered_method=True)
+
+
+class GraphServicer:
+    """---------------------------------------------------------------------------------------------
+    added (issue 9): whole-model execution. A model is loaded once (a client stream of chunks of
+    an ONNX ModelProto), compiled per input-shape signature, and run as one batched submission.
+    Model handles are unguessable and returned only to the client that loaded the model.
+    """
+
+    def LoadModel(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Run(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Unload(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_GraphServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'LoadModel': grpc.stream_unary_rpc_method_handler(
+                    servicer.LoadModel,
+                    request_deserializer=umd__client_dot_umd__pb2.ModelChunk.FromString,
+                    response_serializer=umd__client_dot_umd__pb2.LoadModelResponse.SerializeToString,
+            ),
+            'Run': grpc.unary_unary_rpc_method_handler(
+                    servicer.Run,
+                    request_deserializer=umd__client_dot_umd__pb2.RunModelRequest.FromString,
+                    response_serializer=umd__client_dot_umd__pb2.RunModelResponse.SerializeToString,
+            ),
+            'Unload': grpc.unary_unary_rpc_method_handler(
+                    servicer.Unload,
+                    request_deserializer=umd__client_dot_umd__pb2.UnloadModelRequest.FromString,
+                    response_serializer=umd__client_dot_umd__pb2.StatusResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'umd.Graph', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('umd.Graph', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Graph:
+    """---------------------------------------------------------------------------------------------
+    added (issue 9): whole-model execution. A model is loaded once (a client stream of chunks of
+    an ONNX ModelProto), compiled per input-shape signature, and run as one batched submission.
+    Model handles are unguessable and returned only to the client that loaded the model.
+    """
+
+    @staticmethod
+    def LoadModel(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/umd.Graph/LoadModel',
+            umd__client_dot_umd__pb2.ModelChunk.SerializeToString,
+            umd__client_dot_umd__pb2.LoadModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Run(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/umd.Graph/Run',
+            umd__client_dot_umd__pb2.RunModelRequest.SerializeToString,
+            umd__client_dot_umd__pb2.RunModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Unload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/umd.Graph/Unload',
+            umd__client_dot_umd__pb2.UnloadModelRequest.SerializeToString,
             umd__client_dot_umd__pb2.StatusResponse.FromString,
             options,
             channel_credentials,

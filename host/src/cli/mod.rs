@@ -5,6 +5,7 @@ mod check;
 mod compile;
 mod demo;
 mod plugins;
+mod run_model;
 mod serve;
 
 use std::path::PathBuf;
@@ -95,6 +96,10 @@ enum Command {
         #[arg(long)]
         full: bool,
     },
+    /// Run an ONNX model on the device as one batched submission: load time, first and
+    /// steady-state latency, peak device memory, outputs as .npy (`--out`), a per-node table
+    /// (`--profile`).
+    RunModel(run_model::RunModelArgs),
     /// List plugins: file, name, version, ABI, ops, targets, status, load time (exits non-zero
     /// when one was refused or none loaded); explain the choice of plugin for a request; print
     /// a module's kernel source; compile every CUDA module offline (`compile`).
@@ -215,6 +220,7 @@ impl Cli {
             Command::Serve(args) => serve::run(self.host.host()?, &args),
             Command::Bench(BenchCommand::Grpc(args)) => serve::bench_grpc(self.host.host()?, &args),
             Command::Devices => devices(),
+            Command::RunModel(args) => run_model::run(self.host.host()?, &args),
             Command::Translate {
                 op,
                 op_args,

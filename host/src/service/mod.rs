@@ -1,5 +1,5 @@
 //! The gRPC service: `umd.Translator` (wire-compatible with the seed protocol), `umd.Device`
-//! (remote execution), `umd.Plugins` (administration, opt-in), gRPC health and reflection, and
+//! (remote execution), `umd.Graph` (whole models), `umd.Plugins` (administration, opt-in), gRPC health and reflection, and
 //! Prometheus metrics.
 //!
 //! Owns the network side only: request conversion, status codes, streaming, buffer handles and
@@ -8,6 +8,7 @@
 mod admin;
 mod convert;
 mod device;
+mod graph;
 pub mod metrics;
 mod session;
 mod translator;
@@ -81,6 +82,7 @@ pub async fn serve(
 
     let translator = translator::TranslatorService::new(host.clone(), metrics.clone());
     let device = device::DeviceService::new(host.clone(), buffers.clone(), metrics.clone(), max);
+    let graph = graph::GraphService::new(host.clone());
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<proto::translator_server::TranslatorServer<translator::TranslatorService>>()
@@ -140,6 +142,11 @@ pub async fn serve(
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
         )
+        .add_service(
+            proto::graph_server::GraphServer::new(graph.clone())
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
         .add_optional_service(admin)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await?;
@@ -153,6 +160,7 @@ pub async fn serve(
         let dev = host2.device();
         let _ = dev.synchronize(dev.default_stream());
         buffers.free_all(&**dev);
+        graph.unload_all();
         dev.trim();
     })
     .await?;

@@ -1,0 +1,326 @@
+"""Whole models through `umd run-model` against onnxruntime (CPU execution provider): models
+built here with onnx.helper and random weights (an MLP, a LeNet-style CNN, a transformer encoder
+layer with dynamic batch and sequence), and the model tests shipped in the `onnx` wheel
+(`simple`, `pytorch-converted`, `pytorch-operator`): each passes, or is listed in MODELS.md with
+the op that is missing (the test then checks that umd says so with a clear error)."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+ort = pytest.importorskip("onnxruntime")
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+UMD_BIN = os.environ.get("UMD_BIN", str(ROOT / "target" / "debug" / "umd"))
+ONNX_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
+RNG = np.random.default_rng(7)
+
+
+def weight(name, *shape, scale=0.3):
+    return nh.from_array((RNG.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def run_umd(model_path: Path, feeds: dict, out: Path, extra=()):
+    """Runs `umd run-model` with the feeds as .npy files; returns (outputs by name, figures)."""
+    out.mkdir(parents=True, exist_ok=True)
+    args = [UMD_BIN, "run-model", str(model_path), "--out", str(out), "--repeat", "2", "--json"]
+    for name, arr in feeds.items():
+        f = out / f"in_{len(args)}.npy"
+        np.save(f, arr)
+        args += ["-i", f"{name}={f}"]
+    r = subprocess.run(args + list(extra), capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr.strip())
+    figures = json.loads(r.stdout)
+    outs = {o["name"]: np.load(out / f"{o['name']}.npy") for o in figures["outputs"]}
+    return outs, figures
+
+
+def reference(model_path: Path, feeds: dict) -> dict:
+    s = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in s.get_outputs()]
+    return dict(zip(names, s.run(None, feeds)))
+
+
+def check_against_ort(model, feeds, tmp_path, rtol=1e-3, atol=1e-4):
+    onnx.checker.check_model(model)
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    got, figures = run_umd(path, feeds, tmp_path / "out")
+    want = reference(path, feeds)
+    assert set(got) == set(want)
+    for name, w in want.items():
+        assert got[name].shape == w.shape, name
+        np.testing.assert_allclose(got[name], w, rtol=rtol, atol=atol, err_msg=name)
+    return figures
+
+
+def test_mlp(tmp_path):
+    nodes = [h.make_node("Gemm", ["x", "w1", "b1"], ["h1"], transB=1),
+             h.make_node("Relu", ["h1"], ["r1"]),
+             h.make_node("MatMul", ["r1", "w2"], ["h2"]),
+             h.make_node("Add", ["h2", "b2"], ["h3"]),
+             h.make_node("Sigmoid", ["h3"], ["y"])]
+    g = h.make_graph(nodes, "mlp", [h.make_tensor_value_info("x", T.FLOAT, [8, 64])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [8, 10])],
+                     [weight("w1", 128, 64), weight("b1", 128), weight("w2", 128, 10), weight("b2", 10)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    fig = check_against_ort(m, {"x": RNG.standard_normal((8, 64)).astype(np.float32)}, tmp_path)
+    assert fig["submissions"] == 1 and fig["launched"] == 5
+
+
+def lenet():
+    nodes = [
+        h.make_node("Conv", ["x", "c1w", "c1b"], ["c1"], kernel_shape=[5, 5], pads=[2, 2, 2, 2]),
+        h.make_node("Relu", ["c1"], ["r1"]),
+        h.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        h.make_node("Conv", ["p1", "c2w", "c2b"], ["c2"], kernel_shape=[5, 5]),
+        h.make_node("Relu", ["c2"], ["r2"]),
+        h.make_node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+        h.make_node("Flatten", ["p2"], ["f"], axis=1),
+        h.make_node("Gemm", ["f", "f1w", "f1b"], ["g1"], transB=1),
+        h.make_node("Relu", ["g1"], ["r3"]),
+        h.make_node("Gemm", ["r3", "f2w", "f2b"], ["g2"], transB=1),
+        # Reshape through a shape computed from the graph: Shape → Gather → Concat, folded.
+        h.make_node("Shape", ["g2"], ["s"]),
+        h.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        h.make_node("Concat", ["n", "minus1"], ["shape"], axis=0),
+        h.make_node("Reshape", ["g2", "shape"], ["logits"]),
+        h.make_node("Softmax", ["logits"], ["y"], axis=1),
+    ]
+    inits = [weight("c1w", 6, 1, 5, 5), weight("c1b", 6), weight("c2w", 16, 6, 5, 5), weight("c2b", 16),
+             weight("f1w", 120, 400, scale=0.05), weight("f1b", 120), weight("f2w", 10, 120, scale=0.1),
+             weight("f2b", 10), nh.from_array(np.array([0], np.int64), "zero"),
+             nh.from_array(np.array([-1], np.int64), "minus1")]
+    g = h.make_graph(nodes, "lenet", [h.make_tensor_value_info("x", T.FLOAT, [2, 1, 28, 28])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2, 10])], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_lenet(tmp_path):
+    fig = check_against_ort(lenet(), {"x": RNG.standard_normal((2, 1, 28, 28)).astype(np.float32)},
+                            tmp_path)
+    assert fig["folded"] == 3, fig  # Shape, Gather, Concat
+    assert fig["views"] == 2, fig  # Flatten, Reshape
+    assert fig["submissions"] == 1
+    assert fig["peak_bytes"] < fig["intermediate_bytes"], fig
+
+
+def encoder_layer(d=32, heads=4, ff=64):
+    hd = d // heads
+    c = lambda name, arr, dt=np.int64: nh.from_array(np.array(arr, dt), name)  # noqa: E731
+    nodes = []
+
+    def n(op, ins, outs, **kw):
+        nodes.append(h.make_node(op, ins, outs, **kw))
+
+    # q, k, v: [B, S, D] → [B, H, S, hd]
+    n("Shape", ["x"], ["xs"])
+    n("Gather", ["xs", "i0"], ["B"], axis=0)
+    n("Gather", ["xs", "i1"], ["S"], axis=0)
+    n("Concat", ["B", "S", "nheads", "hdim"], ["split_shape"], axis=0)
+    n("Concat", ["B", "S", "dmodel"], ["merge_shape"], axis=0)
+    for name in "qkv":
+        n("MatMul", ["x", f"w{name}"], [f"{name}0"])
+        n("Add", [f"{name}0", f"b{name}"], [f"{name}1"])
+        n("Reshape", [f"{name}1", "split_shape"], [f"{name}2"])
+        n("Transpose", [f"{name}2"], [f"{name}h"], perm=[0, 2, 1, 3] if name != "k" else [0, 2, 3, 1])
+    n("MatMul", ["qh", "kh"], ["scores0"])
+    n("Mul", ["scores0", "scale"], ["scores1"])
+    # mask [B, S]: 1 keeps a key, 0 masks it (Where with -inf-like fill).
+    n("Unsqueeze", ["mask", "axes12"], ["mask4"])
+    n("Cast", ["mask4"], ["maskb"], to=T.BOOL)
+    n("Where", ["maskb", "scores1", "neg"], ["scores2"])
+    n("Softmax", ["scores2"], ["probs"], axis=-1)
+    n("MatMul", ["probs", "vh"], ["ctx0"])
+    n("Transpose", ["ctx0"], ["ctx1"], perm=[0, 2, 1, 3])
+    n("Reshape", ["ctx1", "merge_shape"], ["ctx2"])
+    n("MatMul", ["ctx2", "wo"], ["att0"])
+    n("Add", ["att0", "bo"], ["att1"])
+    n("Add", ["x", "att1"], ["res1"])
+    n("LayerNormalization", ["res1", "g1", "be1"], ["ln1"], axis=-1, epsilon=1e-5)
+    n("MatMul", ["ln1", "w1"], ["f0"])
+    n("Add", ["f0", "b1"], ["f1"])
+    # Gelu, the erf form: 0.5 x (1 + erf(x / sqrt 2))
+    n("Div", ["f1", "sqrt2"], ["ge0"])
+    n("Erf", ["ge0"], ["ge1"])
+    n("Add", ["ge1", "one"], ["ge2"])
+    n("Mul", ["f1", "ge2"], ["ge3"])
+    n("Mul", ["ge3", "half"], ["gelu"])
+    n("MatMul", ["gelu", "w2"], ["f2"])
+    n("Add", ["f2", "b2"], ["f3"])
+    n("Add", ["ln1", "f3"], ["res2"])
+    n("LayerNormalization", ["res2", "g2w", "be2"], ["y"], axis=-1, epsilon=1e-5)
+    f = np.float32
+    inits = [c("i0", [0]), c("i1", [1]), c("nheads", [heads]), c("hdim", [hd]), c("dmodel", [d]),
+             c("axes12", [1, 2]), c("scale", 1 / np.sqrt(hd), f), c("neg", -1e9, f),
+             c("sqrt2", np.sqrt(2), f), c("one", 1, f), c("half", 0.5, f),
+             weight("wo", d, d), weight("bo", d), weight("w1", d, ff), weight("b1", ff),
+             weight("w2", ff, d), weight("b2", d),
+             nh.from_array((1 + 0.1 * RNG.standard_normal(d)).astype(f), "g1"), weight("be1", d),
+             nh.from_array((1 + 0.1 * RNG.standard_normal(d)).astype(f), "g2w"), weight("be2", d)]
+    for name in "qkv":
+        inits += [weight(f"w{name}", d, d), weight(f"b{name}", d)]
+    g = h.make_graph(nodes, "encoder",
+                     [h.make_tensor_value_info("x", T.FLOAT, ["batch", "seq", d]),
+                      h.make_tensor_value_info("mask", T.INT64, ["batch", "seq"])],
+                     [h.make_tensor_value_info("y", T.FLOAT, ["batch", "seq", d])], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("batch,seq", [(2, 5), (3, 9)])
+def test_transformer_encoder_layer_dynamic_shapes(tmp_path, batch, seq):
+    mask = np.ones((batch, seq), np.int64)
+    mask[0, seq - 2:] = 0
+    feeds = {"x": RNG.standard_normal((batch, seq, 32)).astype(np.float32), "mask": mask}
+    fig = check_against_ort(encoder_layer(), feeds, tmp_path)
+    assert fig["submissions"] == 1
+    assert fig["peak_bytes"] < fig["intermediate_bytes"], fig
+
+
+def test_bad_inputs_are_clear_errors(tmp_path):
+    path = tmp_path / "lenet.onnx"
+    onnx.save(lenet(), path)
+    with pytest.raises(RuntimeError, match="dimension 2 is 27, not 28"):
+        run_umd(path, {"x": np.zeros((2, 1, 27, 28), np.float32)}, tmp_path / "o1")
+    with pytest.raises(RuntimeError, match="dtype f64 instead of f32"):
+        run_umd(path, {"x": np.zeros((2, 1, 28, 28), np.float64)}, tmp_path / "o2")
+    with pytest.raises(RuntimeError, match="`nope` is not an input"):
+        run_umd(path, {"x": np.zeros((2, 1, 28, 28), np.float32), "nope": np.zeros(1)},
+                tmp_path / "o3")
+    (tmp_path / "junk.onnx").write_bytes(b"\x0a\xff\xff\xff\xff\x0fnot a model")
+    with pytest.raises(RuntimeError, match="not an ONNX ModelProto"):
+        run_umd(tmp_path / "junk.onnx", {}, tmp_path / "o4")
+    enc = tmp_path / "enc.onnx"
+    onnx.save(encoder_layer(), enc)
+    with pytest.raises(RuntimeError, match="dynamic dimensions: give it with -i"):
+        run_umd(enc, {}, tmp_path / "o5")
+
+
+# --- the onnx wheel's model tests ---------------------------------------------------------------
+
+def model_dirs():
+    for kind in ("simple", "pytorch-converted", "pytorch-operator"):
+        for d in sorted((ONNX_DATA / kind).iterdir()):
+            if (d / "model.onnx").exists() and (d / "test_data_set_0").exists():
+                yield pytest.param(d, id=f"{kind}/{d.name}")
+
+
+def missing_models() -> dict:
+    """MODELS.md rows `| kind/name | reason |` of models that do not run, with their reason."""
+    table = (ROOT / "MODELS.md").read_text()
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[1] == "missing":
+            rows[cells[0].strip("`")] = cells[2]
+    return rows
+
+
+def load_case(d: Path):
+    model = onnx.load(d / "model.onnx")
+    inits = {i.name for i in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in inits]
+    feeds, want = {}, []
+    ds = d / "test_data_set_0"
+    for i, name in enumerate(names):
+        t = onnx.TensorProto()
+        t.ParseFromString((ds / f"input_{i}.pb").read_bytes())
+        feeds[name] = nh.to_array(t)
+    i = 0
+    while (ds / f"output_{i}.pb").exists():
+        t = onnx.TensorProto()
+        t.ParseFromString((ds / f"output_{i}.pb").read_bytes())
+        want.append(nh.to_array(t))
+        i += 1
+    return model, feeds, want
+
+
+@pytest.mark.parametrize("case", list(model_dirs()))
+def test_onnx_model_tests(case, tmp_path):
+    key = f"{case.parent.name}/{case.name}"
+    missing = missing_models()
+    model, feeds, want = load_case(case)
+    try:
+        got, _ = run_umd(case / "model.onnx", feeds, tmp_path / "out")
+    except RuntimeError as e:
+        assert key in missing, f"{key} fails and is not listed in MODELS.md: {e}"
+        return
+    assert key not in missing, f"{key} passes now: remove it from MODELS.md"
+    outs = [o.name for o in model.graph.output]
+    for name, w in zip(outs, want):
+        np.testing.assert_allclose(got[name].astype(np.float64), w.astype(np.float64),
+                                   rtol=1e-3, atol=1e-4, equal_nan=True, err_msg=f"{key} {name}")
+
+
+# --- the same engine over gRPC (umd.Graph) ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def server():
+    import socket
+    import sys
+    import time
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([UMD_BIN, "serve", "--addr", f"127.0.0.1:{port}", "--log-interval", "0"],
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            assert proc.poll() is None, "umd serve exited"
+            time.sleep(0.05)
+    sys.path.insert(0, str(HERE.parent))
+    yield f"127.0.0.1:{port}"
+    proc.terminate()
+    assert proc.wait(timeout=20) == 0
+
+
+def test_grpc_load_run_unload(server, tmp_path):
+    from umd_client import Client, UmdError
+    model = encoder_layer()
+    path = tmp_path / "enc.onnx"
+    onnx.save(model, path)
+    with Client(server) as c:
+        m = c.load_model(path)
+        assert [i.name for i in m.inputs] == ["x", "mask"]
+        assert list(m.inputs[0].shape) == [-1, -1, 32]
+        for batch, seq in [(1, 4), (2, 7)]:
+            feeds = {"x": RNG.standard_normal((batch, seq, 32)).astype(np.float32),
+                     "mask": np.ones((batch, seq), np.int64)}
+            got = m.run(feeds)
+            want = reference(path, feeds)
+            np.testing.assert_allclose(got["y"], want["y"], rtol=1e-3, atol=1e-4)
+            assert 0 < m.peak_bytes
+        with pytest.raises(UmdError, match="is missing"):
+            m.run({"x": np.zeros((1, 4, 32), np.float32)})
+        with pytest.raises(UmdError, match="not an ONNX ModelProto"):
+            c.load_model(b"\x0a\xff\xff\xff\xff\x0fjunk")
+        cyclic = h.make_model(h.make_graph(
+            [h.make_node("Add", ["x", "b"], ["a"]), h.make_node("Relu", ["a"], ["b"])], "cyc",
+            [h.make_tensor_value_info("x", T.FLOAT, [2])], [h.make_tensor_value_info("a", T.FLOAT, [2])]))
+        with pytest.raises(UmdError, match="cycle"):
+            c.load_model(cyclic.SerializeToString())
+        w = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=[1 << 29])  # a 2 GiB declaration
+        huge = h.make_model(h.make_graph(
+            [h.make_node("Relu", ["w"], ["y"])], "huge", [], [h.make_tensor_value_info("y", T.FLOAT, [1 << 29])],
+            [w]))
+        with pytest.raises(UmdError, match="larger than"):
+            c.load_model(huge.SerializeToString())
+        # the server keeps serving after all of that
+        assert m.run(feeds)["y"].shape == (2, 7, 32)
+        m.unload()
+        with pytest.raises(UmdError, match="no model"):
+            m.run(feeds)

@@ -1,0 +1,226 @@
+//! `umd run-model`: loads an ONNX model, runs it on the device with given or random inputs,
+//! prints load time, first-run and steady-state latency, peak device memory and (`--profile`)
+//! a per-node table; writes each output as `DIR/<output>.npy`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use clap::Args;
+
+use umd::graph::{Dim, Model, Tensor, ValueDecl};
+use umd::{Host, TensorDesc, data};
+
+#[derive(Args)]
+pub struct RunModelArgs {
+    /// The ONNX model file (external data is read from its folder).
+    model: PathBuf,
+    /// Input `NAME=FILE.npy` (repeatable); inputs not given get random data of their declared
+    /// type and shape (dynamic dimensions need `-i`).
+    #[arg(long = "input", short = 'i', value_name = "NAME=FILE.npy")]
+    inputs: Vec<String>,
+    /// Write each output as `DIR/<output name>.npy`.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Steady-state runs after the first (their median is reported).
+    #[arg(long, default_value_t = 10)]
+    repeat: usize,
+    /// Also run node by node and print a per-node table.
+    #[arg(long)]
+    profile: bool,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the figures as one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
+    let host = Arc::new(host);
+    let t0 = Instant::now();
+    let model = Model::from_onnx_file(host, &args.model)
+        .with_context(|| format!("loading {}", args.model.display()))?;
+    let load = t0.elapsed().as_secs_f64();
+    let inputs = inputs(&model, args)?;
+    let t1 = Instant::now();
+    let first = model.run(&inputs)?;
+    let first_s = t1.elapsed().as_secs_f64();
+    let mut times = Vec::with_capacity(args.repeat);
+    for _ in 0..args.repeat {
+        let t = Instant::now();
+        model.run(&inputs)?;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    let steady = times.get(times.len() / 2).copied().unwrap_or(first_s);
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        for t in &first.outputs {
+            let file = dir.join(format!("{}.npy", safe_name(&t.desc.name)));
+            umd::npy::write(&file, &t.desc, &t.data)
+                .with_context(|| format!("writing {}", file.display()))?;
+        }
+    }
+    let s = &first.stats;
+    let profile = if args.profile {
+        Some(model.profile(&inputs)?)
+    } else {
+        None
+    };
+    if args.json {
+        let outs: Vec<String> = first
+            .outputs
+            .iter()
+            .map(|t| format!("{{\"name\":{:?},\"desc\":\"{}\"}}", t.desc.name, t.desc))
+            .collect();
+        let prof = profile.as_ref().map_or(String::new(), |p| {
+            let total: f64 = p.iter().map(|n| n.micros).sum();
+            format!(",\"profile_sum_s\":{}", total / 1e6)
+        });
+        println!(
+            "{{\"load_s\":{load},\"first_s\":{first_s},\"steady_s\":{steady},\"nodes\":{},\
+             \"folded\":{},\"views\":{},\"launched\":{},\"launches\":{},\"submissions\":{},\
+             \"peak_bytes\":{},\"intermediate_bytes\":{},\"constant_bytes\":{},\"outputs\":[{}]{prof}}}",
+            s.nodes,
+            s.folded,
+            s.views,
+            s.launched,
+            s.launches,
+            s.submissions,
+            s.peak_bytes,
+            s.intermediate_bytes,
+            s.constant_bytes,
+            outs.join(",")
+        );
+        return Ok(());
+    }
+    println!("model       {}", args.model.display());
+    println!(
+        "nodes       {} ({} folded at load, {} views, {} with {} launches in {} submission(s))",
+        s.nodes, s.folded, s.views, s.launched, s.launches, s.submissions
+    );
+    println!("load        {:.3} ms", load * 1e3);
+    println!(
+        "first run   {:.3} ms (compiles this input signature)",
+        first_s * 1e3
+    );
+    println!(
+        "steady run  {:.3} ms (median of {})",
+        steady * 1e3,
+        args.repeat
+    );
+    println!(
+        "peak memory {} bytes of intermediates and outputs (sum without reuse {}), {} of constants",
+        s.peak_bytes, s.intermediate_bytes, s.constant_bytes
+    );
+    for t in &first.outputs {
+        let v = data::decode(t.desc.dtype, &t.data);
+        let head: Vec<String> = v.iter().take(6).map(|x| format!("{x:.4}")).collect();
+        println!(
+            "output      {} {}: [{}{}]",
+            t.desc.name,
+            t.desc,
+            head.join(", "),
+            if v.len() > 6 { ", …" } else { "" }
+        );
+    }
+    if let Some(p) = profile {
+        let total: f64 = p.iter().map(|n| n.micros).sum();
+        println!(
+            "\n{:<40} {:<20} {:>8} {:>12} {:>6}",
+            "node", "op", "launches", "µs", "%"
+        );
+        for n in &p {
+            println!(
+                "{:<40} {:<20} {:>8} {:>12.1} {:>6.1}",
+                n.node.chars().take(40).collect::<String>(),
+                n.op,
+                n.launches,
+                n.micros,
+                100.0 * n.micros / total.max(1e-9)
+            );
+        }
+        println!(
+            "{:<40} {:<20} {:>8} {:>12.1}",
+            "total (node by node)", "", "", total
+        );
+    }
+    Ok(())
+}
+
+/// `-i` inputs read from .npy files, the rest random.
+fn inputs(model: &Model, args: &RunModelArgs) -> anyhow::Result<Vec<Tensor>> {
+    let mut given = Vec::new();
+    for spec in &args.inputs {
+        let Some((name, file)) = spec.split_once('=') else {
+            bail!("-i `{spec}`: expected NAME=FILE.npy");
+        };
+        let (desc, data) = umd::npy::read(file.as_ref(), name).map_err(anyhow::Error::msg)?;
+        given.push(Tensor { desc, data });
+    }
+    for (i, decl) in model.inputs().iter().enumerate() {
+        if given.iter().any(|t| t.desc.name == decl.name) {
+            continue;
+        }
+        let desc = random_desc(decl)?;
+        let n = desc.numel().unwrap_or(0) as usize;
+        let data = data::encode(
+            desc.dtype,
+            &data::random(desc.dtype, n, args.seed + i as u64),
+        );
+        given.push(Tensor { desc, data });
+    }
+    Ok(given)
+}
+
+fn random_desc(decl: &ValueDecl) -> anyhow::Result<TensorDesc> {
+    let Some(dtype) = decl.dtype else {
+        bail!(
+            "input `{}` declares no element type: give it with -i {}=FILE.npy",
+            decl.name,
+            decl.name
+        );
+    };
+    let dims = decl.dims.as_ref().ok_or_else(|| {
+        anyhow::anyhow!(
+            "input `{}` declares no shape: give it with -i {}=FILE.npy",
+            decl.name,
+            decl.name
+        )
+    })?;
+    let shape = dims
+        .iter()
+        .map(|d| match d {
+            Dim::Fixed(n) => Ok(*n),
+            Dim::Dynamic(_) => Err(anyhow::anyhow!(
+                "input `{}` {} has dynamic dimensions: give it with -i {}=FILE.npy",
+                decl.name,
+                decl.describe(),
+                decl.name
+            )),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(TensorDesc::new(decl.name.clone(), shape, dtype))
+}
+
+/// An output name as a file name: path separators and odd characters become `_`.
+fn safe_name(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .take(128)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with('.') {
+        format!("_{s}")
+    } else {
+        s
+    }
+}

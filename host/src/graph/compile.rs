@@ -1,0 +1,732 @@
+//! Compiling a sorted graph for one input-shape signature: every node planned through the
+//! translator (shapes inferred by the plugins), nodes whose inputs are all constant folded once
+//! on the device, plan-time values filled from constants, reshape-like nodes turned into views,
+//! intermediates placed by liveness ([`super::place`]) in pooled device blocks, and the launches
+//! of all nodes fused into as few command buffers as the format's limits allow (one for most
+//! models), with the graph's inputs, constants and intermediates as their bindings.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::def::{GraphDef, Node};
+use super::place::{self, Life};
+use super::{GraphError, Tensor};
+use crate::Host;
+use crate::cmdbuf::{Binding, CommandBuffer, LaunchCmd, Role, limits};
+use crate::device::{BufferId, Device};
+use crate::tensor::{AttrValue, TensorDesc};
+use crate::translate::{OpRequest, Translation};
+
+/// Ops that only relabel their first input's bytes: run as views of its storage.
+const VIEW_OPS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
+
+/// What a compiled run reports about itself.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlanStats {
+    pub nodes: usize,
+    /// Nodes run once at compile time (all inputs constant).
+    pub folded: usize,
+    /// Nodes turned into views (no launch).
+    pub views: usize,
+    /// Nodes with launches.
+    pub launched: usize,
+    pub launches: usize,
+    /// Command buffers one run submits.
+    pub submissions: usize,
+    /// Bytes of the pooled blocks the intermediates and outputs are placed in.
+    pub peak_bytes: u64,
+    /// Bytes all intermediates and outputs would take without reuse.
+    pub intermediate_bytes: u64,
+    /// Bytes of constants on the device.
+    pub constant_bytes: u64,
+}
+
+/// Where a graph output comes from.
+enum Source {
+    Const(Tensor),
+    Buffer(TensorDesc, BufferId),
+}
+
+/// One node with launches: for `--profile` and error messages.
+pub(super) struct Step {
+    pub label: String,
+    pub op: String,
+    pub cmd: Arc<CommandBuffer>,
+    pub buffers: Vec<BufferId>,
+}
+
+/// One fused submission and the node of each of its launches.
+struct Segment {
+    cmd: Arc<CommandBuffer>,
+    buffers: Vec<BufferId>,
+    launch_nodes: Vec<usize>,
+}
+
+/// A graph compiled for one input signature. Owns its device buffers (freed on drop); runs are
+/// serialized (the intermediates are shared).
+pub(super) struct Compiled {
+    dev: Arc<dyn Device>,
+    owned: Vec<BufferId>,
+    /// Per declared input, in order: its buffer.
+    inputs: Vec<(TensorDesc, BufferId)>,
+    outputs: Vec<(String, Source)>,
+    segments: Vec<Segment>,
+    pub steps: Vec<Step>,
+    pub stats: PlanStats,
+    pub lock: parking_lot::Mutex<()>,
+}
+
+impl Drop for Compiled {
+    fn drop(&mut self) {
+        for b in self.owned.drain(..) {
+            let _ = self.dev.free(b);
+        }
+    }
+}
+
+enum Kind {
+    Const(Arc<Vec<u8>>),
+    /// A graph input.
+    Input,
+    Computed,
+}
+
+struct Val {
+    desc: TensorDesc,
+    kind: Kind,
+    /// Index into the storages (`None` for constants until uploaded).
+    storage: Option<usize>,
+}
+
+enum Store {
+    Fixed(BufferId),
+    Placed(Life),
+}
+
+/// Compile-time state.
+struct Builder<'a> {
+    host: &'a Host,
+    def: &'a GraphDef,
+    vals: Vec<Val>,
+    by_name: HashMap<&'a str, usize>,
+    stores: Vec<Store>,
+    owned: Vec<BufferId>,
+    /// Per step: label, op, translation, value of each binding.
+    steps: Vec<(String, String, Arc<Translation>, Vec<usize>)>,
+    stats: PlanStats,
+}
+
+impl Compiled {
+    /// Compiles `def` (sorted) for `inputs` (one per declared input, in order). `upload` gives
+    /// the device buffer of an initializer (uploaded once per model).
+    pub fn new(
+        host: &Host,
+        def: &GraphDef,
+        inputs: &[TensorDesc],
+        upload: &dyn Fn(&str) -> Result<BufferId, GraphError>,
+    ) -> Result<Compiled, GraphError> {
+        let dev = host.device().clone();
+        let mut b = Builder {
+            host,
+            def,
+            vals: Vec::new(),
+            by_name: HashMap::new(),
+            stores: Vec::new(),
+            owned: Vec::new(),
+            steps: Vec::new(),
+            stats: PlanStats {
+                nodes: def.nodes.len(),
+                ..Default::default()
+            },
+        };
+        let r = b.build(inputs, upload);
+        match r {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                for id in b.owned.drain(..) {
+                    let _ = dev.free(id);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the inputs, submits every fused command buffer back to back on one stream, waits
+    /// once and reads the outputs.
+    pub fn run(&self, inputs: &[&[u8]]) -> Result<Vec<Tensor>, GraphError> {
+        let _guard = self.lock.lock();
+        for ((_, buf), data) in self.inputs.iter().zip(inputs) {
+            self.dev.write(*buf, 0, data)?;
+        }
+        let stream = self.dev.default_stream();
+        let mut fences = Vec::with_capacity(self.segments.len());
+        for s in &self.segments {
+            fences.push(self.dev.submit(stream, s.cmd.clone(), &s.buffers)?);
+        }
+        for (s, f) in self.segments.iter().zip(fences) {
+            if let Err(e) = f.wait() {
+                return Err(self.blame(s, e));
+            }
+        }
+        self.read_outputs()
+    }
+
+    /// Runs node by node, waiting after each: per-node wall time in µs (the `--profile` table).
+    pub fn profile(&self, inputs: &[&[u8]]) -> Result<Vec<f64>, GraphError> {
+        let _guard = self.lock.lock();
+        for ((_, buf), data) in self.inputs.iter().zip(inputs) {
+            self.dev.write(*buf, 0, data)?;
+        }
+        let stream = self.dev.default_stream();
+        let mut times = Vec::with_capacity(self.steps.len());
+        for s in &self.steps {
+            let t0 = std::time::Instant::now();
+            self.dev
+                .submit(stream, s.cmd.clone(), &s.buffers)?
+                .wait()
+                .map_err(|e| GraphError::Run {
+                    node: s.label.clone(),
+                    source: e,
+                })?;
+            times.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+        Ok(times)
+    }
+
+    fn blame(&self, s: &Segment, e: crate::device::DeviceError) -> GraphError {
+        let node = match &e {
+            crate::device::DeviceError::Launch { launch, .. } => s
+                .launch_nodes
+                .get(*launch)
+                .map(|&n| self.steps[n].label.clone()),
+            _ => None,
+        };
+        GraphError::Run {
+            node: node.unwrap_or_else(|| "?".into()),
+            source: e,
+        }
+    }
+
+    fn read_outputs(&self) -> Result<Vec<Tensor>, GraphError> {
+        self.outputs
+            .iter()
+            .map(|(name, src)| {
+                let (mut desc, data) = match src {
+                    Source::Const(t) => (t.desc.clone(), t.data.clone()),
+                    Source::Buffer(d, buf) => (
+                        d.clone(),
+                        self.dev.read(*buf, 0, d.byte_size().unwrap_or(0))?,
+                    ),
+                };
+                desc.name = name.clone();
+                Ok(Tensor { desc, data })
+            })
+            .collect()
+    }
+}
+
+impl<'a> Builder<'a> {
+    fn build(
+        &mut self,
+        inputs: &[TensorDesc],
+        upload: &dyn Fn(&str) -> Result<BufferId, GraphError>,
+    ) -> Result<Compiled, GraphError> {
+        let dev = self.host.device().clone();
+        let def = self.def;
+        for (name, c) in &def.constants {
+            let id = self.push(c.desc.clone(), Kind::Const(c.data.clone()));
+            self.by_name.insert(name, id);
+        }
+        let mut input_bufs = Vec::new();
+        for (decl, desc) in def.inputs.iter().zip(inputs) {
+            let buf = dev.alloc(desc.byte_size().unwrap_or(0).max(1))?;
+            self.owned.push(buf);
+            input_bufs.push((desc.clone(), buf));
+            let id = self.push(desc.clone(), Kind::Input);
+            self.vals[id].storage = Some(self.stores.len());
+            self.stores.push(Store::Fixed(buf));
+            self.by_name.insert(&decl.name, id);
+        }
+        for node in &def.nodes {
+            self.node(node)?;
+        }
+        let n_steps = self.steps.len();
+        let mut outputs = Vec::new();
+        for o in &def.outputs {
+            let id = self.by_name[o.name.as_str()];
+            let v = &self.vals[id];
+            let src = match (&v.kind, v.storage) {
+                (Kind::Const(data), _) => Source::Const(Tensor {
+                    desc: v.desc.clone(),
+                    data: data.to_vec(),
+                }),
+                (_, Some(s)) => {
+                    if let Store::Placed(l) = &mut self.stores[s] {
+                        l.last = n_steps;
+                    }
+                    Source::Buffer(v.desc.clone(), BufferId(s as u64))
+                }
+                (_, None) => unreachable!("computed values always have a storage"),
+            };
+            outputs.push((o.name.clone(), src));
+        }
+        // Place the intermediates; fixed buffers stay.
+        let placed: Vec<(usize, Life)> = self
+            .stores
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match s {
+                Store::Placed(l) => Some((i, *l)),
+                Store::Fixed(_) => None,
+            })
+            .collect();
+        let lives: Vec<Life> = placed.iter().map(|(_, l)| *l).collect();
+        let p = place::place(&lives);
+        self.stats.peak_bytes = p.peak();
+        self.stats.intermediate_bytes = lives.iter().map(|l| l.bytes).sum();
+        let mut blocks = Vec::with_capacity(p.blocks.len());
+        for &bytes in &p.blocks {
+            let id = dev.alloc(bytes)?;
+            self.owned.push(id);
+            blocks.push(id);
+        }
+        let mut buffer_of: Vec<Option<BufferId>> = self
+            .stores
+            .iter()
+            .map(|s| match s {
+                Store::Fixed(b) => Some(*b),
+                Store::Placed(_) => None,
+            })
+            .collect();
+        for ((s, _), b) in placed.iter().zip(&p.block_of) {
+            buffer_of[*s] = Some(blocks[*b]);
+        }
+        for (_, src) in &mut outputs {
+            if let Source::Buffer(_, id) = src {
+                *id = buffer_of[id.0 as usize].expect("placed");
+            }
+        }
+        // Constants read by launches go to the device once.
+        let mut steps = Vec::with_capacity(n_steps);
+        let mut const_bufs: HashMap<usize, BufferId> = HashMap::new();
+        let step_vals = std::mem::take(&mut self.steps);
+        for (label, op, t, vals) in &step_vals {
+            let mut bufs = Vec::with_capacity(vals.len());
+            for &v in vals {
+                let buf = match (&self.vals[v].kind, self.vals[v].storage) {
+                    (Kind::Const(data), _) => match const_bufs.get(&v) {
+                        Some(b) => *b,
+                        None => {
+                            let b = self.upload_const(v, data.clone(), upload)?;
+                            const_bufs.insert(v, b);
+                            b
+                        }
+                    },
+                    (_, Some(s)) => buffer_of[s].expect("placed"),
+                    (_, None) => unreachable!("computed values always have a storage"),
+                };
+                bufs.push(buf);
+            }
+            steps.push(Step {
+                label: label.clone(),
+                op: op.clone(),
+                cmd: t.cmdbuf.clone(),
+                buffers: bufs,
+            });
+        }
+        let segments = fuse(self.host, &step_vals, &steps, &self.vals)?;
+        self.stats.submissions = segments.len();
+        Ok(Compiled {
+            dev,
+            owned: std::mem::take(&mut self.owned),
+            inputs: input_bufs,
+            outputs,
+            segments,
+            steps,
+            stats: self.stats.clone(),
+            lock: parking_lot::Mutex::new(()),
+        })
+    }
+
+    fn push(&mut self, desc: TensorDesc, kind: Kind) -> usize {
+        self.vals.push(Val {
+            desc,
+            kind,
+            storage: None,
+        });
+        self.vals.len() - 1
+    }
+
+    fn upload_const(
+        &mut self,
+        v: usize,
+        data: Arc<Vec<u8>>,
+        upload: &dyn Fn(&str) -> Result<BufferId, GraphError>,
+    ) -> Result<BufferId, GraphError> {
+        let is_initializer = self
+            .def
+            .constants
+            .iter()
+            .find(|(n, _)| self.by_name.get(n.as_str()) == Some(&v))
+            .map(|(n, _)| n.clone());
+        self.stats.constant_bytes += data.len() as u64;
+        if let Some(name) = is_initializer {
+            return upload(&name);
+        }
+        let dev = self.host.device();
+        let b = dev.alloc((data.len() as u64).max(1))?;
+        self.owned.push(b);
+        dev.write(b, 0, &data)?;
+        Ok(b)
+    }
+
+    /// Plans, folds or views one node.
+    fn node(&mut self, node: &'a Node) -> Result<(), GraphError> {
+        let at = |source: crate::Error| GraphError::Node {
+            node: node.label(),
+            source,
+        };
+        if node.op == "Constant" && node.domain.is_empty() {
+            let t = constant_attr(node)?;
+            let id = self.push(t.desc, Kind::Const(Arc::new(t.data)));
+            self.define(node, 0, id);
+            return Ok(());
+        }
+        if let Some(t) = self.shape_of(node) {
+            let id = self.push(t.desc, Kind::Const(Arc::new(t.data)));
+            self.define(node, 0, id);
+            self.stats.folded += 1;
+            return Ok(());
+        }
+        let mut req = OpRequest::new(node.op.clone(), Vec::new());
+        req.domain = node.domain.clone();
+        req.opset = self.def.opset(&node.domain);
+        req.attributes = node.attributes.clone();
+        let mut present = Vec::new();
+        let used = node
+            .inputs
+            .iter()
+            .rposition(|i| !i.is_empty())
+            .map_or(0, |p| p + 1);
+        for (slot, name) in node.inputs[..used].iter().enumerate() {
+            if name.is_empty() {
+                req.absent.push(slot as u32);
+                continue;
+            }
+            let id = self.by_name[name.as_str()];
+            let mut d = self.vals[id].desc.clone();
+            d.name = name.chars().take(64).collect();
+            req.inputs.push(d);
+            present.push(id);
+        }
+        if node.outputs.len() > 1 || node.outputs.iter().any(|o| o.is_empty()) {
+            req.outputs_wanted = node.outputs.iter().map(|o| !o.is_empty()).collect();
+        }
+        let all_const = present
+            .iter()
+            .all(|&v| matches!(self.vals[v].kind, Kind::Const(_)));
+        if all_const && !nondeterministic(&node.op) {
+            let data: Vec<Vec<u8>> = present
+                .iter()
+                .map(|&v| match &self.vals[v].kind {
+                    Kind::Const(d) => d.to_vec(),
+                    _ => unreachable!(),
+                })
+                .collect();
+            let outs = self.host.run_request(req, &data).map_err(at)?;
+            self.stats.folded += 1;
+            for (k, (desc, bytes)) in outs.into_iter().enumerate() {
+                if k < node.outputs.len() {
+                    let id = self.push(desc, Kind::Const(Arc::new(bytes)));
+                    self.define(node, k, id);
+                }
+            }
+            return self.check_outputs(node);
+        }
+        let vals = &self.vals;
+        self.host
+            .translator()
+            .fill_values(&mut req, |i, _| match &vals[present[i]].kind {
+                Kind::Const(d) => Ok(d.to_vec()),
+                _ => Err(GraphError::NotConstant {
+                    node: node.label(),
+                    input: node
+                        .inputs
+                        .iter()
+                        .filter(|n| !n.is_empty())
+                        .nth(i)
+                        .cloned()
+                        .unwrap_or_default(),
+                }),
+            })?;
+        let t = self.host.translate(&req).map_err(at)?;
+        let src = present.first().copied();
+        let is_view = VIEW_OPS.iter().any(|v| v.eq_ignore_ascii_case(&node.op))
+            && node.domain.is_empty()
+            && t.outputs.len() == 1
+            && src.is_some_and(|s| {
+                !matches!(self.vals[s].kind, Kind::Const(_))
+                    && self.vals[s].desc.byte_size() == t.outputs[0].byte_size()
+            });
+        if let Some(s) = src.filter(|_| is_view) {
+            let storage = self.vals[s].storage;
+            let id = self.push(t.outputs[0].clone(), Kind::Computed);
+            self.vals[id].storage = storage;
+            self.define(node, 0, id);
+            self.stats.views += 1;
+            return self.check_outputs(node);
+        }
+        let step = self.steps.len();
+        let mut bindings = Vec::with_capacity(t.cmdbuf.bindings.len());
+        for &v in &present {
+            self.read(v, step);
+            bindings.push(v);
+        }
+        for (k, desc) in t.outputs.iter().enumerate() {
+            let id = self.computed(desc.clone(), step);
+            if k < node.outputs.len() {
+                self.define(node, k, id);
+            }
+            bindings.push(id);
+        }
+        if let Some(w) = t.cmdbuf.bindings.iter().find(|b| b.role == Role::Workspace) {
+            bindings.push(self.computed(w.desc.clone(), step));
+        }
+        self.stats.launched += 1;
+        self.stats.launches += t.cmdbuf.launches.len();
+        self.steps
+            .push((node.label(), node.op.clone(), t.clone(), bindings));
+        self.check_outputs(node)
+    }
+
+    /// `Shape` and `Size` of any value are known at compile time (shapes are): folded here, so
+    /// the shape subgraphs behind them (Gather, Concat, Reshape's shape) fold too.
+    fn shape_of(&self, node: &Node) -> Option<Tensor> {
+        use crate::tensor::Dtype;
+        let first = node.inputs.first().filter(|i| !i.is_empty())?;
+        if !node.domain.is_empty() || node.inputs.len() != 1 || node.outputs.len() != 1 {
+            return None;
+        }
+        let shape = &self.vals[self.by_name[first.as_str()]].desc.shape;
+        let dims: Vec<i64> = match node.op.as_str() {
+            "Shape" => {
+                let rank = shape.len() as i64;
+                let attr = |name: &str, default: i64| {
+                    node.attributes
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .and_then(|(_, v)| match v {
+                            AttrValue::Int(i) => Some(*i),
+                            _ => None,
+                        })
+                        .unwrap_or(default)
+                };
+                let clamp = |i: i64| {
+                    if i < 0 {
+                        (i + rank).max(0)
+                    } else {
+                        i.min(rank)
+                    }
+                };
+                let (start, end) = (clamp(attr("start", 0)), clamp(attr("end", rank)));
+                shape[start as usize..end.max(start) as usize]
+                    .iter()
+                    .map(|&d| d as i64)
+                    .collect()
+            }
+            "Size" => vec![shape.iter().product::<u64>() as i64],
+            _ => return None,
+        };
+        let desc = if node.op == "Size" {
+            TensorDesc::new("", vec![], Dtype::I64)
+        } else {
+            TensorDesc::new("", vec![dims.len() as u64], Dtype::I64)
+        };
+        Some(Tensor {
+            desc,
+            data: dims.iter().flat_map(|d| d.to_le_bytes()).collect(),
+        })
+    }
+
+    /// A new computed value with its own storage, written at `step`.
+    fn computed(&mut self, desc: TensorDesc, step: usize) -> usize {
+        let bytes = desc.byte_size().unwrap_or(0);
+        let id = self.push(desc, Kind::Computed);
+        self.vals[id].storage = Some(self.stores.len());
+        self.stores.push(Store::Placed(Life {
+            bytes,
+            first: step,
+            last: step,
+        }));
+        id
+    }
+
+    fn read(&mut self, v: usize, step: usize) {
+        if let Some(Store::Placed(l)) = self.vals[v].storage.map(|s| &mut self.stores[s]) {
+            l.last = l.last.max(step);
+        }
+    }
+
+    fn define(&mut self, node: &'a Node, k: usize, id: usize) {
+        let name = node.outputs[k].as_str();
+        if !name.is_empty() {
+            self.vals[id].desc.name = name.chars().take(64).collect();
+            self.by_name.insert(name, id);
+        }
+    }
+
+    fn check_outputs(&self, node: &Node) -> Result<(), GraphError> {
+        match node
+            .outputs
+            .iter()
+            .find(|o| !o.is_empty() && !self.by_name.contains_key(o.as_str()))
+        {
+            Some(o) => Err(GraphError::Malformed(format!(
+                "node {}: output `{o}` was not produced by the plan",
+                node.label()
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Random ops must run every time: never folded.
+fn nondeterministic(op: &str) -> bool {
+    op.starts_with("Random") || op == "Bernoulli" || op == "Multinomial"
+}
+
+/// The value of an ONNX `Constant` node (a graph constant, like an initializer).
+fn constant_attr(node: &Node) -> Result<Tensor, GraphError> {
+    use crate::tensor::Dtype;
+    let [(name, v)] = node.attributes.as_slice() else {
+        return Err(GraphError::Malformed(format!(
+            "node {}: a Constant needs exactly one value attribute",
+            node.label()
+        )));
+    };
+    let scalar = |dtype, data| (TensorDesc::new("", vec![], dtype), data);
+    let list = |dtype, n: usize, data| (TensorDesc::new("", vec![n as u64], dtype), data);
+    let (desc, data) = match (name.as_str(), v) {
+        ("value", AttrValue::Tensor(d, data)) => (d.clone(), data.clone()),
+        ("value_float", AttrValue::Float(f)) => {
+            scalar(Dtype::F32, (*f as f32).to_le_bytes().to_vec())
+        }
+        ("value_int", AttrValue::Int(i)) => scalar(Dtype::I64, i.to_le_bytes().to_vec()),
+        ("value_floats", AttrValue::Floats(f)) => list(
+            Dtype::F32,
+            f.len(),
+            f.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect(),
+        ),
+        ("value_ints", AttrValue::Ints(v)) => list(
+            Dtype::I64,
+            v.len(),
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        _ => {
+            return Err(GraphError::Unsupported(format!(
+                "node {}: Constant attribute `{name}` is not supported",
+                node.label()
+            )));
+        }
+    };
+    Ok(Tensor { desc, data })
+}
+
+/// Fuses the steps' launches into command buffers of at most the format's bindings and
+/// launches: each value one binding (an input where the segment only reads it, an output where
+/// it writes it), relocations renumbered.
+fn fuse(
+    host: &Host,
+    step_vals: &[(String, String, Arc<Translation>, Vec<usize>)],
+    steps: &[Step],
+    vals: &[Val],
+) -> Result<Vec<Segment>, GraphError> {
+    let target = host.device().target();
+    let mut out = Vec::new();
+    let mut keys: Vec<usize> = Vec::new();
+    let mut written: Vec<bool> = Vec::new();
+    let mut bufs: Vec<BufferId> = Vec::new();
+    let mut launches: Vec<(usize, LaunchCmd, Vec<usize>)> = Vec::new();
+    let flush = |keys: &mut Vec<usize>,
+                 written: &mut Vec<bool>,
+                 bufs: &mut Vec<BufferId>,
+                 launches: &mut Vec<(usize, LaunchCmd, Vec<usize>)>,
+                 out: &mut Vec<Segment>|
+     -> Result<(), GraphError> {
+        if launches.is_empty() {
+            return Ok(());
+        }
+        // Inputs first, then outputs (the format's order).
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_by_key(|&k| written[k]);
+        let mut index_of = vec![0u32; keys.len()];
+        for (pos, &k) in order.iter().enumerate() {
+            index_of[k] = pos as u32;
+        }
+        let bindings = order
+            .iter()
+            .map(|&k| Binding {
+                role: if written[k] {
+                    Role::Output
+                } else {
+                    Role::Input
+                },
+                desc: vals[keys[k]].desc.clone(),
+            })
+            .collect();
+        let mut launch_nodes = Vec::with_capacity(launches.len());
+        let mut cmds = Vec::with_capacity(launches.len());
+        for (step, mut l, local) in launches.drain(..) {
+            for r in &mut l.relocations {
+                r.binding = index_of[local[r.binding as usize]];
+            }
+            launch_nodes.push(step);
+            cmds.push(l);
+        }
+        let cmd = CommandBuffer {
+            target: target.name.clone(),
+            bindings,
+            launches: cmds,
+        };
+        cmd.validate(Some(&target.limits))?;
+        out.push(Segment {
+            cmd: Arc::new(cmd),
+            buffers: order.iter().map(|&k| bufs[k]).collect(),
+            launch_nodes,
+        });
+        keys.clear();
+        written.clear();
+        bufs.clear();
+        Ok(())
+    };
+    for (si, ((_, _, t, step_keys), step)) in step_vals.iter().zip(steps).enumerate() {
+        let new = step_keys.iter().filter(|k| !keys.contains(k)).count();
+        if keys.len() + new > limits::MAX_BINDINGS
+            || launches.len() + t.cmdbuf.launches.len() > limits::MAX_LAUNCHES
+        {
+            flush(&mut keys, &mut written, &mut bufs, &mut launches, &mut out)?;
+        }
+        // Local position of each of this step's bindings in the segment.
+        let mut local = Vec::with_capacity(step_keys.len());
+        for (b, (&k, binding)) in step_keys.iter().zip(&t.cmdbuf.bindings).enumerate() {
+            let pos = match keys.iter().position(|&x| x == k) {
+                Some(p) => p,
+                None => {
+                    keys.push(k);
+                    written.push(false);
+                    bufs.push(step.buffers[b]);
+                    keys.len() - 1
+                }
+            };
+            if binding.role != Role::Input {
+                written[pos] = true;
+            }
+            local.push(pos);
+        }
+        for l in &t.cmdbuf.launches {
+            launches.push((si, l.clone(), local.clone()));
+        }
+    }
+    flush(&mut keys, &mut written, &mut bufs, &mut launches, &mut out)?;
+    Ok(out)
+}

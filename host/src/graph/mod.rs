@@ -1,0 +1,359 @@
+//! Graphs: whole models run as one batched submission.
+//!
+//! A [`Model`] is a checked, topologically sorted [`GraphDef`] (loaded from ONNX by [`onnx`] or
+//! built through the Rust API) bound to a [`Host`]. Each input-shape signature is compiled once
+//! ([`compile`]: plugins plan every node, constant subgraphs fold, reshapes become views,
+//! intermediates are placed by liveness) and cached; a run writes the inputs, submits the fused
+//! command buffers back to back on one stream, waits once and reads the outputs.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use umd::graph::{Model, Tensor};
+//! let host = Arc::new(umd::Host::builder().build()?);
+//! let model = Model::from_onnx_file(host, "mlp.onnx".as_ref())?;
+//! let x = Tensor { desc: "x:f32[1,4]".parse().unwrap(), data: vec![0; 16] };
+//! let run = model.run(&[x])?;
+//! println!("{} outputs, peak {} bytes", run.outputs.len(), run.stats.peak_bytes);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod compile;
+pub mod def;
+pub mod onnx;
+mod place;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use thiserror::Error;
+
+use crate::Host;
+use crate::device::{BufferId, DeviceError};
+use crate::error::status;
+use crate::tensor::TensorDesc;
+pub use compile::PlanStats;
+pub use def::{Constant, Dim, GraphDef, Node, ValueDecl};
+
+/// Compiled signatures kept per model.
+pub const MAX_SIGNATURES: usize = 8;
+
+/// A tensor by value: description (its name is the graph value's) and little-endian bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tensor {
+    pub desc: TensorDesc,
+    pub data: Vec<u8>,
+}
+
+/// Why a graph could not be loaded, compiled or run. Errors about one node name it.
+#[derive(Debug, Error)]
+pub enum GraphError {
+    #[error("malformed model: {0}")]
+    Malformed(String),
+    #[error("not supported: {0}")]
+    Unsupported(String),
+    #[error("limit exceeded: {0}")]
+    Limit(String),
+    #[error("node {node}: attribute `{attribute}` {reason}")]
+    NodeAttribute {
+        node: String,
+        attribute: String,
+        reason: String,
+    },
+    #[error("cycle: node {node} depends on its own output")]
+    Cycle { node: String },
+    #[error(
+        "node {node}: input `{value}` is not defined (not a graph input, initializer or node output)"
+    )]
+    Undefined { node: String, value: String },
+    #[error(
+        "node {node}: input `{input}` must be a constant (its value is needed to plan the op) but is computed at run time"
+    )]
+    NotConstant { node: String, input: String },
+    #[error("node {node}: {source}")]
+    Node {
+        node: String,
+        #[source]
+        source: crate::Error,
+    },
+    #[error("input: {0}")]
+    Input(String),
+    #[error("node {node} failed on the device: {source}")]
+    Run {
+        node: String,
+        #[source]
+        source: DeviceError,
+    },
+    #[error("device: {0}")]
+    Device(#[from] DeviceError),
+    #[error("command buffer: {0}")]
+    CommandBuffer(#[from] crate::cmdbuf::CmdError),
+    #[error("{0}")]
+    Io(String),
+}
+
+impl GraphError {
+    /// The protocol status code (2: an op or feature is not served; 3: invalid model or input).
+    pub fn status(&self) -> i32 {
+        match self {
+            GraphError::Unsupported(_) | GraphError::NodeAttribute { .. } => status::UNSUPPORTED,
+            GraphError::Node { source, .. } => source.status(),
+            GraphError::Run { .. } | GraphError::Device(_) => status::DEVICE,
+            GraphError::CommandBuffer(_) => status::INVALID_COMMAND_BUFFER,
+            GraphError::Io(_) => status::INTERNAL,
+            _ => status::INVALID_INPUT,
+        }
+    }
+}
+
+/// One run's outputs (in declared order) and the plan's figures.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    pub outputs: Vec<Tensor>,
+    pub stats: PlanStats,
+}
+
+/// One row of a profile: a node with launches and its wall time run alone.
+#[derive(Debug, Clone)]
+pub struct NodeTime {
+    pub node: String,
+    pub op: String,
+    pub launches: usize,
+    pub micros: f64,
+}
+
+/// A loaded graph bound to a host.
+pub struct Model {
+    host: Arc<Host>,
+    def: GraphDef,
+    /// Initializers on the device, uploaded once.
+    uploaded: Mutex<HashMap<String, BufferId>>,
+    /// Compiled plans by input signature, most recently used last.
+    compiled: Mutex<Vec<(Vec<TensorDesc>, Arc<compile::Compiled>)>>,
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        self.compiled.lock().clear();
+        for (_, b) in self.uploaded.lock().drain() {
+            let _ = self.host.device().free(b);
+        }
+    }
+}
+
+impl Model {
+    /// Loads an ONNX model file; external data is read from its folder.
+    pub fn from_onnx_file(host: Arc<Host>, path: &Path) -> Result<Model, GraphError> {
+        let meta = std::fs::metadata(path)
+            .map_err(|e| GraphError::Io(format!("{}: {e}", path.display())))?;
+        if meta.len() > onnx::MAX_MODEL_BYTES as u64 {
+            return Err(GraphError::Limit(format!(
+                "{}: {} bytes; at most {}",
+                path.display(),
+                meta.len(),
+                onnx::MAX_MODEL_BYTES
+            )));
+        }
+        let bytes =
+            std::fs::read(path).map_err(|e| GraphError::Io(format!("{}: {e}", path.display())))?;
+        Self::from_onnx_bytes(host, &bytes, path.parent())
+    }
+
+    /// Loads ONNX model bytes; `base_dir` holds external data files (`None`: refused).
+    pub fn from_onnx_bytes(
+        host: Arc<Host>,
+        bytes: &[u8],
+        base_dir: Option<&Path>,
+    ) -> Result<Model, GraphError> {
+        Self::new(host, onnx::parse(bytes, base_dir)?)
+    }
+
+    /// A model from a graph built through the Rust API.
+    pub fn new(host: Arc<Host>, def: GraphDef) -> Result<Model, GraphError> {
+        Ok(Model {
+            host,
+            def: def.sorted()?,
+            uploaded: Mutex::new(HashMap::new()),
+            compiled: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn inputs(&self) -> &[ValueDecl] {
+        &self.def.inputs
+    }
+    pub fn outputs(&self) -> &[ValueDecl] {
+        &self.def.outputs
+    }
+    pub fn graph(&self) -> &GraphDef {
+        &self.def
+    }
+
+    /// Runs the model on `inputs` (one per declared input, by name, any order).
+    pub fn run(&self, inputs: &[Tensor]) -> Result<RunOutput, GraphError> {
+        let (plan, data) = self.plan_for(inputs)?;
+        let outputs = plan.run(&data)?;
+        Ok(RunOutput {
+            outputs,
+            stats: plan.stats.clone(),
+        })
+    }
+
+    /// Runs node by node, each waited for: the time of each node with launches.
+    pub fn profile(&self, inputs: &[Tensor]) -> Result<Vec<NodeTime>, GraphError> {
+        let (plan, data) = self.plan_for(inputs)?;
+        let times = plan.profile(&data)?;
+        Ok(plan
+            .steps
+            .iter()
+            .zip(times)
+            .map(|(s, micros)| NodeTime {
+                node: s.label.clone(),
+                op: s.op.clone(),
+                launches: s.cmd.launches.len(),
+                micros,
+            })
+            .collect())
+    }
+
+    /// The compiled plan for `inputs`' signature (compiled now if new) and the inputs' bytes in
+    /// declared order.
+    fn plan_for<'t>(
+        &self,
+        inputs: &'t [Tensor],
+    ) -> Result<(Arc<compile::Compiled>, Vec<&'t [u8]>), GraphError> {
+        let (sig, data) = self.signature(inputs)?;
+        {
+            let mut cache = self.compiled.lock();
+            if let Some(pos) = cache.iter().position(|(s, _)| *s == sig) {
+                let entry = cache.remove(pos);
+                let plan = entry.1.clone();
+                cache.push(entry);
+                return Ok((plan, data));
+            }
+        }
+        let upload = |name: &str| self.upload(name);
+        let plan = Arc::new(compile::Compiled::new(
+            &self.host, &self.def, &sig, &upload,
+        )?);
+        let mut cache = self.compiled.lock();
+        if cache.len() >= MAX_SIGNATURES {
+            cache.remove(0);
+        }
+        cache.push((sig, plan.clone()));
+        Ok((plan, data))
+    }
+
+    fn upload(&self, name: &str) -> Result<BufferId, GraphError> {
+        let mut up = self.uploaded.lock();
+        if let Some(b) = up.get(name) {
+            return Ok(*b);
+        }
+        let c = &self.def.constants[name];
+        let dev = self.host.device();
+        let b = dev.alloc((c.data.len() as u64).max(1))?;
+        if let Err(e) = dev.write(b, 0, &c.data) {
+            let _ = dev.free(b);
+            return Err(e.into());
+        }
+        up.insert(name.to_string(), b);
+        Ok(b)
+    }
+
+    /// Checks `inputs` against the declarations: every input once, known names, dtypes, ranks,
+    /// fixed dims, data sizes. Returns the descriptions and bytes in declared order.
+    fn signature<'t>(
+        &self,
+        inputs: &'t [Tensor],
+    ) -> Result<(Vec<TensorDesc>, Vec<&'t [u8]>), GraphError> {
+        if let Some(t) = inputs
+            .iter()
+            .find(|t| !self.def.inputs.iter().any(|d| d.name == t.desc.name))
+        {
+            return Err(GraphError::Input(format!(
+                "`{}` is not an input of this model (inputs: {})",
+                t.desc.name,
+                self.def
+                    .inputs
+                    .iter()
+                    .map(|d| format!("{} {}", d.name, d.describe()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        let mut sig = Vec::with_capacity(self.def.inputs.len());
+        let mut data = Vec::with_capacity(self.def.inputs.len());
+        for decl in &self.def.inputs {
+            let mut given = inputs.iter().filter(|t| t.desc.name == decl.name);
+            let t = given.next().ok_or_else(|| {
+                GraphError::Input(format!(
+                    "input `{}` ({}) is missing",
+                    decl.name,
+                    decl.describe()
+                ))
+            })?;
+            if given.next().is_some() {
+                return Err(GraphError::Input(format!(
+                    "input `{}` is given twice",
+                    decl.name
+                )));
+            }
+            check_input(decl, &t.desc)?;
+            let bytes = t.desc.byte_size().unwrap_or(u64::MAX);
+            if bytes > onnx::MAX_TENSOR_BYTES {
+                return Err(GraphError::Limit(format!(
+                    "input `{}` {} has {bytes} bytes; at most {}",
+                    decl.name,
+                    t.desc,
+                    onnx::MAX_TENSOR_BYTES
+                )));
+            }
+            if t.data.len() as u64 != bytes {
+                return Err(GraphError::Input(format!(
+                    "input `{}` {} needs {bytes} bytes, {} given",
+                    decl.name,
+                    t.desc,
+                    t.data.len()
+                )));
+            }
+            sig.push(t.desc.clone());
+            data.push(t.data.as_slice());
+        }
+        Ok((sig, data))
+    }
+}
+
+/// Checks a given input's description against its declaration.
+pub fn check_input(decl: &ValueDecl, desc: &TensorDesc) -> Result<(), GraphError> {
+    let bad = |why: String| {
+        Err(GraphError::Input(format!(
+            "input `{}` is {desc}; the model declares {}: {why}",
+            decl.name,
+            decl.describe()
+        )))
+    };
+    desc.validate()
+        .map_err(|e| GraphError::Input(format!("input `{}`: {e}", decl.name)))?;
+    if let Some(dt) = decl.dtype
+        && dt != desc.dtype
+    {
+        return bad(format!("dtype {} instead of {dt}", desc.dtype));
+    }
+    if let Some(dims) = &decl.dims {
+        if dims.len() != desc.shape.len() {
+            return bad(format!(
+                "rank {} instead of {}",
+                desc.shape.len(),
+                dims.len()
+            ));
+        }
+        for (i, (d, &n)) in dims.iter().zip(&desc.shape).enumerate() {
+            if let Dim::Fixed(f) = d
+                && *f != n
+            {
+                return bad(format!("dimension {i} is {n}, not {f}"));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,405 @@
+//! ONNX loading: a `ModelProto` (types generated from `proto/onnx/onnx.proto` by prost) →
+//! [`GraphDef`]. Owns the mapping of ONNX element types, tensors (raw, typed fields and external
+//! data files next to the model), attributes and declared value types. Refuses what umd cannot
+//! represent with an error naming the node, value or attribute.
+
+use std::collections::HashMap;
+use std::path::{Component, Path};
+use std::sync::Arc;
+
+use prost::Message;
+
+use super::GraphError;
+use super::def::{Constant, Dim, GraphDef, Node, ValueDecl};
+use crate::tensor::{AttrValue, Dtype, MAX_RANK, TensorDesc};
+
+/// The generated ONNX protobuf types.
+#[allow(clippy::all, missing_docs)]
+pub mod proto {
+    include!(concat!(env!("OUT_DIR"), "/onnx.rs"));
+}
+
+/// Largest model file accepted (protobuf itself stops at 2 GiB).
+pub const MAX_MODEL_BYTES: usize = 2 << 30;
+/// Largest single tensor (initializer, input, external data) a graph may hold: 1 GiB.
+pub const MAX_TENSOR_BYTES: u64 = 1 << 30;
+
+/// The umd dtype of an ONNX `TensorProto.DataType` number.
+pub fn dtype_of(elem_type: i32) -> Option<Dtype> {
+    Some(match elem_type {
+        1 => Dtype::F32,
+        2 => Dtype::U8,
+        3 => Dtype::I8,
+        6 => Dtype::I32,
+        7 => Dtype::I64,
+        9 => Dtype::Bool,
+        10 => Dtype::F16,
+        11 => Dtype::F64,
+        16 => Dtype::Bf16,
+        4 => Dtype::U16,
+        5 => Dtype::I16,
+        12 => Dtype::U32,
+        13 => Dtype::U64,
+        17 => Dtype::F8e4m3fn,
+        18 => Dtype::F8e4m3fnuz,
+        19 => Dtype::F8e5m2,
+        20 => Dtype::F8e5m2fnuz,
+        24 => Dtype::F8e8m0,
+        _ => return None,
+    })
+}
+
+fn type_name(elem_type: i32) -> String {
+    proto::tensor_proto::DataType::try_from(elem_type)
+        .map(|d| d.as_str_name().to_string())
+        .unwrap_or_else(|_| elem_type.to_string())
+}
+
+/// Parses ONNX model bytes; `base_dir` is where external data files are looked up (`None`:
+/// external data is refused).
+pub fn parse(bytes: &[u8], base_dir: Option<&Path>) -> Result<GraphDef, GraphError> {
+    if bytes.len() > MAX_MODEL_BYTES {
+        return Err(GraphError::Limit(format!(
+            "model of {} bytes; at most {MAX_MODEL_BYTES}",
+            bytes.len()
+        )));
+    }
+    let model = proto::ModelProto::decode(bytes)
+        .map_err(|e| GraphError::Malformed(format!("not an ONNX ModelProto: {e}")))?;
+    let graph = model
+        .graph
+        .ok_or_else(|| GraphError::Malformed("the model has no graph".into()))?;
+    let mut opsets = HashMap::new();
+    for o in &model.opset_import {
+        let d = match o.domain() {
+            "ai.onnx" => "",
+            d => d,
+        };
+        opsets.insert(d.to_string(), o.version().clamp(0, u32::MAX as i64) as u32);
+    }
+    if model.opset_import.is_empty() {
+        // IR version 2 models predate opset imports: opset 1.
+        opsets.insert(String::new(), 1);
+    }
+    let mut constants = HashMap::new();
+    for t in &graph.initializer {
+        let c = tensor(t, base_dir)
+            .map_err(|e| GraphError::Malformed(format!("initializer `{}`: {e}", t.name())))?;
+        constants.insert(t.name().to_string(), c);
+    }
+    if !graph.sparse_initializer.is_empty() {
+        return Err(GraphError::Malformed(
+            "sparse initializers are not supported".into(),
+        ));
+    }
+    let inputs = graph
+        .input
+        .iter()
+        .filter(|v| !constants.contains_key(v.name()))
+        .map(value_decl)
+        .collect::<Result<Vec<_>, _>>()?;
+    let outputs = graph
+        .output
+        .iter()
+        .map(value_decl)
+        .collect::<Result<Vec<_>, _>>()?;
+    let nodes = graph
+        .node
+        .iter()
+        .map(|n| node(n, base_dir))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(GraphDef {
+        name: graph.name().to_string(),
+        nodes,
+        inputs,
+        outputs,
+        constants,
+        opsets,
+    })
+}
+
+fn value_decl(v: &proto::ValueInfoProto) -> Result<ValueDecl, GraphError> {
+    use proto::type_proto::Value;
+    let mut decl = ValueDecl {
+        name: v.name().to_string(),
+        dtype: None,
+        dims: None,
+    };
+    let Some(t) = v.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
+        return Ok(decl);
+    };
+    let Value::TensorType(t) = t else {
+        return Err(GraphError::Unsupported(format!(
+            "graph value `{}` is not a tensor (sequences, maps and optionals are not supported)",
+            v.name()
+        )));
+    };
+    if t.elem_type.is_some() && t.elem_type() != 0 {
+        decl.dtype = Some(dtype_of(t.elem_type()).ok_or_else(|| {
+            GraphError::Unsupported(format!(
+                "graph value `{}` has element type {}, which umd does not have",
+                v.name(),
+                type_name(t.elem_type())
+            ))
+        })?);
+    }
+    if let Some(shape) = &t.shape {
+        use proto::tensor_shape_proto::dimension::Value as D;
+        if shape.dim.len() > MAX_RANK {
+            return Err(GraphError::Limit(format!(
+                "graph value `{}` has rank {}; at most {MAX_RANK}",
+                v.name(),
+                shape.dim.len()
+            )));
+        }
+        let dims = shape
+            .dim
+            .iter()
+            .map(|d| match &d.value {
+                Some(D::DimValue(n)) if *n >= 0 => Ok(Dim::Fixed(*n as u64)),
+                Some(D::DimValue(n)) => Err(GraphError::Malformed(format!(
+                    "graph value `{}` has a negative dimension {n}",
+                    v.name()
+                ))),
+                Some(D::DimParam(p)) => Ok(Dim::Dynamic(p.chars().take(64).collect())),
+                None => Ok(Dim::Dynamic(String::new())),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        decl.dims = Some(dims);
+    }
+    Ok(decl)
+}
+
+fn node(n: &proto::NodeProto, base_dir: Option<&Path>) -> Result<Node, GraphError> {
+    let mut out = Node {
+        name: n.name().to_string(),
+        op: n.op_type().to_string(),
+        domain: match n.domain() {
+            "ai.onnx" => String::new(),
+            d => d.to_string(),
+        },
+        inputs: n.input.clone(),
+        outputs: n.output.clone(),
+        attributes: Vec::new(),
+    };
+    if out.op.is_empty() {
+        return Err(GraphError::Malformed(format!(
+            "node {} has no op_type",
+            out.label()
+        )));
+    }
+    for a in &n.attribute {
+        let v = attribute(a, base_dir).map_err(|reason| GraphError::NodeAttribute {
+            node: out.label(),
+            attribute: a.name().to_string(),
+            reason,
+        })?;
+        out.attributes.push((a.name().to_string(), v));
+    }
+    out.attributes.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+fn attribute(a: &proto::AttributeProto, base_dir: Option<&Path>) -> Result<AttrValue, String> {
+    use proto::attribute_proto::AttributeType as T;
+    if !a.ref_attr_name().is_empty() {
+        return Err("attribute references (functions) are not supported".into());
+    }
+    // Old models leave `type` unset: infer it from the field that is set.
+    let ty = match a.r#type() {
+        T::Undefined if a.f.is_some() => T::Float,
+        T::Undefined if a.i.is_some() => T::Int,
+        T::Undefined if a.s.is_some() => T::String,
+        T::Undefined if a.t.is_some() => T::Tensor,
+        T::Undefined if !a.ints.is_empty() => T::Ints,
+        T::Undefined if !a.floats.is_empty() => T::Floats,
+        T::Undefined if !a.strings.is_empty() => T::Strings,
+        t => t,
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    Ok(match ty {
+        T::Float => AttrValue::Float(a.f() as f64),
+        T::Int => AttrValue::Int(a.i()),
+        T::String => AttrValue::Text(text(a.s())),
+        T::Floats => AttrValue::Floats(a.floats.iter().map(|&f| f as f64).collect()),
+        T::Ints => AttrValue::Ints(a.ints.clone()),
+        T::Strings => AttrValue::Texts(a.strings.iter().map(|s| text(s)).collect()),
+        T::Tensor => {
+            let t = a.t.as_ref().ok_or("a TENSOR attribute without a tensor")?;
+            let c = tensor(t, base_dir)?;
+            let mut desc = c.desc;
+            desc.name = a.name().chars().take(64).collect();
+            AttrValue::Tensor(desc, Arc::unwrap_or_clone(c.data))
+        }
+        other => {
+            return Err(format!(
+                "of type {} is not supported (subgraphs, sparse tensors and type protos are not)",
+                other.as_str_name()
+            ));
+        }
+    })
+}
+
+/// A `TensorProto` as a constant: raw data, typed fields or an external file.
+pub fn tensor(t: &proto::TensorProto, base_dir: Option<&Path>) -> Result<Constant, String> {
+    let dtype = dtype_of(t.data_type()).ok_or_else(|| {
+        format!(
+            "element type {} is not one umd has",
+            type_name(t.data_type())
+        )
+    })?;
+    if t.dims.len() > MAX_RANK {
+        return Err(format!("rank {}; at most {MAX_RANK}", t.dims.len()));
+    }
+    let shape = t
+        .dims
+        .iter()
+        .map(|&d| u64::try_from(d).map_err(|_| format!("negative dimension {d}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let desc = TensorDesc::new(t.name().chars().take(64).collect::<String>(), shape, dtype);
+    let bytes = desc
+        .byte_size()
+        .filter(|&b| b <= MAX_TENSOR_BYTES)
+        .ok_or_else(|| {
+            format!(
+                "shape {:?} of {dtype} is larger than {MAX_TENSOR_BYTES} bytes",
+                desc.shape
+            )
+        })?;
+    let n = desc.numel().unwrap_or(0) as usize;
+    let data = if t.data_location() == proto::tensor_proto::DataLocation::External {
+        external(t, base_dir, bytes)?
+    } else if let Some(raw) = &t.raw_data {
+        raw.clone()
+    } else {
+        typed(t, dtype, n)?
+    };
+    if data.len() as u64 != bytes {
+        return Err(format!(
+            "holds {} bytes of data; {dtype}{:?} needs {bytes}",
+            data.len(),
+            desc.shape
+        ));
+    }
+    Ok(Constant {
+        desc,
+        data: Arc::new(data),
+    })
+}
+
+/// The typed-field encoding (`float_data`, `int32_data`, …) as little-endian bytes.
+fn typed(t: &proto::TensorProto, dtype: Dtype, n: usize) -> Result<Vec<u8>, String> {
+    let want = |len: usize, field: &str| {
+        if len == n {
+            Ok(())
+        } else {
+            Err(format!("{field} has {len} elements; the shape needs {n}"))
+        }
+    };
+    Ok(match dtype {
+        Dtype::F32 => {
+            want(t.float_data.len(), "float_data")?;
+            t.float_data.iter().flat_map(|v| v.to_le_bytes()).collect()
+        }
+        Dtype::F64 => {
+            want(t.double_data.len(), "double_data")?;
+            t.double_data.iter().flat_map(|v| v.to_le_bytes()).collect()
+        }
+        Dtype::I64 => {
+            want(t.int64_data.len(), "int64_data")?;
+            t.int64_data.iter().flat_map(|v| v.to_le_bytes()).collect()
+        }
+        Dtype::I32 => {
+            want(t.int32_data.len(), "int32_data")?;
+            t.int32_data.iter().flat_map(|v| v.to_le_bytes()).collect()
+        }
+        // 16-bit floats travel as their bit patterns in int32_data.
+        Dtype::F16 | Dtype::Bf16 => {
+            want(t.int32_data.len(), "int32_data")?;
+            t.int32_data
+                .iter()
+                .flat_map(|&v| (v as u16).to_le_bytes())
+                .collect()
+        }
+        Dtype::I16 | Dtype::U16 => {
+            want(t.int32_data.len(), "int32_data")?;
+            t.int32_data
+                .iter()
+                .flat_map(|&v| (v as u16).to_le_bytes())
+                .collect()
+        }
+        Dtype::U32 | Dtype::U64 => {
+            want(t.uint64_data.len(), "uint64_data")?;
+            let size = dtype.size();
+            t.uint64_data
+                .iter()
+                .flat_map(|&v| v.to_le_bytes()[..size].to_vec())
+                .collect()
+        }
+        // bool, 8-bit integers and the 8-bit floats (as their codes) travel in int32_data.
+        Dtype::I8
+        | Dtype::U8
+        | Dtype::Bool
+        | Dtype::F8e4m3fn
+        | Dtype::F8e4m3fnuz
+        | Dtype::F8e5m2
+        | Dtype::F8e5m2fnuz
+        | Dtype::F8e8m0 => {
+            want(t.int32_data.len(), "int32_data")?;
+            t.int32_data.iter().map(|&v| v as u8).collect()
+        }
+    })
+}
+
+/// Reads external data: `location` relative to the model's folder (never outside it),
+/// `offset` and `length`, exactly the tensor's size.
+fn external(
+    t: &proto::TensorProto,
+    base_dir: Option<&Path>,
+    bytes: u64,
+) -> Result<Vec<u8>, String> {
+    let base = base_dir.ok_or("external data, but the model was not loaded from a file")?;
+    let mut location = None;
+    let mut offset = 0u64;
+    let mut length = None;
+    for kv in &t.external_data {
+        let parse = |v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| format!("bad external {} `{v}`", kv.key()))
+        };
+        match kv.key() {
+            "location" => location = Some(kv.value().to_string()),
+            "offset" => offset = parse(kv.value())?,
+            "length" => length = Some(parse(kv.value())?),
+            _ => {}
+        }
+    }
+    let location = location.ok_or("external data without a location")?;
+    let rel = Path::new(&location);
+    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return Err(format!(
+            "external data location `{location}` must be a plain path inside the model's folder"
+        ));
+    }
+    if length.is_some_and(|l| l != bytes) {
+        return Err(format!(
+            "external data length {} does not match the {bytes} bytes of its shape",
+            length.unwrap_or(0)
+        ));
+    }
+    let path = base.join(rel);
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let size = f.metadata().map_err(|e| e.to_string())?.len();
+    if offset.checked_add(bytes).is_none_or(|end| end > size) {
+        return Err(format!(
+            "{}: {bytes} bytes at offset {offset} lie outside its {size} bytes",
+            path.display()
+        ));
+    }
+    f.seek(SeekFrom::Start(offset)).map_err(|e| e.to_string())?;
+    let mut data = vec![0u8; bytes as usize];
+    f.read_exact(&mut data)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(data)
+}

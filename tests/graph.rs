@@ -1,0 +1,340 @@
+//! Graphs through the Rust API and from ONNX bytes: results, folding, views, liveness reuse,
+//! the signature cache, external data, and clear errors for bad graphs and inputs.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use prost::Message;
+use umd::graph::onnx::proto as onnx;
+use umd::graph::{Constant, Dim, GraphDef, GraphError, Model, Node, Tensor, ValueDecl};
+use umd::{AttrValue, Dtype, Host, TensorDesc, data};
+use umd_tests::tempdir::TempDir;
+
+fn host() -> Arc<Host> {
+    Arc::new(Host::builder().build().expect("host"))
+}
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn decl(name: &str, dims: Vec<Dim>) -> ValueDecl {
+    ValueDecl {
+        name: name.into(),
+        dtype: Some(Dtype::F32),
+        dims: Some(dims),
+    }
+}
+
+fn tensor(name: &str, shape: Vec<u64>, v: &[f32]) -> Tensor {
+    Tensor {
+        desc: TensorDesc::new(name, shape, Dtype::F32),
+        data: f32s(v),
+    }
+}
+
+fn constant(shape: Vec<u64>, dtype: Dtype, bytes: Vec<u8>) -> Constant {
+    Constant {
+        desc: TensorDesc::new("", shape, dtype),
+        data: Arc::new(bytes),
+    }
+}
+
+/// y = (relu(x) + neg(x)) * 2, nodes given out of order; a diamond, not a chain.
+fn diamond() -> GraphDef {
+    GraphDef {
+        nodes: vec![
+            Node::new("Mul", &["c", "two"], &["y"], vec![]),
+            Node::new("Relu", &["x"], &["a"], vec![]),
+            Node::new("Neg", &["x"], &["b"], vec![]),
+            Node::new("Add", &["a", "b"], &["c"], vec![]),
+        ],
+        inputs: vec![decl("x", vec![Dim::Dynamic("n".into())])],
+        outputs: vec![decl("y", vec![Dim::Dynamic("n".into())])],
+        constants: HashMap::from([("two".into(), constant(vec![], Dtype::F32, f32s(&[2.0])))]),
+        opsets: HashMap::from([(String::new(), 17)]),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_diamond_runs_in_one_submission_and_reuses_memory() {
+    let model = Model::new(host(), diamond()).unwrap();
+    let x: Vec<f32> = (0..1000).map(|i| i as f32 - 500.0).collect();
+    let run = model.run(&[tensor("x", vec![1000], &x)]).unwrap();
+    let y = data::decode(Dtype::F32, &run.outputs[0].data);
+    for (xi, yi) in x.iter().zip(&y) {
+        assert_eq!(*yi as f32, (xi.max(0.0) - xi) * 2.0);
+    }
+    let s = &run.stats;
+    assert_eq!((s.launched, s.submissions), (4, 1), "{s:?}");
+    assert!(s.peak_bytes < s.intermediate_bytes, "no reuse: {s:?}");
+    // Another length compiles another signature; the first stays cached and correct.
+    let run2 = model
+        .run(&[tensor("x", vec![3], &[1.0, -1.0, 0.0])])
+        .unwrap();
+    assert_eq!(
+        data::decode(Dtype::F32, &run2.outputs[0].data),
+        vec![0.0, 2.0, 0.0]
+    );
+    let again = model.run(&[tensor("x", vec![1000], &x)]).unwrap();
+    assert_eq!(again.outputs, run.outputs);
+}
+
+#[test]
+fn constant_subgraphs_fold_and_reshapes_are_views() {
+    let ints = |v: &[i64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let g = GraphDef {
+        nodes: vec![
+            // shape = Concat(Shape(x)[0:1] , [-1]) → folded; Reshape → a view.
+            Node::new(
+                "Shape",
+                &["x"],
+                &["s"],
+                vec![("end".into(), AttrValue::Int(1))],
+            ),
+            Node::new(
+                "Concat",
+                &["s", "m1"],
+                &["shape"],
+                vec![("axis".into(), AttrValue::Int(0))],
+            ),
+            Node::new("Reshape", &["x", "shape"], &["r"], vec![]),
+            Node::new("Add", &["one", "one"], &["two"], vec![]),
+            Node::new("Mul", &["r", "two"], &["y"], vec![]),
+        ],
+        inputs: vec![decl("x", vec![Dim::Fixed(2), Dim::Fixed(3)])],
+        outputs: vec![ValueDecl {
+            name: "y".into(),
+            dtype: None,
+            dims: None,
+        }],
+        constants: HashMap::from([
+            ("m1".into(), constant(vec![1], Dtype::I64, ints(&[-1]))),
+            ("one".into(), constant(vec![], Dtype::F32, f32s(&[1.0]))),
+        ]),
+        opsets: HashMap::from([(String::new(), 17)]),
+        ..Default::default()
+    };
+    let model = Model::new(host(), g).unwrap();
+    let run = model
+        .run(&[tensor("x", vec![2, 3], &[1., 2., 3., 4., 5., 6.])])
+        .unwrap();
+    assert_eq!(run.outputs[0].desc.shape, vec![2, 3]);
+    assert_eq!(
+        data::decode(Dtype::F32, &run.outputs[0].data),
+        vec![2., 4., 6., 8., 10., 12.]
+    );
+    assert_eq!(
+        (run.stats.folded, run.stats.views, run.stats.launched),
+        (3, 1, 1)
+    );
+}
+
+#[test]
+fn bad_graphs_and_inputs_are_clear_errors() {
+    let mut g = diamond();
+    g.nodes[1].inputs[0] = "c".into(); // a → c → a
+    let e = Model::new(host(), g).err().unwrap();
+    assert!(matches!(e, GraphError::Cycle { .. }), "{e}");
+
+    let mut g = diamond();
+    g.nodes[2].inputs[0] = "ghost".into();
+    let e = Model::new(host(), g).err().unwrap().to_string();
+    assert!(e.contains("`ghost`") && e.contains("(Neg)"), "{e}");
+
+    let model = Model::new(host(), diamond()).unwrap();
+    let e = model
+        .run(&[tensor("z", vec![2], &[1., 2.])])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`z` is not an input"), "{e}");
+    let e = model.run(&[]).unwrap_err().to_string();
+    assert!(e.contains("input `x`") && e.contains("missing"), "{e}");
+    let bad = Tensor {
+        desc: TensorDesc::new("x", vec![2], Dtype::I32),
+        data: vec![0; 8],
+    };
+    let e = model.run(&[bad]).unwrap_err().to_string();
+    assert!(e.contains("dtype i32 instead of f32"), "{e}");
+    let e = model
+        .run(&[tensor("x", vec![2, 2], &[0.; 4])])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rank 2 instead of 1"), "{e}");
+    let short = Tensor {
+        desc: TensorDesc::new("x", vec![4], Dtype::F32),
+        data: vec![0; 3],
+    };
+    assert!(
+        model
+            .run(&[short])
+            .unwrap_err()
+            .to_string()
+            .contains("needs 16 bytes, 3 given")
+    );
+
+    // A value the plan needs that is only known at run time.
+    let g = GraphDef {
+        nodes: vec![Node::new("Reshape", &["x", "shape"], &["y"], vec![])],
+        inputs: vec![
+            decl("x", vec![Dim::Fixed(4)]),
+            ValueDecl {
+                name: "shape".into(),
+                dtype: Some(Dtype::I64),
+                dims: Some(vec![Dim::Fixed(2)]),
+            },
+        ],
+        outputs: vec![decl("y", vec![])],
+        ..Default::default()
+    };
+    let model = Model::new(host(), g).unwrap();
+    let shape = Tensor {
+        desc: TensorDesc::new("shape", vec![2], Dtype::I64),
+        data: vec![0; 16],
+    };
+    let e = model
+        .run(&[tensor("x", vec![4], &[0.; 4]), shape])
+        .unwrap_err();
+    assert!(
+        matches!(e, GraphError::NotConstant { ref input, .. } if input == "shape"),
+        "{e}"
+    );
+
+    // An op no plugin serves: status 2, naming the node.
+    let g = GraphDef {
+        nodes: vec![Node {
+            name: "odd".into(),
+            ..Node::new("NoSuchOp", &["x"], &["y"], vec![])
+        }],
+        inputs: vec![decl("x", vec![Dim::Fixed(4)])],
+        outputs: vec![decl("y", vec![])],
+        ..Default::default()
+    };
+    let e = Model::new(host(), g)
+        .unwrap()
+        .run(&[tensor("x", vec![4], &[0.; 4])])
+        .unwrap_err();
+    assert_eq!(e.status(), 2, "{e}");
+    assert!(e.to_string().contains("`odd` (NoSuchOp)"), "{e}");
+}
+
+fn value_info(name: &str, dims: &[i64]) -> onnx::ValueInfoProto {
+    use onnx::tensor_shape_proto::{Dimension, dimension::Value};
+    onnx::ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(onnx::TypeProto {
+            value: Some(onnx::type_proto::Value::TensorType(
+                onnx::type_proto::Tensor {
+                    elem_type: Some(1),
+                    shape: Some(onnx::TensorShapeProto {
+                        dim: dims
+                            .iter()
+                            .map(|&d| Dimension {
+                                value: Some(Value::DimValue(d)),
+                                ..Default::default()
+                            })
+                            .collect(),
+                    }),
+                },
+            )),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// y = x + w, w from `w`'s TensorProto.
+fn onnx_model(w: onnx::TensorProto) -> Vec<u8> {
+    onnx::ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![onnx::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(onnx::GraphProto {
+            node: vec![onnx::NodeProto {
+                input: vec!["x".into(), "w".into()],
+                output: vec!["y".into()],
+                op_type: Some("Add".into()),
+                ..Default::default()
+            }],
+            initializer: vec![w],
+            input: vec![value_info("x", &[3])],
+            output: vec![value_info("y", &[3])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+#[test]
+fn onnx_bytes_typed_fields_and_external_data() {
+    let w = onnx::TensorProto {
+        name: Some("w".into()),
+        dims: vec![3],
+        data_type: Some(1),
+        float_data: vec![10., 20., 30.],
+        ..Default::default()
+    };
+    let model = Model::from_onnx_bytes(host(), &onnx_model(w), None).unwrap();
+    let run = model.run(&[tensor("x", vec![3], &[1., 2., 3.])]).unwrap();
+    assert_eq!(
+        data::decode(Dtype::F32, &run.outputs[0].data),
+        vec![11., 22., 33.]
+    );
+
+    let dir = TempDir::new();
+    let mut file = vec![0u8; 4];
+    file.extend(f32s(&[100., 200., 300.]));
+    std::fs::write(dir.path().join("w.bin"), &file).unwrap();
+    let ext = |location: &str| onnx::TensorProto {
+        name: Some("w".into()),
+        dims: vec![3],
+        data_type: Some(1),
+        data_location: Some(onnx::tensor_proto::DataLocation::External as i32),
+        external_data: [("location", location), ("offset", "4"), ("length", "12")]
+            .iter()
+            .map(|(k, v)| onnx::StringStringEntryProto {
+                key: Some(k.to_string()),
+                value: Some(v.to_string()),
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let path = dir.path().join("m.onnx");
+    std::fs::write(&path, onnx_model(ext("w.bin"))).unwrap();
+    let model = Model::from_onnx_file(host(), &path).unwrap();
+    let run = model.run(&[tensor("x", vec![3], &[1., 2., 3.])]).unwrap();
+    assert_eq!(
+        data::decode(Dtype::F32, &run.outputs[0].data),
+        vec![101., 202., 303.]
+    );
+
+    std::fs::write(&path, onnx_model(ext("../w.bin"))).unwrap();
+    let e = Model::from_onnx_file(host(), &path)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("inside the model's folder"), "{e}");
+
+    let e = Model::from_onnx_bytes(host(), b"\x0a\xff\xff\xff\xff\x0fjunk", None)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("not an ONNX ModelProto"), "{e}");
+    let huge = onnx::TensorProto {
+        name: Some("w".into()),
+        dims: vec![1 << 29],
+        data_type: Some(1),
+        ..Default::default()
+    };
+    let e = Model::from_onnx_bytes(host(), &onnx_model(huge), None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("initializer `w`") && e.contains("larger than"),
+        "{e}"
+    );
+}
