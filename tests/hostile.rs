@@ -698,3 +698,48 @@ fn watch_ignores_reads_and_identical_rewrites() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Items in the `SubmitBatch` test (issue 11 asks for 100k: see BENCHMARKS.md for that run).
+const BATCH_ITEMS: usize = 100_000;
+
+// 5. A long SubmitBatch from a client that reads as it sends completes: the server keeps reading
+// the request stream (h2 drops a connection whose small DATA frames pile up unread).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_submit_batch_read_as_it_is_sent_completes() {
+    let server = Server::with_memory(1 << 30).await;
+    let mut t = TranslatorClient::new(server.channel().await);
+    let (tx, rx) = tokio::sync::mpsc::channel::<SubmitRequest>(1);
+    let sender = tokio::spawn(async move {
+        for i in 0..BATCH_ITEMS {
+            // Distinct shapes: every item is a cache miss, one small message per DATA frame.
+            let n = i as i32 + 1;
+            let mut r = req("Add", vec![desc(&[n], "f32"), desc(&[n], "f32")]);
+            r.request_id = i as i64;
+            if tx.send(SubmitRequest { request: Some(r) }).await.is_err() {
+                return i;
+            }
+            tokio::task::yield_now().await;
+        }
+        BATCH_ITEMS
+    });
+    let mut responses = t
+        .submit_batch(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut got = 0usize;
+    while let Some(r) = tokio::time::timeout(Duration::from_secs(60), responses.message())
+        .await
+        .expect("a response within 60 s")
+        .unwrap_or_else(|e| panic!("the stream ended after {got} responses: {e:?}"))
+    {
+        let r = r.response.unwrap();
+        assert_eq!(r.status, 0, "item {got}: {}", r.msg);
+        assert_eq!(r.request_id, got as i64, "responses come in request order");
+        got += 1;
+    }
+    assert_eq!(got, BATCH_ITEMS);
+    assert_eq!(sender.await.unwrap(), BATCH_ITEMS);
+    small_add_works(&server).await;
+    server.shutdown().await;
+}
