@@ -302,7 +302,12 @@ async fn outputs_of_a_failed_execute_are_freed() {
 // 7. Sizes near 2^64 are refused clearly, with no panic and no wrapped size.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_buffer_of_2_pow_64_bytes_is_refused() {
-    let server = Server::with_memory(1 << 30).await;
+    let host = Host::builder().device_memory(1 << 30).build().unwrap();
+    let config = ServeConfig {
+        allow_raw_command_buffers: true,
+        ..quiet()
+    };
+    let server = Server::start(host, config).await;
     let mut c = server.device().await;
     let base = info(&mut c).await;
     for bytes in [u64::MAX, u64::MAX - 511, 1 << 63, (1 << 30) + 1] {
@@ -742,4 +747,100 @@ async fn a_long_submit_batch_read_as_it_is_sent_completes() {
     assert_eq!(sender.await.unwrap(), BATCH_ITEMS);
     small_add_works(&server).await;
     server.shutdown().await;
+}
+
+/// Executes command buffer `cb` with `seal` on 1,2,3,4 + itself; checks the sum when it runs.
+async fn run(server: &Server, cb: Vec<u8>, seal: Vec<u8>) -> ExecuteResponse {
+    let mut c = server.device().await;
+    let h = create(&mut c, 16).await;
+    write(&mut c, &h, &data::encode(Dtype::F32, &[1.0, 2.0, 3.0, 4.0])).await;
+    let r = c
+        .execute(ExecuteRequest {
+            command_buffer: cb,
+            seal,
+            inputs: vec![h.clone(), h.clone()],
+            wait: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    if r.status == 0 {
+        let out = data::decode(Dtype::F32, &read(&mut c, &r.outputs[0]).await);
+        assert_eq!(out, vec![2.0, 4.0, 6.0, 8.0]);
+    }
+    r
+}
+
+// 12. Only command buffers this server produced run (unless the operator allows raw ones), and
+// kernel sources reach the compiler without file includes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_sealed_command_buffers_run() {
+    let server = Server::with_memory(1 << 30).await;
+    let mut t = TranslatorClient::new(server.channel().await);
+    let tr = t
+        .translate(req("Add", vec![desc(&[4], "f32"), desc(&[4], "f32")]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(tr.status, 0, "{}", tr.msg);
+    assert_eq!(tr.seal.len(), 32, "Translate seals its command buffer");
+    // Existing clients still decode the command buffer as before.
+    umd::cmdbuf::CommandBuffer::decode(&tr.command_buffer).unwrap();
+    let r = run(&server, tr.command_buffer.clone(), tr.seal.clone()).await;
+    assert_eq!(r.status, 0, "a sealed buffer runs: {}", r.msg);
+    // Unsealed, a wrong seal, a seal of other bytes, and a re-encoded (edited) buffer: refused.
+    let mut edited = umd::cmdbuf::CommandBuffer::decode(&tr.command_buffer).unwrap();
+    edited.launches[0].entry_point.push('x');
+    let mut flipped = tr.seal.clone();
+    flipped[0] ^= 1;
+    for (what, cb, seal) in [
+        ("unsealed", tr.command_buffer.clone(), vec![]),
+        ("a forged seal", tr.command_buffer.clone(), vec![0; 32]),
+        ("a flipped seal bit", tr.command_buffer.clone(), flipped),
+        ("an edited buffer", edited.encode(), tr.seal.clone()),
+    ] {
+        let r = run(&server, cb, seal).await;
+        assert_eq!(r.status, 5, "{what}: {}", r.msg);
+        assert!(
+            r.msg.contains("not sealed by this server"),
+            "{what}: {}",
+            r.msg
+        );
+        assert!(r.outputs.is_empty());
+    }
+    small_add_works(&server).await;
+    // The operator flag runs raw buffers.
+    let raw = Server::start(
+        Host::builder().device_memory(1 << 30).build().unwrap(),
+        ServeConfig {
+            allow_raw_command_buffers: true,
+            ..quiet()
+        },
+    )
+    .await;
+    let r = run(&raw, tr.command_buffer.clone(), vec![]).await;
+    assert_eq!(r.status, 0, "--allow-raw-command-buffers: {}", r.msg);
+    raw.shutdown().await;
+    server.shutdown().await;
+
+    // Kernel sources with file includes never reach NVRTC (checked before any compile).
+    let source = |code: &str| umd::device::KernelSource {
+        code: code.into(),
+        entry_points: vec!["k".into()],
+        options: vec![],
+    };
+    for code in [
+        "#include \"/dev/zero\"\nextern \"C\" __global__ void k() {}",
+        "  #  include <cuda_fp16.h>\n",
+        "#/* hidden */include \"/etc/passwd\"\n",
+        "#\\\ninclude \"/dev/zero\"\n",
+        "extern \"C\" __global__ void k() {}\n#import \"x\"\n",
+    ] {
+        let e = source(code).check_no_includes().unwrap_err();
+        assert!(e.contains("includes are not allowed"), "{code:?}: {e}");
+    }
+    source("#define N 4\n#pragma unroll\nextern \"C\" __global__ void k() { int n = N; }")
+        .check_no_includes()
+        .unwrap();
 }

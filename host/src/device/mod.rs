@@ -153,6 +153,34 @@ pub struct KernelSource {
     pub options: Vec<String>,
 }
 
+impl KernelSource {
+    /// Refuses a source with a file include: the compiler would read that file (`/dev/zero`, a
+    /// FIFO, a secret) on the host. Line continuations and comments between `#` and `include`
+    /// do not hide one; a `#include` inside a string literal is refused too.
+    pub fn check_no_includes(&self) -> Result<(), String> {
+        let joined = self.code.replace("\\\r\n", "").replace("\\\n", "");
+        for (at, _) in joined.match_indices('#') {
+            let mut rest = &joined[at + 1..];
+            loop {
+                let trimmed = rest.trim_start();
+                if let Some(comment) = trimmed.strip_prefix("/*") {
+                    rest = comment.split_once("*/").map_or("", |(_, after)| after);
+                } else {
+                    rest = trimmed;
+                    break;
+                }
+            }
+            if rest.starts_with("include") || rest.starts_with("import") {
+                let line = joined[..at].matches('\n').count() + 1;
+                return Err(format!(
+                    "kernel source line {line}: file includes are not allowed (a kernel source must be self-contained)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Fetches kernel modules' device code for GPU devices: implemented by the plugin registry
 /// (the plugin named by the module, through its `kernel-source`).
 pub trait KernelSources: Send + Sync {

@@ -132,6 +132,8 @@ pub struct DeviceService {
     metrics: Arc<Metrics>,
     /// Largest read chunk: what fits in one message.
     max_chunk: u64,
+    /// Run client command buffers without this server's seal.
+    allow_raw: bool,
 }
 
 impl DeviceService {
@@ -148,7 +150,14 @@ impl DeviceService {
             max_chunk: (max_message_bytes as u64)
                 .saturating_sub(1024)
                 .max(MIN_READ_CHUNK),
+            allow_raw: false,
         }
+    }
+
+    /// Runs client command buffers that carry no seal of this server (the operator's choice).
+    pub fn allow_raw_command_buffers(mut self, allow: bool) -> Self {
+        self.allow_raw = allow;
+        self
     }
 
     /// Checks the device a request names (empty = the server's).
@@ -228,6 +237,14 @@ impl DeviceService {
                 (t.cmdbuf.clone(), t.kernel_name.clone())
             }
             (None, false) => {
+                if !self.allow_raw && !super::seal::verify(&r.command_buffer, &r.seal) {
+                    return Err(crate::cmdbuf::CmdError::Invalid(
+                        "not sealed by this server: give the `seal` Translate returned with it \
+                         (raw command buffers run only with --allow-raw-command-buffers)"
+                            .into(),
+                    )
+                    .into());
+                }
                 let cb = CommandBuffer::decode(&r.command_buffer)?;
                 let name = cb
                     .launches
