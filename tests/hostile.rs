@@ -844,3 +844,84 @@ async fn only_sealed_command_buffers_run() {
         .check_no_includes()
         .unwrap();
 }
+
+// 4. One client cannot hold the shared stream: a command buffer is held to a per-request budget,
+// and a stream's queue is bounded (a clear "resource exhausted" past it); others keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooding_client_gets_a_budget_and_a_bounded_queue() {
+    let host = Host::builder().device_memory(1 << 30).build().unwrap();
+    let config = ServeConfig {
+        allow_raw_command_buffers: true,
+        ..quiet()
+    };
+    let server = Server::start(host, config).await;
+    let mut t = TranslatorClient::new(server.channel().await);
+    let n = 1 << 17;
+    let tr = t
+        .translate(req("Add", vec![desc(&[n], "f32"), desc(&[n], "f32")]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(tr.status, 0, "{}", tr.msg);
+    let mut c = server.device().await;
+    let base = info(&mut c).await;
+    let x = create(&mut c, 512 << 10).await;
+    let y = create(&mut c, 512 << 10).await;
+    // The same Add 1,024 times in one command buffer: over the budget, refused before it runs.
+    let mut cb = umd::cmdbuf::CommandBuffer::decode(&tr.command_buffer).unwrap();
+    let launch = cb.launches[0].clone();
+    cb.launches = vec![launch; 1024];
+    let r = c
+        .execute(ExecuteRequest {
+            command_buffer: cb.encode(),
+            inputs: vec![x.clone(), x.clone()],
+            outputs: vec![y.clone()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 5, "{}", r.msg);
+    assert!(r.msg.contains("per-request budget: launches"), "{}", r.msg);
+    // A flood of big Adds without waiting: the stream's queue fills and says so.
+    let mut refused = None;
+    for i in 0..4096 {
+        let r = c
+            .execute(ExecuteRequest {
+                command_buffer: tr.command_buffer.clone(),
+                seal: tr.seal.clone(),
+                inputs: vec![x.clone(), x.clone()],
+                outputs: vec![y.clone()],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        if r.status != 0 {
+            refused = Some((i, r));
+            break;
+        }
+    }
+    let (i, r) = refused.expect("a full queue refuses a submission");
+    assert!(i >= 256, "refused after {i} submissions");
+    assert_eq!(r.status, 3, "{}", r.msg);
+    assert!(r.msg.contains("resource exhausted"), "{}", r.msg);
+    assert!(r.msg.contains("256 submissions queued"), "{}", r.msg);
+    // The queue is shared (no per-client scheduling yet): once it drains, others run again.
+    let s = within("Synchronize", c.synchronize(SyncRequest::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.status, 0, "{}", s.msg);
+    within("a second client's Add", small_add_works(&server)).await;
+    for h in [x, y] {
+        c.free_buffer(BufferRequest {
+            handle: h,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    back_to(&mut c, &base).await;
+    server.shutdown().await;
+}

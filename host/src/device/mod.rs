@@ -43,6 +43,12 @@ pub enum DeviceError {
     UnknownBuffer(BufferId),
     #[error("unknown stream {0:?}")]
     UnknownStream(StreamId),
+    #[error(
+        "resource exhausted: stream {} has {depth} submissions queued, the most it holds; retry \
+         later",
+        stream.0
+    )]
+    QueueFull { stream: StreamId, depth: usize },
     #[error("out of memory: {requested} bytes requested, limit {limit}, in use {in_use}")]
     OutOfMemory {
         requested: u64,

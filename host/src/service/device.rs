@@ -246,6 +246,7 @@ impl DeviceService {
                     .into());
                 }
                 let cb = CommandBuffer::decode(&r.command_buffer)?;
+                within_budget(&cb)?;
                 let name = cb
                     .launches
                     .first()
@@ -368,12 +369,50 @@ impl Drop for Created {
     }
 }
 
+/// Most launches one client command buffer may carry.
+pub const MAX_CLIENT_LAUNCHES: usize = 64;
+/// Most work one client command buffer may ask for: launches times the bytes it binds.
+pub const MAX_CLIENT_WORK_BYTES: u64 = 16 << 30;
+
+/// The per-request budget of a client's command buffer: one request cannot hold a stream that
+/// every client shares for long (a big Add repeated 1,024 times).
+fn within_budget(cb: &CommandBuffer) -> Result<(), Error> {
+    let too_much = |what: &str, value: u64, max: u64| {
+        Error::from(crate::cmdbuf::CmdError::TooLarge {
+            what: format!("per-request budget: {what}"),
+            value,
+            max,
+        })
+    };
+    if cb.launches.len() > MAX_CLIENT_LAUNCHES {
+        return Err(too_much(
+            "launches",
+            cb.launches.len() as u64,
+            MAX_CLIENT_LAUNCHES as u64,
+        ));
+    }
+    let bound = cb.bindings.iter().fold(0u64, |t, b| {
+        t.saturating_add(b.desc.byte_size().unwrap_or(u64::MAX))
+    });
+    let work = bound.saturating_mul(cb.launches.len() as u64);
+    if work > MAX_CLIENT_WORK_BYTES {
+        return Err(too_much(
+            "launches x bound bytes",
+            work,
+            MAX_CLIENT_WORK_BYTES,
+        ));
+    }
+    Ok(())
+}
+
 fn device_status(e: DeviceError) -> Status {
     match e {
         DeviceError::UnknownBuffer(_) | DeviceError::UnknownStream(_) => {
             Status::not_found(e.to_string())
         }
-        DeviceError::OutOfMemory { .. } => Status::resource_exhausted(e.to_string()),
+        DeviceError::OutOfMemory { .. } | DeviceError::QueueFull { .. } => {
+            Status::resource_exhausted(e.to_string())
+        }
         DeviceError::OutOfBounds { .. } => Status::out_of_range(e.to_string()),
         _ => Status::failed_precondition(e.to_string()),
     }
