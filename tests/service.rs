@@ -322,6 +322,7 @@ async fn remote_execution_of_add_and_matmul() {
     let r = c
         .execute(ExecuteRequest {
             command_buffer: tr.command_buffer,
+            seal: tr.seal,
             inputs: vec![ha.clone(), ha.clone()],
             outputs: vec![hout.clone()],
             ..Default::default()

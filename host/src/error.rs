@@ -114,6 +114,7 @@ impl Error {
             Error::Device(
                 DeviceError::UnknownBuffer(_)
                 | DeviceError::UnknownStream(_)
+                | DeviceError::QueueFull { .. }
                 | DeviceError::OutOfBounds { .. }
                 | DeviceError::WrongTarget { .. }
                 | DeviceError::BindingCount { .. }

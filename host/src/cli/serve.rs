@@ -40,6 +40,10 @@ pub struct ServeArgs {
     /// Watch the --plugins directories and hot-reload plugins added, replaced or removed.
     #[arg(long)]
     watch: bool,
+    /// Run client command buffers that do not carry this server's seal from Translate (their
+    /// launch parameters are client-written bytes: on a GPU, any device address).
+    #[arg(long)]
+    allow_raw_command_buffers: bool,
 }
 
 pub fn run(host: Host, args: &ServeArgs) -> anyhow::Result<()> {
@@ -50,6 +54,7 @@ pub fn run(host: Host, args: &ServeArgs) -> anyhow::Result<()> {
         metrics_addr: args.metrics_addr,
         log_interval: (args.log_interval > 0).then(|| Duration::from_secs(args.log_interval)),
         client_quota_bytes: args.client_quota_mib.saturating_mul(1 << 20),
+        allow_raw_command_buffers: args.allow_raw_command_buffers,
     };
     runtime()?.block_on(async {
         let listener = TcpListener::bind(args.addr)

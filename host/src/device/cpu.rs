@@ -6,6 +6,7 @@
 //! return of a freed buffer's memory wait for it. Owns buffers and threads; never plans.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use parking_lot::{Mutex, RwLock};
@@ -65,8 +66,14 @@ enum Job {
     Event(Fence),
 }
 
+/// Submissions one stream holds queued or running; past it `submit` answers
+/// [`DeviceError::QueueFull`] (one client cannot make everyone's queue unbounded).
+pub const STREAM_QUEUE_DEPTH: usize = 256;
+
 struct Stream {
     tx: mpsc::Sender<Job>,
+    /// Submissions queued or running on this stream.
+    pending: Arc<AtomicUsize>,
 }
 
 /// The CPU device.
@@ -158,11 +165,13 @@ impl Device for CpuDevice {
         let id = StreamId(streams.len() as u32);
         let (tx, rx) = mpsc::channel();
         let kernels = self.kernels.clone();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let done = pending.clone();
         std::thread::Builder::new()
             .name(format!("umd-cpu-stream-{}", id.0))
-            .spawn(move || worker(rx, kernels))
+            .spawn(move || worker(rx, kernels, done))
             .map_err(|_| DeviceError::ShutDown)?;
-        streams.push(Stream { tx });
+        streams.push(Stream { tx, pending });
         Ok(id)
     }
 
@@ -184,8 +193,17 @@ impl Device for CpuDevice {
             .map(|id| self.buffer(*id))
             .collect::<Result<Vec<_>, _>>()?;
         // Validate before any side effect: a fence left on the buffers must always be signalled.
-        if stream.0 as usize >= self.streams.lock().len() {
-            return Err(DeviceError::UnknownStream(stream));
+        // A slot in the stream's bounded queue is taken here and given back by its worker.
+        {
+            let streams = self.streams.lock();
+            let s = streams
+                .get(stream.0 as usize)
+                .ok_or(DeviceError::UnknownStream(stream))?;
+            s.pending
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < STREAM_QUEUE_DEPTH).then_some(n + 1)
+                })
+                .map_err(|depth| DeviceError::QueueFull { stream, depth })?;
         }
         let fence = Fence::new();
         for b in &buffers {
@@ -218,7 +236,7 @@ impl Device for CpuDevice {
     }
 }
 
-fn worker(rx: mpsc::Receiver<Job>, kernels: Arc<dyn CpuKernels>) {
+fn worker(rx: mpsc::Receiver<Job>, kernels: Arc<dyn CpuKernels>, pending: Arc<AtomicUsize>) {
     for job in rx {
         match job {
             Job::Event(f) => f.signal(Ok(())),
@@ -248,6 +266,7 @@ fn worker(rx: mpsc::Receiver<Job>, kernels: Arc<dyn CpuKernels>) {
                     })
                 });
                 drop(buffers);
+                pending.fetch_sub(1, Ordering::AcqRel);
                 fence.signal(result);
             }
         }

@@ -43,6 +43,12 @@ pub enum DeviceError {
     UnknownBuffer(BufferId),
     #[error("unknown stream {0:?}")]
     UnknownStream(StreamId),
+    #[error(
+        "resource exhausted: stream {} has {depth} submissions queued, the most it holds; retry \
+         later",
+        stream.0
+    )]
+    QueueFull { stream: StreamId, depth: usize },
     #[error("out of memory: {requested} bytes requested, limit {limit}, in use {in_use}")]
     OutOfMemory {
         requested: u64,
@@ -151,6 +157,34 @@ pub struct KernelSource {
     pub entry_points: Vec<String>,
     /// The plugin's compiler options; the device adds the architecture.
     pub options: Vec<String>,
+}
+
+impl KernelSource {
+    /// Refuses a source with a file include: the compiler would read that file (`/dev/zero`, a
+    /// FIFO, a secret) on the host. Line continuations and comments between `#` and `include`
+    /// do not hide one; a `#include` inside a string literal is refused too.
+    pub fn check_no_includes(&self) -> Result<(), String> {
+        let joined = self.code.replace("\\\r\n", "").replace("\\\n", "");
+        for (at, _) in joined.match_indices('#') {
+            let mut rest = &joined[at + 1..];
+            loop {
+                let trimmed = rest.trim_start();
+                if let Some(comment) = trimmed.strip_prefix("/*") {
+                    rest = comment.split_once("*/").map_or("", |(_, after)| after);
+                } else {
+                    rest = trimmed;
+                    break;
+                }
+            }
+            if rest.starts_with("include") || rest.starts_with("import") {
+                let line = joined[..at].matches('\n').count() + 1;
+                return Err(format!(
+                    "kernel source line {line}: file includes are not allowed (a kernel source must be self-contained)"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Fetches kernel modules' device code for GPU devices: implemented by the plugin registry

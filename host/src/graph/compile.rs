@@ -159,11 +159,30 @@ impl Compiled {
             self.dev.write(*buf, 0, data)?;
         }
         let stream = self.dev.default_stream();
-        let mut fences = Vec::with_capacity(self.segments.len());
+        // The stream's queue is bounded (and shared): when it is full, wait for this run's
+        // oldest submission (or briefly, when none is outstanding) and submit again.
+        let mut fences = std::collections::VecDeque::with_capacity(self.segments.len());
+        let mut waited = 0;
         for s in &self.segments {
-            fences.push(self.dev.submit(stream, s.cmd.clone(), &s.buffers)?);
+            loop {
+                match self.dev.submit(stream, s.cmd.clone(), &s.buffers) {
+                    Ok(f) => {
+                        fences.push_back(f);
+                        break;
+                    }
+                    Err(crate::device::DeviceError::QueueFull { .. }) => match fences.pop_front() {
+                        Some(f) => {
+                            f.wait()
+                                .map_err(|e| self.blame(&self.segments[waited], e))?;
+                            waited += 1;
+                        }
+                        None => std::thread::sleep(std::time::Duration::from_millis(1)),
+                    },
+                    Err(e) => return Err(e.into()),
+                }
+            }
         }
-        for (s, f) in self.segments.iter().zip(fences) {
+        for (s, f) in self.segments[waited..].iter().zip(fences) {
             if let Err(e) = f.wait() {
                 return Err(self.blame(s, e));
             }

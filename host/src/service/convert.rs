@@ -120,6 +120,7 @@ pub fn translation_response(t: &Translation, request_id: i64) -> proto::Translat
         request_id,
         outputs: t.outputs.iter().map(tensor_to_proto).collect(),
         plugin: t.plugin.clone(),
+        seal: super::seal::seal(&t.bytes),
     }
 }
 

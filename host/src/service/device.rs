@@ -132,6 +132,8 @@ pub struct DeviceService {
     metrics: Arc<Metrics>,
     /// Largest read chunk: what fits in one message.
     max_chunk: u64,
+    /// Run client command buffers without this server's seal.
+    allow_raw: bool,
 }
 
 impl DeviceService {
@@ -148,7 +150,14 @@ impl DeviceService {
             max_chunk: (max_message_bytes as u64)
                 .saturating_sub(1024)
                 .max(MIN_READ_CHUNK),
+            allow_raw: false,
         }
+    }
+
+    /// Runs client command buffers that carry no seal of this server (the operator's choice).
+    pub fn allow_raw_command_buffers(mut self, allow: bool) -> Self {
+        self.allow_raw = allow;
+        self
     }
 
     /// Checks the device a request names (empty = the server's).
@@ -228,7 +237,16 @@ impl DeviceService {
                 (t.cmdbuf.clone(), t.kernel_name.clone())
             }
             (None, false) => {
+                if !self.allow_raw && !super::seal::verify(&r.command_buffer, &r.seal) {
+                    return Err(crate::cmdbuf::CmdError::Invalid(
+                        "not sealed by this server: give the `seal` Translate returned with it \
+                         (raw command buffers run only with --allow-raw-command-buffers)"
+                            .into(),
+                    )
+                    .into());
+                }
                 let cb = CommandBuffer::decode(&r.command_buffer)?;
+                within_budget(&cb)?;
                 let name = cb
                     .launches
                     .first()
@@ -351,12 +369,50 @@ impl Drop for Created {
     }
 }
 
+/// Most launches one client command buffer may carry.
+pub const MAX_CLIENT_LAUNCHES: usize = 64;
+/// Most work one client command buffer may ask for: launches times the bytes it binds.
+pub const MAX_CLIENT_WORK_BYTES: u64 = 16 << 30;
+
+/// The per-request budget of a client's command buffer: one request cannot hold a stream that
+/// every client shares for long (a big Add repeated 1,024 times).
+fn within_budget(cb: &CommandBuffer) -> Result<(), Error> {
+    let too_much = |what: &str, value: u64, max: u64| {
+        Error::from(crate::cmdbuf::CmdError::TooLarge {
+            what: format!("per-request budget: {what}"),
+            value,
+            max,
+        })
+    };
+    if cb.launches.len() > MAX_CLIENT_LAUNCHES {
+        return Err(too_much(
+            "launches",
+            cb.launches.len() as u64,
+            MAX_CLIENT_LAUNCHES as u64,
+        ));
+    }
+    let bound = cb.bindings.iter().fold(0u64, |t, b| {
+        t.saturating_add(b.desc.byte_size().unwrap_or(u64::MAX))
+    });
+    let work = bound.saturating_mul(cb.launches.len() as u64);
+    if work > MAX_CLIENT_WORK_BYTES {
+        return Err(too_much(
+            "launches x bound bytes",
+            work,
+            MAX_CLIENT_WORK_BYTES,
+        ));
+    }
+    Ok(())
+}
+
 fn device_status(e: DeviceError) -> Status {
     match e {
         DeviceError::UnknownBuffer(_) | DeviceError::UnknownStream(_) => {
             Status::not_found(e.to_string())
         }
-        DeviceError::OutOfMemory { .. } => Status::resource_exhausted(e.to_string()),
+        DeviceError::OutOfMemory { .. } | DeviceError::QueueFull { .. } => {
+            Status::resource_exhausted(e.to_string())
+        }
         DeviceError::OutOfBounds { .. } => Status::out_of_range(e.to_string()),
         _ => Status::failed_precondition(e.to_string()),
     }

@@ -10,6 +10,7 @@ mod convert;
 mod device;
 mod graph;
 pub mod metrics;
+mod seal;
 mod session;
 mod translator;
 
@@ -47,6 +48,8 @@ pub struct ServeConfig {
     pub log_interval: Option<Duration>,
     /// Most bytes one client connection may hold in device buffers (default 2 GiB).
     pub client_quota_bytes: u64,
+    /// Run client command buffers that carry no seal of this server (default false: refused).
+    pub allow_raw_command_buffers: bool,
 }
 
 impl Default for ServeConfig {
@@ -58,6 +61,7 @@ impl Default for ServeConfig {
             metrics_addr: None,
             log_interval: Some(Duration::from_secs(10)),
             client_quota_bytes: 2 << 30,
+            allow_raw_command_buffers: false,
         }
     }
 }
@@ -81,7 +85,8 @@ pub async fn serve(
     let max = config.max_message_bytes;
 
     let translator = translator::TranslatorService::new(host.clone(), metrics.clone());
-    let device = device::DeviceService::new(host.clone(), buffers.clone(), metrics.clone(), max);
+    let device = device::DeviceService::new(host.clone(), buffers.clone(), metrics.clone(), max)
+        .allow_raw_command_buffers(config.allow_raw_command_buffers);
     let graph = graph::GraphService::new(host.clone());
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter

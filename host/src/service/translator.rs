@@ -15,8 +15,16 @@ use super::proto::{self, SubmitRequest, SubmitResponse, TranslateRequest, Transl
 use crate::error::{Error, RequestError};
 use crate::{Host, Translation};
 
-/// Responses computed ahead of the one being sent, per stream (back-pressure beyond).
+/// Responses computed ahead of the one being sent, per stream: the in-flight window.
 const PIPELINE_DEPTH: usize = 256;
+
+/// Requests read off a `SubmitBatch` stream and not yet in the in-flight window, per stream.
+/// The request stream is read into this queue while the window is full: h2 drops a connection
+/// (`GOAWAY ENHANCE_YOUR_CALM "too_many_data_frames"`) whose small DATA frames pile up unread
+/// (DESIGN.md §8). Only past these bounds does reading stop (back-pressure to the client).
+const QUEUED_ITEMS: usize = 1 << 17;
+/// The same queue's bound in encoded request bytes.
+const QUEUED_BYTES: usize = 64 << 20;
 
 #[derive(Clone)]
 pub struct TranslatorService {
@@ -75,19 +83,36 @@ impl proto::translator_server::Translator for TranslatorService {
 
     type SubmitBatchStream = SubmitStream;
 
-    /// Each item is translated as soon as it arrives (concurrently); a writer task sends the
+    /// The request stream is read as it arrives into a bounded queue; items leave it into an
+    /// in-flight window of `PIPELINE_DEPTH` concurrent translations; a writer task sends the
     /// responses in request order as each becomes ready.
     async fn submit_batch(
         &self,
         request: Request<Streaming<SubmitRequest>>,
     ) -> Result<Response<Self::SubmitBatchStream>, Status> {
+        use prost::Message;
         let mut inbound = request.into_inner();
+        let (queue_tx, mut queue_rx) = mpsc::channel(QUEUED_ITEMS);
         let (order_tx, mut order_rx) = mpsc::channel(PIPELINE_DEPTH);
         let (out_tx, out_rx) = mpsc::channel(PIPELINE_DEPTH);
-        let this = self.clone();
+        let queued_bytes = Arc::new(tokio::sync::Semaphore::new(QUEUED_BYTES));
         tokio::spawn(async move {
             while let Some(item) = inbound.next().await {
                 let Ok(item) = item else { break };
+                let cost = item.encoded_len().clamp(1, QUEUED_BYTES) as u32;
+                let Ok(permit) = queued_bytes.clone().acquire_many_owned(cost).await else {
+                    break;
+                };
+                if queue_tx.send((item, permit)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let this = self.clone();
+        tokio::spawn(async move {
+            while let Some((item, permit)) = queue_rx.recv().await {
+                drop(permit);
+                let item: SubmitRequest = item;
                 let this = this.clone();
                 let task = tokio::spawn(async move {
                     match item.request {

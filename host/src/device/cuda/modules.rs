@@ -36,6 +36,9 @@ const MEMORY_ENTRIES: usize = 256;
 pub enum CompileError {
     #[error("compiler option `{0}` is not allowed")]
     OptionNotAllowed(String),
+    /// The source includes a file ([`KernelSource::check_no_includes`]).
+    #[error("{0}")]
+    Source(String),
     /// The compiler refused the source: its log.
     #[error("{0}")]
     Compiler(String),
@@ -282,6 +285,7 @@ impl<C: Compiler> KernelCache<C> {
     /// The module of `source` for `arch` (`sm_90`): from memory, disk, a prebuilt entry, or
     /// the compiler.
     pub fn ptx(&self, source: &KernelSource, arch: &str) -> Result<Compiled, CompileError> {
+        source.check_no_includes().map_err(CompileError::Source)?;
         let options = compile_options(arch, &source.options)?;
         let key = cache_key(&source.code, &options, arch, self.compiler.version());
         if let Some(e) = self.memory.lock().get(&key).cloned() {
