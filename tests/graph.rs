@@ -174,28 +174,37 @@ fn bad_graphs_and_inputs_are_clear_errors() {
             .contains("needs 16 bytes, 3 given")
     );
 
-    // A value the plan needs that is only known at run time.
-    let g = GraphDef {
+    // A value the plan needs given as a small graph input: planned with its value, one plan
+    // per value (Reshape's shape here); a large one stays an error naming the input.
+    let reshape = |n: u64| GraphDef {
         nodes: vec![Node::new("Reshape", &["x", "shape"], &["y"], vec![])],
         inputs: vec![
             decl("x", vec![Dim::Fixed(4)]),
             ValueDecl {
                 name: "shape".into(),
                 dtype: Some(Dtype::I64),
-                dims: Some(vec![Dim::Fixed(2)]),
+                dims: Some(vec![Dim::Fixed(n)]),
             },
         ],
         outputs: vec![decl("y", vec![])],
         ..Default::default()
     };
-    let model = Model::new(host(), g).unwrap();
-    let shape = Tensor {
-        desc: TensorDesc::new("shape", vec![2], Dtype::I64),
-        data: vec![0; 16],
+    let shape = |v: &[i64]| Tensor {
+        desc: TensorDesc::new("shape", vec![v.len() as u64], Dtype::I64),
+        data: v.iter().flat_map(|d| d.to_le_bytes()).collect(),
     };
-    let e = model
-        .run(&[tensor("x", vec![4], &[0.; 4]), shape])
-        .unwrap_err();
+    let model = Model::new(host(), reshape(2)).unwrap();
+    let x = tensor("x", vec![4], &[1., 2., 3., 4.]);
+    for dims in [[2, 2], [4, 1], [2, 2]] {
+        let out = model.run(&[x.clone(), shape(&dims)]).unwrap();
+        assert_eq!(
+            out.outputs[0].desc.shape,
+            vec![dims[0] as u64, dims[1] as u64]
+        );
+        assert_eq!(out.outputs[0].data, f32s(&[1., 2., 3., 4.]));
+    }
+    let model = Model::new(host(), reshape(17)).unwrap();
+    let e = model.run(&[x, shape(&[1; 17])]).unwrap_err();
     assert!(
         matches!(e, GraphError::NotConstant { ref input, .. } if input == "shape"),
         "{e}"

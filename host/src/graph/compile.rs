@@ -123,6 +123,7 @@ impl Compiled {
         host: &Host,
         def: &GraphDef,
         inputs: &[TensorDesc],
+        values: &[Option<Vec<u8>>],
         upload: &dyn Fn(&str) -> Result<BufferId, GraphError>,
     ) -> Result<Compiled, GraphError> {
         let dev = host.device().clone();
@@ -139,7 +140,7 @@ impl Compiled {
                 ..Default::default()
             },
         };
-        let r = b.build(inputs, upload);
+        let r = b.build(inputs, values, upload);
         match r {
             Ok(c) => Ok(c),
             Err(e) => {
@@ -248,6 +249,7 @@ impl<'a> Builder<'a> {
     fn build(
         &mut self,
         inputs: &[TensorDesc],
+        values: &[Option<Vec<u8>>],
         upload: &dyn Fn(&str) -> Result<BufferId, GraphError>,
     ) -> Result<Compiled, GraphError> {
         let dev = self.host.device().clone();
@@ -257,10 +259,16 @@ impl<'a> Builder<'a> {
             self.by_name.insert(name, id);
         }
         let mut input_bufs = Vec::new();
-        for (decl, desc) in def.inputs.iter().zip(inputs) {
+        for (i, (decl, desc)) in def.inputs.iter().zip(inputs).enumerate() {
             let buf = dev.alloc(desc.byte_size().unwrap_or(0).max(1))?;
             self.owned.push(buf);
             input_bufs.push((desc.clone(), buf));
+            // An input planned by value is a constant of this plan (its buffer stays unread).
+            if let Some(Some(v)) = values.get(i) {
+                let id = self.push(desc.clone(), Kind::Const(Arc::new(v.clone())));
+                self.by_name.insert(&decl.name, id);
+                continue;
+            }
             let id = self.push(desc.clone(), Kind::Input);
             self.vals[id].storage = Some(self.stores.len());
             self.stores.push(Store::Fixed(buf));

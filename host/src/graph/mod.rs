@@ -38,6 +38,13 @@ pub use def::{Constant, Dim, GraphDef, Node, ValueDecl};
 
 /// Compiled signatures kept per model.
 pub const MAX_SIGNATURES: usize = 8;
+/// Largest graph input (in elements) whose value may be planned as a constant when an op needs
+/// it at plan time (Expand's or Reshape's shape given as an input): each value is a signature.
+pub const MAX_VALUE_INPUT: u64 = 16;
+
+/// What a plan is compiled for: every input's description, and the bytes of the inputs whose
+/// value is planned as a constant (the others `None`).
+type Signature = (Vec<TensorDesc>, Vec<Option<Vec<u8>>>);
 
 /// A tensor by value: description (its name is the graph value's) and little-endian bytes.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,7 +137,10 @@ pub struct Model {
     /// Initializers on the device, uploaded once.
     uploaded: Mutex<HashMap<String, BufferId>>,
     /// Compiled plans by input signature, most recently used last.
-    compiled: Mutex<Vec<(Vec<TensorDesc>, Arc<compile::Compiled>)>>,
+    compiled: Mutex<Vec<(Signature, Arc<compile::Compiled>)>>,
+    /// Declared inputs (by index) whose value an op needs at plan time: learnt from the first
+    /// compile that needs one, then part of the signature.
+    by_value: Mutex<Vec<bool>>,
 }
 
 impl Drop for Model {
@@ -171,11 +181,14 @@ impl Model {
 
     /// A model from a graph built through the Rust API.
     pub fn new(host: Arc<Host>, def: GraphDef) -> Result<Model, GraphError> {
+        let def = def.sorted()?;
+        let n_inputs = def.inputs.len();
         Ok(Model {
             host,
-            def: def.sorted()?,
+            def,
             uploaded: Mutex::new(HashMap::new()),
             compiled: Mutex::new(Vec::new()),
+            by_value: Mutex::new(vec![false; n_inputs]),
         })
     }
 
@@ -222,20 +235,44 @@ impl Model {
         &self,
         inputs: &'t [Tensor],
     ) -> Result<(Arc<compile::Compiled>, Vec<&'t [u8]>), GraphError> {
-        let (sig, data) = self.signature(inputs)?;
-        {
-            let mut cache = self.compiled.lock();
-            if let Some(pos) = cache.iter().position(|(s, _)| *s == sig) {
-                let entry = cache.remove(pos);
-                let plan = entry.1.clone();
-                cache.push(entry);
-                return Ok((plan, data));
+        let (descs, data) = self.signature(inputs)?;
+        let plan = loop {
+            let values = self.by_value.lock().clone();
+            let sig: Signature = (
+                descs.clone(),
+                data.iter()
+                    .zip(&values)
+                    .map(|(d, &v)| v.then(|| d.to_vec()))
+                    .collect(),
+            );
+            {
+                let mut cache = self.compiled.lock();
+                if let Some(pos) = cache.iter().position(|(s, _)| *s == sig) {
+                    let entry = cache.remove(pos);
+                    let plan = entry.1.clone();
+                    cache.push(entry);
+                    return Ok((plan, data));
+                }
             }
-        }
-        let upload = |name: &str| self.upload(name);
-        let plan = Arc::new(compile::Compiled::new(
-            &self.host, &self.def, &sig, &upload,
-        )?);
+            let upload = |name: &str| self.upload(name);
+            match compile::Compiled::new(&self.host, &self.def, &sig.0, &sig.1, &upload) {
+                Ok(p) => break (sig, Arc::new(p)),
+                Err(GraphError::NotConstant { node, input }) => {
+                    // An op needs this value at plan time: if it is a small graph input, plan
+                    // with its value (a signature per value) and compile again.
+                    let i = self.def.inputs.iter().position(|d| d.name == input);
+                    let small = |i: usize| {
+                        descs[i].shape.iter().product::<u64>() <= MAX_VALUE_INPUT && !values[i]
+                    };
+                    match i.filter(|&i| small(i)) {
+                        Some(i) => self.by_value.lock()[i] = true,
+                        None => return Err(GraphError::NotConstant { node, input }),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let (sig, plan) = plan;
         let mut cache = self.compiled.lock();
         if cache.len() >= MAX_SIGNATURES {
             cache.remove(0);

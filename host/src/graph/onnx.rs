@@ -103,11 +103,19 @@ pub fn parse(bytes: &[u8], base_dir: Option<&Path>) -> Result<GraphDef, GraphErr
         .iter()
         .map(value_decl)
         .collect::<Result<Vec<_>, _>>()?;
-    let nodes = graph
+    let mut nodes = graph
         .node
         .iter()
         .map(|n| node(n, base_dir))
         .collect::<Result<Vec<_>, _>>()?;
+    let read: std::collections::HashSet<String> = nodes
+        .iter()
+        .flat_map(|n| n.inputs.iter().cloned())
+        .chain(outputs.iter().map(|o| o.name.clone()))
+        .collect();
+    for n in &mut nodes {
+        inference_dropout(n, &read);
+    }
     Ok(GraphDef {
         name: graph.name().to_string(),
         nodes,
@@ -198,6 +206,21 @@ fn node(n: &proto::NodeProto, base_dir: Option<&Path>) -> Result<Node, GraphErro
     }
     out.attributes.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
+}
+
+/// A `Dropout` run for inference (no `training_mode` input, a `mask` output that nothing in
+/// `read` reads) is the identity, as onnxruntime runs it: rewritten to `Identity` (a zero-copy
+/// view) here, since no plugin serves Dropout. One with `training_mode` or a read mask is left
+/// to be refused.
+fn inference_dropout(n: &mut Node, read: &std::collections::HashSet<String>) {
+    let training = n.inputs.get(2).is_some_and(|i| !i.is_empty());
+    let mask = n.outputs.get(1).is_some_and(|o| read.contains(o));
+    if n.op == "Dropout" && n.domain.is_empty() && !training && !mask && !n.inputs.is_empty() {
+        n.op = "Identity".into();
+        n.inputs.truncate(1);
+        n.outputs.truncate(1);
+        n.attributes.clear();
+    }
 }
 
 fn attribute(a: &proto::AttributeProto, base_dir: Option<&Path>) -> Result<AttrValue, String> {

@@ -443,6 +443,9 @@ impl LoadedPlugin {
         let limits = self.runtime.limits;
         let mut store = Store::new(&self.runtime.engine, StoreState::new(&self.label, &limits));
         store.limiter(|s| s);
+        // A guest cannot hold more than its linear memory, so a result of up to that size
+        // (a large constant folded at load) may come back; wasmtime's default is 128 MiB.
+        store.set_hostcall_fuel(limits.memory_bytes);
         store.epoch_deadline_trap();
         // The deadline must be set before instantiation: a start function runs under it too.
         store.set_epoch_deadline(ticks(limits.plan_deadline));

@@ -182,6 +182,10 @@ fn im2col<A: Real>(g: &Geom, xg: &[A], runs: &[Run], len: usize, col: &mut [A]) 
                         let (lo, hi) = (lo as usize, hi as usize);
                         dst[..lo].fill(A::ZERO);
                         dst[hi..].fill(A::ZERO);
+                        if lo >= hi {
+                            // the whole run reads padding: `first` below would lie outside
+                            continue;
+                        }
                         // first in-bounds element of the run
                         let first =
                             ((iz * g.inp[1] + iy) * g.inp[2] + start + lo as i64 * g.s[2]) as usize;

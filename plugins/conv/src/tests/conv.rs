@@ -118,6 +118,23 @@ fn cases() -> Vec<Case> {
             win: Win::new(&[1, 1]),
             bias: true,
         },
+        // regression (pytorch-converted/test_Conv1d_pad2size1): input length 1, pads 2, the
+        // GEMM path; for the outer kernel taps the whole run reads padding
+        Case {
+            xs: vec![1, 4, 1],
+            ws: vec![4, 4, 5],
+            group: 1,
+            win: Win::new(&[5]).pads(&[2, 2]),
+            bias: true,
+        },
+        // the same on the direct path (fewer output channels than MR)
+        Case {
+            xs: vec![1, 4, 1],
+            ws: vec![2, 4, 5],
+            group: 1,
+            win: Win::new(&[5]).pads(&[2, 2]),
+            bias: true,
+        },
         // deep enough to use several GEMM depth slices, wide enough for several blocks
         Case {
             xs: vec![1, 40, 13, 21],
