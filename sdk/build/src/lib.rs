@@ -123,7 +123,11 @@ impl PluginBuild {
         match std::env::var_os("CARGO_TARGET_DIR") {
             Some(d) if !d.is_empty() => {
                 let d = PathBuf::from(d);
-                let d = if d.is_relative() { self.workspace.join(d) } else { d };
+                let d = if d.is_relative() {
+                    self.workspace.join(d)
+                } else {
+                    d
+                };
                 d.join("wasm")
             }
             _ => self.workspace.join("target").join("wasm"),
