@@ -13,7 +13,7 @@ fn main() {
         .plugin("plugins/conv")
         .plugin("plugins/shape")
         .plugin("plugins/gather");
-    for dir in ["plugins", "sdk/src", "sdk/Cargo.toml", "wit"] {
+    for dir in ["plugins", "sdk/src", "sdk/wit", "sdk/Cargo.toml", "wit"] {
         println!(
             "cargo:rerun-if-changed={}",
             build.workspace().join(dir).display()

@@ -22,7 +22,7 @@ pub mod testing;
 /// Generated bindings of `umd:plugin@1.2.0` (the world `plugin`).
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit/umd-plugin-1.2.0",
+        path: "wit/umd-plugin-1.2.0",
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "export_plugin_world",
@@ -317,4 +317,20 @@ pub fn unsupported_op(request: &PlanRequest) -> OpError {
         "op `{}` is not provided by this plugin",
         request.op
     ))
+}
+
+#[cfg(test)]
+mod wit_copy {
+    /// The SDK binds its own copy of the WIT (so it builds without this repository); it must be
+    /// byte-identical to the published ABI in the top-level `wit/`.
+    #[test]
+    fn sdk_wit_is_the_published_abi() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let ours = std::fs::read(root.join("wit/umd-plugin-1.2.0/plugin.wit")).unwrap();
+        let published = std::fs::read(root.join("../wit/umd-plugin-1.2.0/plugin.wit")).unwrap();
+        assert!(
+            ours == published,
+            "sdk/wit/umd-plugin-1.2.0 differs from wit/umd-plugin-1.2.0: copy the published WIT"
+        );
+    }
 }

@@ -4,6 +4,7 @@ mod check;
 #[cfg(feature = "cuda")]
 mod compile;
 mod demo;
+mod plugin_kit;
 mod plugins;
 mod run_model;
 mod serve;
@@ -104,6 +105,9 @@ enum Command {
     /// when one was refused or none loaded); explain the choice of plugin for a request; print
     /// a module's kernel source; compile every CUDA module offline (`compile`).
     Plugins(plugins::PluginsArgs),
+    /// The vendor kit: write (`new`), build and test an out-of-tree plugin project.
+    #[command(subcommand)]
+    Plugin(plugin_kit::PluginCommand),
     /// Serve the gRPC Translator, Device (and, with --admin, Plugins) services.
     Serve(serve::ServeArgs),
     /// Benchmarks.
@@ -302,6 +306,7 @@ impl Cli {
                 Ok(())
             }
             Command::Plugins(args) => plugins::run(&self.host, args),
+            Command::Plugin(cmd) => plugin_kit::run(cmd),
         }
     }
 }

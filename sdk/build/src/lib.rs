@@ -25,8 +25,18 @@ use std::process::Command;
 
 /// The target plugins are compiled for.
 pub const WASM_TARGET: &str = "wasm32-unknown-unknown";
-/// The cargo profile plugins are compiled with (defined in the workspace `Cargo.toml`).
+/// The cargo profile plugins are compiled with. Its settings ([`PROFILE_SETTINGS`]) are passed
+/// on the nested cargo command line, so a plugin's workspace need not define it.
 pub const PROFILE: &str = "plugin";
+/// The settings of [`PROFILE`], as `--config` values (they override a workspace's own
+/// `[profile.plugin]`).
+pub const PROFILE_SETTINGS: &[&str] = &[
+    "profile.plugin.inherits=\"release\"",
+    "profile.plugin.opt-level=3",
+    "profile.plugin.panic=\"abort\"",
+    "profile.plugin.codegen-units=1",
+    "profile.plugin.strip=\"debuginfo\"",
+];
 
 /// A built plugin component.
 #[derive(Debug, Clone)]
@@ -95,7 +105,8 @@ impl PluginBuild {
         self
     }
 
-    /// Where components are written (default: `<workspace>/target/wasm/components`).
+    /// Where components are written (default: `<target>/wasm/components`, see
+    /// [`PluginBuild::target_dir`]).
     pub fn out_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.out_dir = Some(dir.into());
         self
@@ -106,10 +117,27 @@ impl PluginBuild {
         &self.workspace
     }
 
+    /// The nested build's target directory: `$CARGO_TARGET_DIR/wasm` when that variable is set,
+    /// else `<workspace>/target/wasm`.
+    pub fn target_dir(&self) -> PathBuf {
+        match std::env::var_os("CARGO_TARGET_DIR") {
+            Some(d) if !d.is_empty() => {
+                let d = PathBuf::from(d);
+                let d = if d.is_relative() {
+                    self.workspace.join(d)
+                } else {
+                    d
+                };
+                d.join("wasm")
+            }
+            _ => self.workspace.join("target").join("wasm"),
+        }
+    }
+
     /// Compiles every added crate and componentizes it.
     pub fn build(&self) -> Result<Vec<BuiltPlugin>, BuildError> {
         ensure_wasm_target()?;
-        let target_dir = self.workspace.join("target").join("wasm");
+        let target_dir = self.target_dir();
         let out_dir = self
             .out_dir
             .clone()
@@ -134,6 +162,9 @@ impl PluginBuild {
             ])
             .arg("--target-dir")
             .arg(&target_dir);
+        for setting in PROFILE_SETTINGS {
+            cmd.args(["--config", setting]);
+        }
         for n in &names {
             cmd.args(["-p", n]);
         }
