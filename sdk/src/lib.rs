@@ -14,6 +14,8 @@ pub mod cpu;
 pub mod dtype;
 pub mod launch;
 pub mod legacy;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod onnx_cases;
 pub mod params;
 pub mod request;
 pub mod shape;
