@@ -14,7 +14,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install -q grpcio grpcio-tools numpy pytest onnx onnxruntime
 PYTHON="$venv/bin/python" clients/python/generate.sh
-UMD_BIN="$umd" "$venv/bin/python" -m pytest -q clients/python/tests
+UMD_BIN="$umd" "$venv/bin/python" -m pytest -q -rs clients/python/tests
 
 # The official ONNX backend node tests against `umd serve` (writes CONFORMANCE.md). Fails when
 # fewer than 92 % of the node tests of served op types pass (93.0 % today: see CONFORMANCE.md).
