@@ -25,7 +25,7 @@ from onnx.reference import ReferenceEvaluator
 
 warnings.filterwarnings("ignore")
 OPS = {"Gather", "GatherElements", "GatherND", "ScatterElements", "Scatter", "ScatterND", "Pad",
-       "Resize", "Upsample", "DepthToSpace", "SpaceToDepth", "OneHot", "Trilu"}
+       "Resize", "Upsample", "DepthToSpace", "SpaceToDepth", "OneHot"}
 DT = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(ml_dtypes.bfloat16): "bf16",
       np.dtype(np.float64): "f64", np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
       np.dtype(np.int8): "i8", np.dtype(np.uint8): "u8", np.dtype(np.bool_): "bool"}
@@ -251,9 +251,6 @@ def extra_cases(rng):
         b = 2 + trial % 2
         add("DepthToSpace", 13, {"blocksize": b, "mode": mode}, [data([2, 2 * b * b, 2, 3], dt)], f"x_d2s_{trial}")
         add("SpaceToDepth", 28, {"blocksize": b, "mode": mode}, [data([2, 3, 2 * b, b], dt)], f"x_s2d_{trial}")
-    for trial in range(6):
-        k = np.array(int(rng.integers(-3, 4)), np.int64)
-        add("Trilu", 14, {"upper": trial % 2}, [data([2, 3, 5], np.float16), k], f"x_trilu_{trial}")
     for trial in range(4):
         it = [np.int64, np.int32, np.float32, np.int8][trial]
         idx = rng.integers(-5, 6, [2, 3]).astype(it)

@@ -1,7 +1,7 @@
 //! CUDA C modules of the plugin, one thread per output (or update) element, grid-stride loops:
 //!
 //! - `gather_move_s{1,2,4,8}`: every data-movement kernel for one element size (gather,
-//!   gather_elements, gather_nd, copy, scatter with reduction none, pad, depth/space, trilu,
+//!   gather_elements, gather_nd, copy, scatter with reduction none, pad, depth/space,
 //!   nearest resize);
 //! - `gather_scatter_{dtype}`: ScatterElements/ScatterND reductions (atomic read-modify-write:
 //!   native atomicAdd where CUDA has it, else a compare-and-swap loop, on the enclosing 32-bit
@@ -172,15 +172,6 @@ extern "C" __global__ void s2d_s$S(const T* __restrict__ x, T* __restrict__ out,
     out[o] = x[((nb * c + ci) * h + hh * b + bh) * w + ww * b + bw];
   }
 }
-extern "C" __global__ void trilu_s$S(const T* __restrict__ x, T* __restrict__ out, unsigned long long n,
-    unsigned long long rows, unsigned long long cols, long long k, unsigned int upper) {
-  UMD_LOOP(o, n) {
-    long long j = (long long)(o % cols), i = (long long)((o / cols) % rows);
-    long long diff = j - i;
-    bool keep = upper ? (diff >= k) : (diff <= k);
-    out[o] = keep ? x[o] : (T)0;
-  }
-}
 "#;
 
 const ONEHOT: &str = r#"
@@ -244,7 +235,6 @@ pub fn move_module(size: usize) -> ModuleSource {
         "pad_cptr",
         "d2s",
         "s2d",
-        "trilu",
         "resize_nearest",
     ]
     .iter()

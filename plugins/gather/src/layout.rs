@@ -1,5 +1,5 @@
-//! DepthToSpace, SpaceToDepth (`blocksize`, `mode` DCR/CRD) and Trilu (`upper`, optional `k`
-//! input 1, a plan-time constant): planning and CPU kernels. All move elements.
+//! DepthToSpace and SpaceToDepth (`blocksize`, `mode` DCR/CRD): planning and CPU kernels. Both
+//! move elements.
 //!
 //! The depth/space ops share one mapping ([`block_channel`]): a channel of the deep tensor is
 //! `(bh * b + bw) * C + c` in DCR order and `(c * b + bh) * b + bw` in CRD order, where `C` is
@@ -24,17 +24,6 @@ pub struct BlockParams {
     pub w: u64,
     pub b: u64,
     pub crd: bool,
-}
-
-/// Parameters of `trilu_s{S}`: keep `x[.., i, j]` where `j - i >= k` (upper) or `<= k` (lower).
-///
-/// CUDA: `(const T* x, T* out, u64 n, u64 rows, u64 cols, i64 k, u32 upper)`.
-pub struct TriluParams {
-    pub n: u64,
-    pub rows: u64,
-    pub cols: u64,
-    pub k: i64,
-    pub upper: bool,
 }
 
 /// The deep channel of shallow channel `c` at block position (`bh`, `bw`).
@@ -142,52 +131,7 @@ pub fn plan_block(req: &PlanRequestExt, to_space: bool) -> Result<OpPlan, OpErro
     ))
 }
 
-/// Plans Trilu.
-pub fn plan_trilu(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
-    attr::only(&req.attributes, &["upper"])?;
-    let x = req.required(0)?;
-    let r = x.shape.len();
-    if r < 2 {
-        return Err(OpError::shape(format!(
-            "Trilu: input must have rank >= 2, got {:?}",
-            x.shape
-        )));
-    }
-    let k = match req.ints(1)? {
-        Some(v) if v.len() == 1 => v[0],
-        Some(v) => {
-            return Err(OpError::shape(format!(
-                "Trilu: k must be a scalar, got {} values",
-                v.len()
-            )));
-        }
-        None => 0,
-    };
-    let upper = attr::int_or(&req.attributes, "upper", 1)? != 0;
-    let n = common::out_numel(&x.shape, x.dtype)?;
-    let mut p = ParamPacker::new();
-    p.ptr(0, Access::Read)
-        .ptr(req.output_binding(0), Access::Write)
-        .u64(n)
-        .u64(x.shape[r - 2])
-        .u64(x.shape[r - 1])
-        .i64(k)
-        .u32(upper as u32);
-    let size = dtype::size(x.dtype);
-    let l = common::make_launch(
-        req,
-        common::move_module(size),
-        common::move_entry("trilu", size),
-        n,
-        p,
-    )?;
-    Ok(common::one_output(
-        TensorDesc::new("output", x.shape.clone(), x.dtype),
-        vec![l],
-    ))
-}
-
-/// Runs `d2s_s{S}`, `s2d_s{S}` or `trilu_s{S}` on the CPU.
+/// Runs `d2s_s{S}` or `s2d_s{S}` on the CPU.
 pub fn run_cpu(call: &CpuCall, base: &str, size: usize) -> Result<Vec<CpuWrite>, OpError> {
     let bufs = Buffers::new(call);
     let mut r = ParamReader::new(&call.params, &call.relocations);
@@ -205,19 +149,6 @@ pub fn run_cpu(call: &CpuCall, base: &str, size: usize) -> Result<Vec<CpuWrite>,
             let x = bufs.input(x, p.n * size as u64)?;
             let mut w = bufs.output(out, p.n * size as u64)?;
             by_size!(size, block_cpu(&p, base == "d2s", x, &mut w.data))?;
-            Ok(vec![w])
-        }
-        "trilu" => {
-            let p = TriluParams {
-                n: r.u64()?,
-                rows: r.u64()?,
-                cols: r.u64()?,
-                k: r.i64()?,
-                upper: r.u32()? != 0,
-            };
-            let x = bufs.input(x, p.n * size as u64)?;
-            let mut w = bufs.output(out, p.n * size as u64)?;
-            by_size!(size, trilu_cpu(&p, x, &mut w.data))?;
             Ok(vec![w])
         }
         _ => Err(common::unknown_entry(&call.module_id, &call.entry_point)),
@@ -253,33 +184,6 @@ fn block_cpu<const S: usize>(
                         copy_elem::<S>(out, deep as usize, x, shallow as usize);
                     }
                 }
-            }
-        }
-    }
-    Ok(())
-}
-
-fn trilu_cpu<const S: usize>(p: &TriluParams, x: &[u8], out: &mut [u8]) -> Result<(), OpError> {
-    if p.n == 0 {
-        return Ok(());
-    }
-    let cols = p.cols as usize;
-    for (row, (o, i)) in out
-        .chunks_exact_mut(cols * S)
-        .zip(x.chunks_exact(cols * S))
-        .enumerate()
-    {
-        let ri = (row as u64 % p.rows) as i64;
-        // kept columns: j >= ri + k (upper) or j <= ri + k (lower)
-        let edge = ri.saturating_add(p.k);
-        for j in 0..cols {
-            let keep = if p.upper {
-                j as i64 >= edge
-            } else {
-                j as i64 <= edge
-            };
-            if keep {
-                o[j * S..j * S + S].copy_from_slice(&i[j * S..j * S + S]);
             }
         }
     }

@@ -1,7 +1,8 @@
 //! The `gather` plugin: indexing and data-layout operators.
 //!
 //! Ops: Gather, GatherElements, GatherND, ScatterElements (and Scatter, its opset 9–10 name),
-//! ScatterND, Pad, Resize (and Upsample), DepthToSpace, SpaceToDepth, OneHot, Trilu.
+//! ScatterND, Pad, Resize (and Upsample), DepthToSpace, SpaceToDepth, OneHot. (Trilu is the shape
+//! plugin's.)
 //!
 //! Data movement is dispatched on element size, so every dtype is served (all 18 of ABI 1.2's
 //! `dtype-ext`, the 8-bit floats included); arithmetic (Scatter reductions, linear/cubic Resize,
@@ -33,7 +34,7 @@ use umd_sdk::{
 };
 
 /// Every op served, in ONNX spelling.
-pub const OPS: [&str; 13] = [
+pub const OPS: [&str; 12] = [
     "Gather",
     "GatherElements",
     "GatherND",
@@ -46,7 +47,6 @@ pub const OPS: [&str; 13] = [
     "DepthToSpace",
     "SpaceToDepth",
     "OneHot",
-    "Trilu",
 ];
 
 pub struct GatherPlugin;
@@ -73,7 +73,6 @@ impl Plugin for GatherPlugin {
             umd_sdk::signature("Resize", &[1, 2, 3]),
             umd_sdk::signature("Upsample", &[1]),
             umd_sdk::signature("OneHot", &[1]),
-            umd_sdk::signature("Trilu", &[1]),
         ]
     }
 
@@ -95,8 +94,7 @@ impl Plugin for GatherPlugin {
             "Resize" | "Upsample" => resize::plan(req),
             "DepthToSpace" => layout::plan_block(req, true),
             "SpaceToDepth" => layout::plan_block(req, false),
-            "OneHot" => onehot::plan(req),
-            _ => layout::plan_trilu(req),
+            _ => onehot::plan(req),
         }
     }
 
@@ -155,7 +153,7 @@ fn run_cpu(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
             "scatter_elements" | "scatter_nd" => scatter::run_move(call, base, size),
             "copy" => copy_cpu(call, size),
             "pad" | "pad_cptr" => pad::run_cpu(call, base, size),
-            "d2s" | "s2d" | "trilu" => layout::run_cpu(call, base, size),
+            "d2s" | "s2d" => layout::run_cpu(call, base, size),
             "resize_nearest" => resize_core::run_nearest(call, size),
             _ => Err(unknown()),
         }
