@@ -29,18 +29,28 @@ struct Entry {
 }
 
 impl Entry {
+    /// The hit path: integers and lengths first, and no `memcmp` call for an empty field (on the
+    /// development machine glibc's AVX-512 `memcmp` costs ~50 ns a call even for 0 bytes, which
+    /// made a hit 4.6× slower once the 1.2 request fields, usually empty, were compared).
     fn matches(&self, req: &OpRequest, target: &Target, generation: u64) -> bool {
+        let r = &self.request;
         self.generation == generation
-            && self.target == target.name
-            && self.request.op.eq_ignore_ascii_case(&req.op)
-            && self.request.inputs == req.inputs
-            && self.request.attributes == req.attributes
-            && self.request.domain == req.domain
-            && self.request.opset == req.opset
-            && self.request.absent == req.absent
-            && self.request.values == req.values
-            && self.request.outputs_wanted == req.outputs_wanted
+            && r.opset == req.opset
+            && same(self.target.as_bytes(), target.name.as_bytes())
+            && r.op.eq_ignore_ascii_case(&req.op)
+            && r.inputs == req.inputs
+            && same(&r.attributes, &req.attributes)
+            && same(r.domain.as_bytes(), req.domain.as_bytes())
+            && same(&r.absent, &req.absent)
+            && same(&r.values, &req.values)
+            && same(&r.outputs_wanted, &req.outputs_wanted)
     }
+}
+
+/// Slice equality that decides on the lengths first and never compares empty slices.
+#[inline]
+fn same<T: PartialEq>(a: &[T], b: &[T]) -> bool {
+    a.len() == b.len() && (a.is_empty() || a == b)
 }
 
 /// Hit/miss counters and size.
