@@ -312,7 +312,13 @@ mod simd {
         for r in 0..MR {
             for h in 0..2 {
                 let out = &mut c[r * ldc + 4 * h..r * ldc + 4 * h + 4];
-                unsafe { v128_store(out.as_mut_ptr() as *mut v128, acc[2 * r + h]) };
+                let v = acc[2 * r + h];
+                out.copy_from_slice(&[
+                    f32x4_extract_lane::<0>(v),
+                    f32x4_extract_lane::<1>(v),
+                    f32x4_extract_lane::<2>(v),
+                    f32x4_extract_lane::<3>(v),
+                ]);
             }
         }
     }
