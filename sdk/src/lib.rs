@@ -12,6 +12,8 @@
 pub mod attr;
 pub mod cpu;
 pub mod dtype;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod emu_vectors;
 pub mod launch;
 pub mod legacy;
 #[cfg(not(target_arch = "wasm32"))]
