@@ -1,7 +1,8 @@
-//! ABI versions: 1.0 and 1.1 plugins run unchanged on the 1.2 host (and decline what only 1.2
-//! can say), 1.1+ plugins use the self-test addition and are admitted only when their cases
-//! pass, 1.2 plugins are planned through `planner`, and a failing replacement leaves the working
-//! version serving. (A 2.0 plugin's refusal is in sandbox.rs.)
+//! ABI versions: 1.0, 1.1 and 1.2 plugins run unchanged on the 1.3 host (and decline what only
+//! 1.2 can say), 1.1+ plugins use the self-test addition and are admitted only when their cases
+//! pass, 1.2+ plugins are planned through `planner`, 1.3 plugins run their CPU kernels in place,
+//! and a failing replacement leaves the working version serving. (A 2.0 plugin's refusal is in
+//! sandbox.rs.)
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,8 +12,8 @@ use umd::{Dtype, Host, data};
 use umd_tests::{fixture, fixture_dir};
 
 #[test]
-fn a_1_0_plugin_runs_unchanged_on_the_1_2_host() {
-    assert_eq!(HOST_ABI.to_string(), "1.2.0");
+fn a_1_0_plugin_runs_unchanged_on_the_1_3_host() {
+    assert_eq!(HOST_ABI.to_string(), "1.3.0");
     let dir = fixture_dir(&["abi10"]);
     let host = Host::builder().plugin_dir(dir.path()).build().unwrap();
     let p = host
@@ -38,7 +39,7 @@ fn a_1_0_plugin_runs_unchanged_on_the_1_2_host() {
 }
 
 #[test]
-fn a_1_1_plugin_runs_unchanged_on_the_1_2_host_and_declines_1_2_requests() {
+fn a_1_1_plugin_runs_unchanged_on_the_1_3_host_and_declines_1_2_requests() {
     let dir = fixture_dir(&["abi11"]);
     let host = Host::builder().plugin_dir(dir.path()).build().unwrap();
     let p = host
@@ -69,12 +70,42 @@ fn a_1_1_plugin_runs_unchanged_on_the_1_2_host_and_declines_1_2_requests() {
 }
 
 #[test]
-fn plugins_built_with_the_sdk_are_1_2_and_declare_self_tests_and_hints() {
+fn a_1_2_plugin_from_the_previous_sdk_runs_through_run_cpu() {
+    let dir = umd_tests::tempdir::TempDir::new();
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/prebuilt/tagger-v1-abi-1.2.0.wasm"
+        ),
+        dir.path().join("tagger.wasm"),
+    )
+    .unwrap();
+    let host = Host::builder()
+        .bundled_plugins(false)
+        .plugin_dir(dir.path())
+        .build()
+        .unwrap();
+    let p = host
+        .registry()
+        .snapshot()
+        .by_label("tagger@1.0.0")
+        .cloned()
+        .expect("the 1.2 build loads");
+    assert_eq!(p.abi().to_string(), "1.2.0");
+    assert!(p.has_planner());
+    assert!(!p.runs_in_place(), "1.2 plugins have no cpu-kernel export");
+    let out = host.run("Tag", &[]).unwrap();
+    assert_eq!(data::decode(Dtype::F32, &out[0].1), vec![1.0]);
+}
+
+#[test]
+fn plugins_built_with_the_sdk_are_1_3_and_declare_self_tests_and_hints() {
     let host = Host::builder().build().unwrap();
     let snap = host.registry().snapshot();
     let ew = snap.by_label("elementwise@0.1.0").unwrap();
-    assert_eq!(ew.abi().to_string(), "1.2.0");
+    assert_eq!(ew.abi().to_string(), "1.3.0");
     assert!(ew.has_planner());
+    assert!(ew.runs_in_place());
     let cases = ew
         .self_test_cases()
         .unwrap()

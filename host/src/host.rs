@@ -12,13 +12,15 @@ use parking_lot::Mutex;
 use crate::cmdbuf::{LaunchCmd, ModuleRef};
 use crate::device::cpu::CpuDevice;
 use crate::device::{
-    BufferId, CpuKernels, Device, DeviceError, DeviceSpec, Fence, KernelSource, KernelSources,
-    StreamId,
+    BoundMemory, BufferId, CpuKernelMode, CpuKernels, Device, DeviceError, DeviceSpec, Fence,
+    KernelSource, KernelSources, StreamId,
 };
 use crate::error::{Error, LoadError, Result};
 use crate::plugin::artifacts::ArtifactCache;
 use crate::plugin::convert::{self, Declined};
-use crate::plugin::kernel_call::{CpuBufferRef, CpuCallRef};
+use crate::plugin::kernel_call::{
+    BlockRangeRef, BoundBufferRef, CpuBufferRef, CpuCallRef, KernelCallRef,
+};
 use crate::plugin::{LoadedPlugin, Runtime, SandboxLimits, component_files, wit};
 use crate::registry::Registry;
 use crate::target::Target;
@@ -75,6 +77,8 @@ pub struct HostBuilder {
     artifact_dir: Option<PathBuf>,
     device: String,
     kernel_dir: Option<PathBuf>,
+    cpu_threads: usize,
+    cpu_in_place: bool,
 }
 
 impl Default for HostBuilder {
@@ -88,6 +92,8 @@ impl Default for HostBuilder {
             artifact_dir: ArtifactCache::default_dir(),
             device: "cpu".into(),
             kernel_dir: default_kernel_dir(),
+            cpu_threads: 0,
+            cpu_in_place: true,
         }
     }
 }
@@ -129,6 +135,17 @@ impl HostBuilder {
         self.device = spec.to_string();
         self
     }
+    /// Worker threads the CPU device splits one launch across (0, the default: one per core).
+    pub fn cpu_threads(mut self, n: usize) -> Self {
+        self.cpu_threads = n;
+        self
+    }
+    /// Whether ABI 1.3 plugins run their CPU kernels in place (default: yes). `false` runs
+    /// every plugin through `run-cpu`, copying whole buffers (for comparing the two paths).
+    pub fn cpu_in_place(mut self, yes: bool) -> Self {
+        self.cpu_in_place = yes;
+        self
+    }
     /// Where a GPU device caches compiled kernels (`None`: memory only). Default:
     /// `$XDG_CACHE_HOME/umd/kernels` or `~/.cache/umd/kernels`.
     pub fn kernel_cache(mut self, dir: Option<PathBuf>) -> Self {
@@ -143,8 +160,9 @@ impl HostBuilder {
         let spec: DeviceSpec = self.device.parse()?;
         let runtime = Runtime::new(self.limits, self.artifact_dir.clone())?;
         let registry = Arc::new(Registry::default());
-        let kernels = Arc::new(RegistryKernels(registry.clone()));
-        let reference = CpuDevice::new(kernels.clone(), self.device_memory);
+        let kernels = Arc::new(RegistryKernels(registry.clone(), self.cpu_in_place));
+        let reference =
+            CpuDevice::with_threads(kernels.clone(), self.device_memory, self.cpu_threads);
         let device = self.open(spec, kernels, &reference)?;
         let translator = Translator::new(
             registry.clone(),
@@ -245,7 +263,7 @@ impl Host {
         module: &ModuleRef,
         target: &Target,
     ) -> std::result::Result<KernelSource, String> {
-        RegistryKernels(self.registry.clone()).source(module, target)
+        RegistryKernels(self.registry.clone(), true).source(module, target)
     }
     pub fn runtime(&self) -> &Arc<Runtime> {
         &self.runtime
@@ -423,7 +441,8 @@ impl Host {
 
 /// Runs CPU launches and fetches GPU kernel sources through the registry: the plugin named by
 /// the launch's module.
-struct RegistryKernels(Arc<Registry>);
+/// The registry as the devices' kernel provider; the flag: whether 1.3 kernels run in place.
+struct RegistryKernels(Arc<Registry>, bool);
 
 impl KernelSources for RegistryKernels {
     fn source(
@@ -462,16 +481,96 @@ impl KernelSources for RegistryKernels {
     }
 }
 
+impl RegistryKernels {
+    fn plugin(&self, launch: &LaunchCmd) -> std::result::Result<Arc<LoadedPlugin>, String> {
+        self.0
+            .find_label(&launch.module.plugin)
+            .ok_or_else(|| format!("plugin {} is no longer loaded", launch.module.plugin))
+    }
+}
+
+/// The message of a failed CPU kernel call.
+fn kernel_failure(
+    plugin: &LoadedPlugin,
+    r: std::result::Result<std::result::Result<(), wit::OpError>, crate::error::PluginFault>,
+) -> std::result::Result<(), String> {
+    match r {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(match convert::op_error(e) {
+            Declined::Unsupported(m) | Declined::Invalid(m) | Declined::Internal(m) => {
+                format!("plugin {} CPU kernel: {m}", plugin.label())
+            }
+        }),
+        Err(fault) => Err(Error::Plugin {
+            plugin: plugin.label().to_string(),
+            fault,
+        }
+        .to_string()),
+    }
+}
+
 impl CpuKernels for RegistryKernels {
+    fn mode(&self, launch: &LaunchCmd) -> std::result::Result<CpuKernelMode, String> {
+        let plugin = self.plugin(launch)?;
+        if !plugin.runs_in_place() || !self.1 {
+            return Ok(CpuKernelMode::Copy);
+        }
+        let splittable = plugin
+            .splittable(&launch.module.id, &launch.entry_point)
+            .map_err(|fault| {
+                Error::Plugin {
+                    plugin: plugin.label().to_string(),
+                    fault,
+                }
+                .to_string()
+            })?;
+        Ok(CpuKernelMode::InPlace { splittable })
+    }
+
+    fn run_in_place(
+        &self,
+        launch: &LaunchCmd,
+        bound: &[BoundMemory],
+        blocks: std::ops::Range<u64>,
+    ) -> std::result::Result<(), String> {
+        let plugin = self.plugin(launch)?;
+        let relocations: Vec<wit::Relocation> = launch
+            .relocations
+            .iter()
+            .map(convert::relocation_to_wit)
+            .collect();
+        let buffers: Vec<BoundBufferRef> = bound
+            .iter()
+            .map(|b| BoundBufferRef {
+                binding: b.binding,
+                size: b.size,
+            })
+            .collect();
+        let call = KernelCallRef {
+            module_id: &launch.module.id,
+            entry_point: &launch.entry_point,
+            grid: convert::dim3_to_wit(launch.grid),
+            block: convert::dim3_to_wit(launch.block),
+            params: &launch.params,
+            relocations: &relocations,
+            buffers: &buffers,
+            blocks: BlockRangeRef {
+                first: blocks.start,
+                count: blocks.end - blocks.start,
+            },
+        };
+        let result = plugin
+            .run_in_place(&call, bound.to_vec().into())
+            .ok_or_else(|| format!("plugin {} has no in-place kernels", plugin.label()))?;
+        kernel_failure(&plugin, result)
+    }
+
     fn run(
         &self,
         launch: &LaunchCmd,
         buffers: &[(u32, u64, Option<&[u8]>)],
     ) -> std::result::Result<Vec<(u32, Vec<u8>)>, String> {
-        let plugin = self
-            .0
-            .find_label(&launch.module.plugin)
-            .ok_or_else(|| format!("plugin {} is no longer loaded", launch.module.plugin))?;
+        let plugin = self.plugin(launch)?;
         let relocations: Vec<wit::Relocation> = launch
             .relocations
             .iter()

@@ -14,6 +14,7 @@ pub mod cpu;
 pub mod dtype;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod emu_vectors;
+pub mod kernel;
 pub mod launch;
 pub mod legacy;
 #[cfg(not(target_arch = "wasm32"))]
@@ -23,10 +24,10 @@ pub mod request;
 pub mod shape;
 pub mod testing;
 
-/// Generated bindings of `umd:plugin@1.2.0` (the world `plugin`).
+/// Generated bindings of `umd:plugin@1.3.0` (the world `plugin`).
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "wit/umd-plugin-1.2.0",
+        path: "wit/umd-plugin-1.3.0",
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "export_plugin_world",
@@ -34,6 +35,8 @@ pub mod bindings {
     });
 }
 
+pub use bindings::exports::umd::plugin::cpu_kernel::Guest as CpuKernelGuest;
+pub use bindings::exports::umd::plugin::cpu_kernel::{BlockRange, BoundBuffer, KernelCall};
 pub use bindings::exports::umd::plugin::operator::Guest;
 pub use bindings::exports::umd::plugin::planner::Guest as PlannerGuest;
 pub use bindings::exports::umd::plugin::self_test::Guest as SelfTestGuest;
@@ -50,7 +53,7 @@ pub use bindings::umd::plugin::types::{
 pub use half;
 
 /// ABI version of the WIT package this SDK is generated from.
-pub const ABI_VERSION: &str = "1.2.0";
+pub const ABI_VERSION: &str = "1.3.0";
 
 /// What a plugin implements. [`export_plugin!`] turns it into the component's exports.
 pub trait Plugin {
@@ -83,8 +86,22 @@ pub trait Plugin {
     }
     /// Device source of a module named by one of this plugin's plans.
     fn kernel_source(module_id: &str, target: &Target) -> Result<ModuleSource, OpError>;
-    /// Runs one launch on the CPU; returns the contents of every written binding.
+    /// Runs one launch on the CPU; returns the contents of every written binding (the ABI
+    /// 1.0–1.2 path). A plugin whose kernels implement [`Plugin::run_kernel`] answers with
+    /// [`kernel::run_cpu_in_memory`].
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError>;
+    /// (ABI 1.3) Runs the blocks `call.blocks` of a launch in place, reading and writing its
+    /// buffers through `memory` in chunks. By default the whole grid runs through
+    /// [`Plugin::run_cpu`] (whole buffers read, results written back).
+    fn run_kernel(call: &KernelCall, memory: &mut dyn kernel::Memory) -> Result<(), OpError> {
+        kernel::run_via_cpu_call::<Self>(call, memory)
+    }
+    /// (ABI 1.3) Whether `entry_point` of `module_id` runs correctly as separate block ranges in
+    /// separate instances, concurrently (distinct blocks write distinct bytes and read nothing
+    /// another block writes). Default: no, the host runs the whole grid in one call.
+    fn splittable(_module_id: &str, _entry_point: &str) -> bool {
+        false
+    }
     /// (ABI 1.1) Cases the host runs before admitting the plugin. Default: none.
     fn self_tests() -> Vec<TestCase> {
         Vec::new()
@@ -239,6 +256,15 @@ macro_rules! export_plugin {
                     <$plugin as $crate::Plugin>::tolerance(&op, dtype)
                 }
             }
+            impl $crate::CpuKernelGuest for __UmdExport {
+                fn splittable(module_id: String, entry_point: String) -> bool {
+                    <$plugin as $crate::Plugin>::splittable(&module_id, &entry_point)
+                }
+                fn run(call: $crate::KernelCall) -> Result<(), $crate::OpError> {
+                    $crate::install_panic_hook();
+                    <$plugin as $crate::Plugin>::run_kernel(&call, &mut $crate::kernel::HostMemory)
+                }
+            }
             impl $crate::SelfTestGuest for __UmdExport {
                 fn cases() -> Vec<$crate::TestCase> {
                     $crate::install_panic_hook();
@@ -330,11 +356,11 @@ mod wit_copy {
     #[test]
     fn sdk_wit_is_the_published_abi() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let ours = std::fs::read(root.join("wit/umd-plugin-1.2.0/plugin.wit")).unwrap();
-        let published = std::fs::read(root.join("../wit/umd-plugin-1.2.0/plugin.wit")).unwrap();
+        let ours = std::fs::read(root.join("wit/umd-plugin-1.3.0/plugin.wit")).unwrap();
+        let published = std::fs::read(root.join("../wit/umd-plugin-1.3.0/plugin.wit")).unwrap();
         assert!(
             ours == published,
-            "sdk/wit/umd-plugin-1.2.0 differs from wit/umd-plugin-1.2.0: copy the published WIT"
+            "sdk/wit/umd-plugin-1.3.0 differs from wit/umd-plugin-1.3.0: copy the published WIT"
         );
     }
 }

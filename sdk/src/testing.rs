@@ -17,8 +17,77 @@ pub fn run<P: Plugin>(
     inputs: &[Vec<u8>],
 ) -> Result<(OpPlan, Vec<Vec<u8>>), OpError> {
     let plan = P::plan_ext(request)?;
-    let outputs = execute(&plan, inputs, P::run_cpu)?;
+    let outputs = execute_kernels::<P>(&plan, inputs)?;
     Ok((plan, outputs))
+}
+
+/// Runs `plan` on `inputs` through `P`'s in-place kernels ([`Plugin::run_kernel`]), as a host
+/// of ABI 1.3 does: a launch `P` calls [`Plugin::splittable`] runs as several block ranges, in
+/// reverse order (a kernel whose blocks are not independent shows up as a wrong result); every
+/// other launch runs whole. Returns every output's bytes.
+pub fn execute_kernels<P: Plugin>(
+    plan: &OpPlan,
+    inputs: &[Vec<u8>],
+) -> Result<Vec<Vec<u8>>, OpError> {
+    use crate::kernel::{HeapMemory, binding_access};
+    use crate::{BlockRange, BoundBuffer, KernelCall};
+    let mut buffers: Vec<Vec<u8>> = inputs.to_vec();
+    for o in &plan.outputs {
+        buffers.push(vec![0; shape::byte_size(&o.shape, o.dtype)? as usize]);
+    }
+    if plan.workspace_bytes > 0 {
+        buffers.push(vec![0; plan.workspace_bytes as usize]);
+    }
+    for l in &plan.launches {
+        let mut bound: Vec<u32> = l.relocations.iter().map(|r| r.binding).collect();
+        bound.sort_unstable();
+        bound.dedup();
+        let mut held = Vec::with_capacity(bound.len());
+        for &b in &bound {
+            let data = buffers.get_mut(b as usize).ok_or_else(|| {
+                OpError::internal(format!(
+                    "relocation names binding {b}, which does not exist"
+                ))
+            })?;
+            held.push((b, binding_access(&l.relocations, b), std::mem::take(data)));
+        }
+        let call = |first: u64, count: u64| KernelCall {
+            module_id: l.module_id.clone(),
+            entry_point: l.entry_point.clone(),
+            grid: l.grid,
+            block: l.block,
+            params: l.params.clone(),
+            relocations: l.relocations.clone(),
+            buffers: held
+                .iter()
+                .map(|(b, _, d)| BoundBuffer {
+                    binding: *b,
+                    size: d.len() as u64,
+                })
+                .collect(),
+            blocks: BlockRange { first, count },
+        };
+        let blocks = l.grid.volume();
+        let mut mem = HeapMemory::new(held.iter().map(|(b, a, d)| (*b, *a, d.clone())));
+        if P::splittable(&l.module_id, &l.entry_point) && blocks > 1 {
+            // Three uneven parts, last first.
+            let cuts = [0, blocks / 3, blocks / 3 + blocks / 2, blocks];
+            for w in cuts.windows(2).rev().filter(|w| w[1] > w[0]) {
+                P::run_kernel(&call(w[0], w[1] - w[0]), &mut mem)?;
+            }
+        } else {
+            P::run_kernel(&call(0, blocks), &mut mem)?;
+        }
+        for (b, _, _) in &held {
+            buffers[*b as usize] = mem.contents(*b).unwrap_or_default().to_vec();
+        }
+    }
+    let first_output = inputs.len();
+    Ok(buffers
+        .into_iter()
+        .skip(first_output)
+        .take(plan.outputs.len())
+        .collect())
 }
 
 /// Runs `plan` on `inputs` with the CPU kernel entry `run_cpu`; returns every output's bytes.

@@ -29,11 +29,24 @@ fn translate(c: &mut Criterion) {
     g.finish();
 }
 
+/// CPU-device Add f32 against a native loop: in place on every core (the default), in place
+/// on one worker thread, and through `run-cpu` whole-buffer copies (the 1.0–1.2 path).
 fn cpu_add(c: &mut Criterion) {
-    for n in [1usize << 16, 1 << 20, 1 << 22] {
+    let hosts = [
+        ("umd_cpu_device", Host::builder().build().unwrap()),
+        (
+            "umd_cpu_device_1_thread",
+            Host::builder().cpu_threads(1).build().unwrap(),
+        ),
+        (
+            "umd_cpu_device_copying",
+            Host::builder().cpu_in_place(false).build().unwrap(),
+        ),
+    ];
+    for n in [1usize << 16, 1 << 20, 1 << 24] {
         let mut g = c.benchmark_group(format!("add_f32_{n}"));
         g.throughput(Throughput::Bytes((n * 12) as u64));
-        g.sample_size(20);
+        g.sample_size(if n > 1 << 20 { 10 } else { 20 });
 
         let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
         let b: Vec<f32> = (0..n).map(|i| (n - i) as f32).collect();
@@ -47,19 +60,24 @@ fn cpu_add(c: &mut Criterion) {
             })
         });
 
-        let host = Host::builder().build().unwrap();
         let desc = TensorDesc::new("a", vec![n as u64], Dtype::F32);
-        let t = host
-            .translate(&OpRequest::new("Add", vec![desc.clone(), desc.clone()]))
-            .unwrap();
-        let bufs: Vec<_> = (0..3).map(|_| host.alloc(&desc).unwrap()).collect();
         let av: Vec<f64> = a.iter().map(|&x| x as f64).collect();
-        host.write(bufs[0], &data::encode(Dtype::F32, &av)).unwrap();
-        host.write(bufs[1], &data::encode(Dtype::F32, &av)).unwrap();
-        let stream = host.device().default_stream();
-        g.bench_function("umd_cpu_device", |bench| {
-            bench.iter(|| host.execute(&t, &bufs, stream).unwrap().wait().unwrap())
-        });
+        let bytes = data::encode(Dtype::F32, &av);
+        for (name, host) in &hosts {
+            let t = host
+                .translate(&OpRequest::new("Add", vec![desc.clone(), desc.clone()]))
+                .unwrap();
+            let bufs: Vec<_> = (0..3).map(|_| host.alloc(&desc).unwrap()).collect();
+            host.write(bufs[0], &bytes).unwrap();
+            host.write(bufs[1], &bytes).unwrap();
+            let stream = host.device().default_stream();
+            g.bench_function(*name, |bench| {
+                bench.iter(|| host.execute(&t, &bufs, stream).unwrap().wait().unwrap())
+            });
+            for id in bufs {
+                host.free(id).unwrap();
+            }
+        }
         g.finish();
     }
 }

@@ -1,6 +1,7 @@
 //! The CPU device, the embedded default: pooled host buffers, streams that run submitted command
 //! buffers in order on a worker thread each, fences, and launches executed by the providing
-//! plugin's CPU kernel (through [`CpuKernels`]).
+//! plugin's CPU kernel (through [`CpuKernels`]): in place when the plugin can (ABI 1.3), its grid
+//! split into block ranges across the device's worker threads when the kernel allows it.
 //!
 //! Hazards: every submission records its fence on the buffers it binds; `read`, `write` and the
 //! return of a freed buffer's memory wait for it. Owns buffers and threads; never plans.
@@ -14,7 +15,10 @@ use parking_lot::{Mutex, RwLock};
 use super::pool::{HostPool, PoolStats};
 use super::sync::Fence;
 use super::table::BufferTable;
-use super::{BufferId, CpuKernels, Device, DeviceError, StreamId, check_bindings};
+use super::{
+    BoundMemory, BufferId, BufferMemory, CpuKernelMode, CpuKernels, Device, DeviceError, StreamId,
+    check_bindings,
+};
 use crate::cmdbuf::{Access, CommandBuffer, LaunchCmd};
 use crate::target::Target;
 
@@ -50,6 +54,17 @@ impl Buffer {
     }
 }
 
+impl BufferMemory for Buffer {
+    fn read_into(&self, offset: usize, dst: &mut [u8]) {
+        // `read_recursive`: the same buffer may be bound twice while a writer waits.
+        dst.copy_from_slice(&self.data.read_recursive()[offset..offset + dst.len()]);
+    }
+
+    fn write_from(&self, offset: usize, src: &[u8]) {
+        self.data.write()[offset..offset + src.len()].copy_from_slice(src);
+    }
+}
+
 impl Drop for Buffer {
     fn drop(&mut self) {
         let block = std::mem::take(&mut *self.data.write());
@@ -82,18 +97,42 @@ pub struct CpuDevice {
     pool: Arc<HostPool>,
     buffers: BufferTable<Buffer>,
     streams: Mutex<Vec<Stream>>,
-    kernels: Arc<dyn CpuKernels>,
+    exec: Arc<Exec>,
 }
 
+/// What runs launches: the kernel provider and the worker threads split launches run on.
+struct Exec {
+    kernels: Arc<dyn CpuKernels>,
+    workers: rayon::ThreadPool,
+}
+
+/// Least bound bytes per part of a split launch: below it, a thread costs more than it gains.
+const MIN_PART_BYTES: u64 = 128 << 10;
+
 impl CpuDevice {
-    /// A CPU device whose buffers may hold `memory_limit` bytes at once.
+    /// A CPU device whose buffers may hold `memory_limit` bytes at once, with a worker thread
+    /// per core.
     pub fn new(kernels: Arc<dyn CpuKernels>, memory_limit: u64) -> Arc<CpuDevice> {
+        Self::with_threads(kernels, memory_limit, 0)
+    }
+
+    /// A CPU device splitting launches across `threads` workers (0: one per core).
+    pub fn with_threads(
+        kernels: Arc<dyn CpuKernels>,
+        memory_limit: u64,
+        threads: usize,
+    ) -> Arc<CpuDevice> {
+        let workers = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("umd-cpu-worker-{i}"))
+            .build()
+            .expect("spawning the CPU device's worker threads");
         let dev = Arc::new(CpuDevice {
             target: Target::cpu(),
             pool: Arc::new(HostPool::new(memory_limit, memory_limit / 4)),
             buffers: BufferTable::default(),
             streams: Mutex::new(Vec::new()),
-            kernels,
+            exec: Arc::new(Exec { kernels, workers }),
         });
         dev.create_stream().expect("the default stream");
         dev
@@ -164,12 +203,12 @@ impl Device for CpuDevice {
         let mut streams = self.streams.lock();
         let id = StreamId(streams.len() as u32);
         let (tx, rx) = mpsc::channel();
-        let kernels = self.kernels.clone();
+        let exec = self.exec.clone();
         let pending = Arc::new(AtomicUsize::new(0));
         let done = pending.clone();
         std::thread::Builder::new()
             .name(format!("umd-cpu-stream-{}", id.0))
-            .spawn(move || worker(rx, kernels, done))
+            .spawn(move || worker(rx, exec, done))
             .map_err(|_| DeviceError::ShutDown)?;
         streams.push(Stream { tx, pending });
         Ok(id)
@@ -236,7 +275,7 @@ impl Device for CpuDevice {
     }
 }
 
-fn worker(rx: mpsc::Receiver<Job>, kernels: Arc<dyn CpuKernels>, pending: Arc<AtomicUsize>) {
+fn worker(rx: mpsc::Receiver<Job>, exec: Arc<Exec>, pending: Arc<AtomicUsize>) {
     for job in rx {
         match job {
             Job::Event(f) => f.signal(Ok(())),
@@ -249,7 +288,7 @@ fn worker(rx: mpsc::Receiver<Job>, kernels: Arc<dyn CpuKernels>, pending: Arc<At
                 // kill the stream's worker.
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     cmd.launches.iter().enumerate().try_for_each(|(i, l)| {
-                        run_launch(&*kernels, &cmd, l, &buffers).map_err(|message| {
+                        run_launch(&exec, &cmd, l, &buffers).map_err(|message| {
                             DeviceError::Launch {
                                 launch: i,
                                 entry: l.entry_point.clone(),
@@ -273,10 +312,9 @@ fn worker(rx: mpsc::Receiver<Job>, kernels: Arc<dyn CpuKernels>, pending: Arc<At
     }
 }
 
-/// Runs one launch: gathers the bindings it references, calls the CPU kernel, stores what it
-/// wrote after checking it matches the binding's size.
+/// Runs one launch: in place when its plugin can, else through whole-buffer copies.
 fn run_launch(
-    kernels: &dyn CpuKernels,
+    exec: &Exec,
     cmd: &CommandBuffer,
     launch: &LaunchCmd,
     buffers: &[Arc<Buffer>],
@@ -290,6 +328,52 @@ fn run_launch(
         }
     }
     let binding_size = |b: u32| cmd.bindings[b as usize].desc.byte_size().unwrap_or(0);
+    let splittable = match exec.kernels.mode(launch)? {
+        CpuKernelMode::Copy => {
+            return run_copying(&*exec.kernels, launch, buffers, &used, binding_size);
+        }
+        CpuKernelMode::InPlace { splittable } => splittable,
+    };
+    let bound: Vec<BoundMemory> = used
+        .iter()
+        .map(|&(b, access)| BoundMemory {
+            binding: b,
+            size: binding_size(b),
+            access,
+            memory: buffers[b as usize].clone(),
+        })
+        .collect();
+    let blocks = launch.grid.volume();
+    let bytes: u64 = bound.iter().map(|b| b.size).sum();
+    let parts = if splittable {
+        (exec.workers.current_num_threads() as u64)
+            .min(blocks)
+            .min(bytes / MIN_PART_BYTES)
+            .max(1)
+    } else {
+        1
+    };
+    if parts == 1 {
+        return exec.kernels.run_in_place(launch, &bound, 0..blocks);
+    }
+    use rayon::prelude::*;
+    exec.workers.install(|| {
+        (0..parts).into_par_iter().try_for_each(|p| {
+            let range = blocks * p / parts..blocks * (p + 1) / parts;
+            exec.kernels.run_in_place(launch, &bound, range)
+        })
+    })
+}
+
+/// Runs a launch through whole-buffer copies (`run-cpu`): gathers the bindings it references,
+/// calls the CPU kernel, stores what it wrote after checking it matches the binding's size.
+fn run_copying(
+    kernels: &dyn CpuKernels,
+    launch: &LaunchCmd,
+    buffers: &[Arc<Buffer>],
+    used: &[(u32, Access)],
+    binding_size: impl Fn(u32) -> u64,
+) -> Result<(), String> {
     // Read guards stay held for the call, so inputs are lowered straight from device memory.
     // `read_recursive`: the same buffer may be bound twice while a writer waits.
     let guards = used

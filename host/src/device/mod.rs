@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::cmdbuf::{CommandBuffer, LaunchCmd, ModuleRef, Role};
+use crate::cmdbuf::{Access, CommandBuffer, LaunchCmd, ModuleRef, Role};
 pub use pool::PoolStats;
 pub use sync::Fence;
 
@@ -137,6 +137,35 @@ impl fmt::Display for DeviceSpec {
     }
 }
 
+/// The memory of a buffer as a CPU kernel reads and writes it in place. Ranges are checked
+/// by the caller against the binding's size (never past the buffer's).
+pub trait BufferMemory: Send + Sync {
+    /// Copies bytes `offset .. offset + dst.len()` into `dst`.
+    fn read_into(&self, offset: usize, dst: &mut [u8]);
+    /// Stores `src` at `offset`.
+    fn write_from(&self, offset: usize, src: &[u8]);
+}
+
+/// One buffer bound to a CPU launch run in place: the binding, its size in the command buffer,
+/// how the launch uses it, and its memory.
+#[derive(Clone)]
+pub struct BoundMemory {
+    pub binding: u32,
+    pub size: u64,
+    pub access: Access,
+    pub memory: Arc<dyn BufferMemory>,
+}
+
+/// How the plugin build behind a launch runs it on the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuKernelMode {
+    /// `run-cpu` (ABI 1.0–1.2): whole inputs in, whole outputs back.
+    Copy,
+    /// `cpu-kernel.run` (ABI 1.3): in place; `splittable` when block ranges may run
+    /// concurrently.
+    InPlace { splittable: bool },
+}
+
 /// Runs a launch on the CPU: implemented by the plugin registry.
 pub trait CpuKernels: Send + Sync {
     /// Runs `launch` on the bindings it uses: (binding, size, `Some(contents)` where the launch
@@ -146,6 +175,26 @@ pub trait CpuKernels: Send + Sync {
         launch: &LaunchCmd,
         buffers: &[(u32, u64, Option<&[u8]>)],
     ) -> Result<Vec<(u32, Vec<u8>)>, String>;
+
+    /// How `launch` runs. Default: [`CpuKernelMode::Copy`].
+    fn mode(&self, _launch: &LaunchCmd) -> Result<CpuKernelMode, String> {
+        Ok(CpuKernelMode::Copy)
+    }
+
+    /// Runs blocks `blocks` of `launch` in place on `bound` (one entry per binding the launch
+    /// names). Only called when [`CpuKernels::mode`] says `InPlace`; concurrently with other
+    /// ranges of the same launch only when it says `splittable`.
+    fn run_in_place(
+        &self,
+        launch: &LaunchCmd,
+        _bound: &[BoundMemory],
+        _blocks: std::ops::Range<u64>,
+    ) -> Result<(), String> {
+        Err(format!(
+            "`{}`: this kernel provider has no in-place kernels",
+            launch.entry_point
+        ))
+    }
 }
 
 /// The device code of one kernel module, as the plugin that planned it provides it.

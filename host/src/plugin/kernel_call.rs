@@ -1,7 +1,8 @@
-//! The `run-cpu` call with borrowed inputs: buffer contents are lowered straight from device
-//! memory into the instance, with no intermediate copy (the generated bindings would take
-//! owned `Vec`s). The types mirror `cpu-call` / `cpu-buffer` field for field; wasmtime checks
-//! them against the component's function type when the function is looked up.
+//! The CPU kernel calls with borrowed arguments: `run-cpu` (1.0–1.2) and `cpu-kernel.run` (1.3).
+//! For `run-cpu`, buffer contents are lowered straight from device memory into the instance,
+//! with no intermediate copy (the generated bindings would take owned `Vec`s). The types mirror
+//! the WIT records field for field; wasmtime checks them against the component's function type
+//! when the function is looked up.
 
 use wasmtime::component::{ComponentType, Lower};
 
@@ -33,3 +34,38 @@ pub struct CpuCallRef<'a> {
 
 /// The result type of `run-cpu`.
 pub type RunCpuResult = Result<Vec<wit::CpuWrite>, wit::OpError>;
+
+/// (1.3) `cpu-kernel.bound-buffer`.
+#[derive(ComponentType, Lower, Clone, Copy, Debug)]
+#[component(record)]
+pub struct BoundBufferRef {
+    pub binding: u32,
+    pub size: u64,
+}
+
+/// (1.3) `cpu-kernel.block-range`.
+#[derive(ComponentType, Lower, Clone, Copy, Debug)]
+#[component(record)]
+pub struct BlockRangeRef {
+    pub first: u64,
+    pub count: u64,
+}
+
+/// (1.3) `cpu-kernel.kernel-call`, borrowing everything.
+#[derive(ComponentType, Lower)]
+#[component(record)]
+pub struct KernelCallRef<'a> {
+    #[component(name = "module-id")]
+    pub module_id: &'a str,
+    #[component(name = "entry-point")]
+    pub entry_point: &'a str,
+    pub grid: wit::Dim3,
+    pub block: wit::Dim3,
+    pub params: &'a [u8],
+    pub relocations: &'a [wit::Relocation],
+    pub buffers: &'a [BoundBufferRef],
+    pub blocks: BlockRangeRef,
+}
+
+/// The result type of `cpu-kernel.run`.
+pub type RunKernelResult = Result<(), wit::OpError>;

@@ -10,10 +10,12 @@ pub mod artifacts;
 mod bindings;
 pub mod convert;
 pub mod kernel_call;
+pub mod kernel_io;
 pub mod planner;
 pub mod sandbox;
 pub mod self_test;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,9 +35,9 @@ use sandbox::StoreState;
 
 use crate::error::{LoadError, PluginFault};
 
-/// The ABI this host implements: `umd:plugin@1.2.0`. Plugins of the same major load (1.0 and
-/// 1.1 plugins without the later additions).
-pub const HOST_ABI: semver::Version = semver::Version::new(1, 2, 0);
+/// The ABI this host implements: `umd:plugin@1.3.0`. Plugins of the same major load (1.0–1.2
+/// plugins without the later additions).
+pub const HOST_ABI: semver::Version = semver::Version::new(1, 3, 0);
 /// Most op signatures a plugin may declare, and constant inputs per signature.
 const MAX_SIGNATURES: usize = 1024;
 const MAX_CONSTANT_INPUTS: usize = 64;
@@ -45,8 +47,10 @@ pub const MAX_COMPONENT_BYTES: u64 = 64 << 20;
 const PACKAGE: &str = "umd:plugin";
 /// Epoch tick period: deadlines are accurate to about this.
 const TICK: Duration = Duration::from_millis(5);
-/// Warm instances kept per plugin.
-const MAX_IDLE_INSTANCES: usize = 8;
+/// Warm instances kept per plugin (at least one per CPU worker thread of a split launch).
+const MAX_IDLE_INSTANCES: usize = 64;
+/// `splittable` answers remembered per plugin build (forgotten all at once past this).
+const MAX_SPLITTABLE_ANSWERS: usize = 4096;
 
 /// The engine, linker and limits shared by every plugin.
 pub struct Runtime {
@@ -78,6 +82,7 @@ impl Runtime {
         })?;
         let mut linker = Linker::new(&engine);
         bindings::host_iface::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)
+            .and_then(|()| kernel_io::add_to_linker(&mut linker))
             .map_err(|e| LoadError::Interface {
                 path: "<linker>".into(),
                 reason: format!("{e:#}"),
@@ -175,6 +180,7 @@ impl Runtime {
             })?;
         let self_test = self_test::Exports::find(&component, &abi);
         let planner = planner::Exports::find(&component, &abi);
+        let cpu_kernel = kernel_io::Exports::find(&component, &abi);
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -195,6 +201,8 @@ impl Runtime {
             run_cpu_index,
             self_test,
             planner,
+            cpu_kernel,
+            splittable: Mutex::new(HashMap::new()),
             signatures: Vec::new(),
             idle: Mutex::new(Vec::new()),
             info: wit::PluginInfo {
@@ -275,12 +283,13 @@ impl Runtime {
                 .and_then(|r| {
                     r.strip_prefix("/host@")
                         .or_else(|| r.strip_prefix("/types@"))
+                        .or_else(|| r.strip_prefix("/kernel-io@"))
                 })
                 .and_then(|v| semver::Version::parse(v).ok())
                 .is_some_and(|v| v.major == HOST_ABI.major);
             if !allowed {
                 return Err(iface(format!(
-                    "imports `{name}`, which the sandbox does not grant (plugins may import only {PACKAGE}/host)"
+                    "imports `{name}`, which the sandbox does not grant (plugins may import only {PACKAGE}/host and {PACKAGE}/kernel-io)"
                 )));
             }
         }
@@ -380,6 +389,11 @@ pub struct LoadedPlugin {
     self_test: Option<self_test::Exports>,
     /// The 1.2 `planner` export, when the plugin has it.
     planner: Option<planner::Exports>,
+    /// The 1.3 `cpu-kernel` export, when the plugin has it.
+    cpu_kernel: Option<kernel_io::Exports>,
+    /// (1.3) `splittable` answers by (module id, entry point); bounded by
+    /// [`MAX_SPLITTABLE_ANSWERS`].
+    splittable: Mutex<HashMap<(String, String), bool>>,
     /// (1.2) Op signatures (empty for older plugins).
     signatures: Vec<wit::OpSignature>,
     idle: Mutex<Vec<Instance>>,
@@ -622,6 +636,58 @@ impl LoadedPlugin {
                 Ok(f.call(s, ())?.0)
             },
         )
+    }
+
+    /// (1.3) Whether the plugin runs its CPU kernels in place (`cpu-kernel`).
+    pub fn runs_in_place(&self) -> bool {
+        self.cpu_kernel.is_some()
+    }
+
+    /// (1.3) Whether `entry_point` of `module_id` may run as concurrent block ranges; asked
+    /// once per module and entry point, false for a plugin without `cpu-kernel`.
+    pub fn splittable(&self, module_id: &str, entry_point: &str) -> Result<bool, PluginFault> {
+        let Some(ex) = self.cpu_kernel else {
+            return Ok(false);
+        };
+        let key = (module_id.to_string(), entry_point.to_string());
+        if let Some(&answer) = self.splittable.lock().get(&key) {
+            return Ok(answer);
+        }
+        let answer = self.call(
+            "cpu-kernel.splittable",
+            self.runtime.limits.plan_deadline,
+            |s, inst, _| {
+                let f = inst.get_typed_func::<(&str, &str), (bool,)>(&mut *s, ex.splittable)?;
+                Ok(f.call(s, (module_id, entry_point))?.0)
+            },
+        )?;
+        let mut cache = self.splittable.lock();
+        if cache.len() >= MAX_SPLITTABLE_ANSWERS {
+            cache.clear();
+        }
+        cache.insert(key, answer);
+        Ok(answer)
+    }
+
+    /// (1.3) `cpu-kernel.run` under the kernel deadline, with `bound` readable and writable
+    /// through `kernel-io` for the duration of the call. `None` for a plugin without it.
+    pub fn run_in_place(
+        &self,
+        call: &kernel_call::KernelCallRef<'_>,
+        bound: Arc<[crate::device::BoundMemory]>,
+    ) -> Option<Result<kernel_call::RunKernelResult, PluginFault>> {
+        let ex = self.cpu_kernel?;
+        Some(self.call(
+            "cpu-kernel.run",
+            self.runtime.limits.kernel_deadline,
+            |s, inst, _| {
+                let f = inst.get_typed_func::<(&kernel_call::KernelCallRef<'_>,), (kernel_call::RunKernelResult,)>(&mut *s, ex.run)?;
+                s.data_mut().io = Some(bound);
+                let result = f.call(&mut *s, (call,));
+                s.data_mut().io = None;
+                Ok(result?.0)
+            },
+        ))
     }
 
     /// `run-cpu` under the kernel deadline, lowering the borrowed buffers directly.

@@ -3,7 +3,8 @@
 //! is classified into a [`PluginFault`].
 //!
 //! Nothing here grants files, network, clock or environment: the linker defines `host.log` and
-//! nothing else, so a component importing anything more fails to instantiate.
+//! (1.3) `kernel-io` on the running launch's buffers, nothing else, so a component importing
+//! anything more fails to instantiate.
 
 use std::time::Duration;
 
@@ -49,6 +50,8 @@ pub struct StoreState {
     pub memory_denied: Option<usize>,
     /// The last message the plugin logged (reported with a trap: panics arrive this way).
     pub last_log: Option<String>,
+    /// (1.3) The buffers of the launch a `cpu-kernel.run` call is running.
+    pub io: super::kernel_io::KernelIo,
 }
 
 impl StoreState {
@@ -60,6 +63,7 @@ impl StoreState {
             logged: 0,
             memory_denied: None,
             last_log: None,
+            io: None,
         }
     }
 }

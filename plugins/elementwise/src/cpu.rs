@@ -6,10 +6,11 @@
 use half::{bf16, f16};
 use umd_sdk::cpu::Buffers;
 use umd_sdk::dtype::{self, Element};
+use umd_sdk::kernel::{self, Memory};
 use umd_sdk::params::ParamReader;
-use umd_sdk::{CpuCall, CpuWrite, Dtype, OpError};
+use umd_sdk::{CpuCall, CpuWrite, Dtype, KernelCall, OpError};
 
-use crate::bcast::Geometry;
+use crate::bcast::{Geometry, Mode};
 use crate::ops::Entry;
 use crate::scalar::{Arith, Bits, Exponent, PowBase};
 
@@ -91,6 +92,77 @@ pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     let mut w = bufs.output(out_binding, out_size.unwrap_or(u64::MAX))?;
     dispatch(&e, &g, &ins, &mut w.data, extra)?;
     Ok(vec![w])
+}
+
+/// Whether an entry point runs as independent block ranges (ABI 1.3): flat entries, where
+/// each block range computes its own share of the output.
+pub fn splittable(entry_point: &str) -> bool {
+    Entry::parse(entry_point).is_some_and(|e| e.mode == Mode::Flat)
+}
+
+/// Runs the blocks of a launch in place (ABI 1.3). A flat entry computes its share of the
+/// output in cache-sized chunks: each chunk of every input is read, computed and written at
+/// once. Strided (broadcast) entries run whole through [`run`].
+pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError> {
+    let e = Entry::parse(&call.entry_point)
+        .ok_or_else(|| OpError::internal(format!("unknown entry point `{}`", call.entry_point)))?;
+    if e.mode != Mode::Flat {
+        return kernel::run_via_cpu_call::<crate::Elementwise>(call, mem);
+    }
+    let k = e.kernel;
+    let mut r = ParamReader::new(&call.params, &call.relocations);
+    let bindings = (0..k.arity)
+        .map(|_| r.ptr())
+        .collect::<Result<Vec<_>, _>>()?;
+    let out_binding = r.ptr()?;
+    let g = Geometry::read(&mut r, e.mode, k.arity)?;
+    let extra = if k.extra { r.u64()? } else { 0 };
+    let in_sizes: Vec<u64> = k
+        .input_dtypes(e.dt, e.ydt)
+        .iter()
+        .map(|&dt| dtype::size(dt) as u64)
+        .collect();
+    let osz = dtype::size(k.output_dtype(e.dt)) as u64;
+    for (i, (&b, &sz)) in bindings.iter().zip(&in_sizes).enumerate() {
+        let need = g.extent(i)?.checked_mul(sz);
+        if need.is_none_or(|n| n > call.size_of(b).unwrap_or(0)) {
+            return Err(OpError::internal(format!(
+                "binding {b} is smaller than input {i} of {} elements",
+                g.extent(i)?
+            )));
+        }
+    }
+    if g.n
+        .checked_mul(osz)
+        .is_none_or(|n| n > call.size_of(out_binding).unwrap_or(0))
+    {
+        return Err(OpError::internal(format!(
+            "binding {out_binding} is smaller than the output of {} elements",
+            g.n
+        )));
+    }
+    let widest = in_sizes.iter().copied().fold(osz, Ord::max);
+    let step = Ord::max(kernel::CHUNK_BYTES as u64 / widest, 1);
+    let mut out = Vec::new();
+    kernel::chunks(call.share(g.n), step, |lo, hi| {
+        let len = hi - lo;
+        let mut ins = Vec::with_capacity(bindings.len());
+        for (i, (&b, &sz)) in bindings.iter().zip(&in_sizes).enumerate() {
+            ins.push(if g.strides[i][0] == 0 {
+                mem.read(b, 0, sz as usize)?
+            } else {
+                mem.read(b, lo * sz, (len * sz) as usize)?
+            });
+        }
+        let refs: Vec<&[u8]> = ins.iter().map(|v| &v[..]).collect();
+        let mut sub = g.clone();
+        sub.n = len;
+        sub.size[0] = len;
+        out.clear();
+        out.resize((len * osz) as usize, 0);
+        dispatch(&e, &sub, &refs, &mut out, extra)?;
+        mem.write(out_binding, lo * osz, &out)
+    })
 }
 
 /// Runs `body` with `$T` the Rust type of numeric dtype `$dt`.

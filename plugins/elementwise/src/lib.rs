@@ -18,9 +18,10 @@ pub mod scalar;
 
 pub use plan::plan;
 
+use umd_sdk::kernel::Memory;
 use umd_sdk::{
-    CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpInfo, OpPlan, PlanRequestExt, Plugin,
-    PluginInfo, Target, TensorDesc, TestCase, Tolerance,
+    CpuCall, CpuWrite, Dtype, KernelCall, ModuleSource, OpError, OpInfo, OpPlan, PlanRequestExt,
+    Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance,
 };
 
 pub struct Elementwise;
@@ -68,6 +69,14 @@ impl Plugin for Elementwise {
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
         cpu::run(&call)
+    }
+
+    fn run_kernel(call: &KernelCall, memory: &mut dyn Memory) -> Result<(), OpError> {
+        cpu::run_kernel(call, memory)
+    }
+
+    fn splittable(_module_id: &str, entry_point: &str) -> bool {
+        cpu::splittable(entry_point)
     }
 
     fn self_tests() -> Vec<TestCase> {

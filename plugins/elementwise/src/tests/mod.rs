@@ -5,6 +5,7 @@
 //! [`emu`]: vectors for running the CUDA kernels on the host (`tools/cuda_emu.py`).
 
 mod emu;
+mod inplace;
 mod ops;
 mod planning;
 

@@ -1,0 +1,172 @@
+//! (ABI 1.3) In-place CPU kernels: the `kernel-io` import a kernel reads and writes its bound
+//! buffers through, and where a plugin's `cpu-kernel` export is.
+//!
+//! During a `cpu-kernel.run` call the instance's store holds the launch's [`BoundMemory`] list;
+//! `read` and `write` check the binding, its access and the range against the binding's size
+//! before touching memory, and answer an error string otherwise (outside a call every access
+//! fails). Owns no buffer: the device hands the memory in and takes it back when the call ends.
+
+use std::sync::Arc;
+
+use wasmtime::StoreContextMut;
+use wasmtime::component::{Component, ComponentExportIndex, Linker, WasmList};
+
+use super::sandbox::StoreState;
+use crate::device::BoundMemory;
+
+/// Largest `read` of one call: a kernel reads in chunks.
+pub const MAX_READ_BYTES: u32 = 64 << 20;
+
+/// The buffers of the launch a store is running (none between calls).
+pub type KernelIo = Option<Arc<[BoundMemory]>>;
+
+/// Defines `umd:plugin/kernel-io` in `linker` (semver-compatible: any 1.x ≥ 1.3 import binds).
+pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    let mut inst = linker.instance("umd:plugin/kernel-io@1.3.0")?;
+    inst.func_wrap(
+        "read",
+        |store: StoreContextMut<'_, StoreState>,
+         (binding, offset, len): (u32, u64, u32)|
+         -> wasmtime::Result<(Result<Vec<u8>, String>,)> {
+            Ok((read(&store.data().io, binding, offset, len),))
+        },
+    )?;
+    inst.func_wrap(
+        "write",
+        |store: StoreContextMut<'_, StoreState>,
+         (binding, offset, data): (u32, u64, WasmList<u8>)|
+         -> wasmtime::Result<(Result<(), String>,)> {
+            let io = store.data().io.clone();
+            let bytes = data.as_le_slice(&store);
+            Ok((write(&io, binding, offset, bytes),))
+        },
+    )?;
+    Ok(())
+}
+
+/// The bound buffer `binding` and the byte range `offset .. offset + len` of it, checked.
+fn locate(
+    io: &KernelIo,
+    binding: u32,
+    offset: u64,
+    len: u64,
+) -> Result<(&BoundMemory, usize), String> {
+    let bound = io
+        .as_deref()
+        .ok_or("kernel-io is usable only during cpu-kernel.run")?;
+    let b = bound
+        .iter()
+        .find(|b| b.binding == binding)
+        .ok_or_else(|| format!("binding {binding} is not bound to this launch"))?;
+    match offset.checked_add(len) {
+        Some(end) if end <= b.size => Ok((b, offset as usize)),
+        _ => Err(format!(
+            "bytes {offset}..{} are outside binding {binding} of {} bytes",
+            offset.saturating_add(len),
+            b.size
+        )),
+    }
+}
+
+fn read(io: &KernelIo, binding: u32, offset: u64, len: u32) -> Result<Vec<u8>, String> {
+    if len > MAX_READ_BYTES {
+        return Err(format!(
+            "read of {len} bytes; at most {MAX_READ_BYTES} per call (read in chunks)"
+        ));
+    }
+    let (b, at) = locate(io, binding, offset, len as u64)?;
+    if !b.access.reads() {
+        return Err(format!("binding {binding} is write-only in this launch"));
+    }
+    let mut out = vec![0; len as usize];
+    b.memory.read_into(at, &mut out);
+    Ok(out)
+}
+
+fn write(io: &KernelIo, binding: u32, offset: u64, data: &[u8]) -> Result<(), String> {
+    let (b, at) = locate(io, binding, offset, data.len() as u64)?;
+    if !b.access.writes() {
+        return Err(format!("binding {binding} is read-only in this launch"));
+    }
+    b.memory.write_from(at, data);
+    Ok(())
+}
+
+/// Where the `cpu-kernel` functions are in a component.
+#[derive(Debug, Clone, Copy)]
+pub struct Exports {
+    pub splittable: ComponentExportIndex,
+    pub run: ComponentExportIndex,
+}
+
+impl Exports {
+    /// The `cpu-kernel` export of a plugin built for ABI `abi`, if it has one (1.3 and later).
+    pub fn find(component: &Component, abi: &semver::Version) -> Option<Exports> {
+        let iface = component.get_export_index(None, &*format!("umd:plugin/cpu-kernel@{abi}"))?;
+        Some(Exports {
+            splittable: component.get_export_index(Some(&iface), "splittable")?,
+            run: component.get_export_index(Some(&iface), "run")?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmdbuf::Access;
+    use crate::device::BufferMemory;
+    use parking_lot::Mutex;
+
+    struct Mem(Mutex<Vec<u8>>);
+    impl BufferMemory for Mem {
+        fn read_into(&self, offset: usize, dst: &mut [u8]) {
+            dst.copy_from_slice(&self.0.lock()[offset..offset + dst.len()]);
+        }
+        fn write_from(&self, offset: usize, src: &[u8]) {
+            self.0.lock()[offset..offset + src.len()].copy_from_slice(src);
+        }
+    }
+
+    fn io() -> (KernelIo, Arc<Mem>) {
+        let mem = Arc::new(Mem(Mutex::new((0..16).collect())));
+        let bound = |binding, size, access| BoundMemory {
+            binding,
+            size,
+            access,
+            memory: mem.clone(),
+        };
+        // Binding 0 reads the first 8 bytes; binding 1 writes; binding 2 both.
+        let list: Arc<[BoundMemory]> = vec![
+            bound(0, 8, Access::Read),
+            bound(1, 16, Access::Write),
+            bound(2, 16, Access::ReadWrite),
+        ]
+        .into();
+        (Some(list), mem)
+    }
+
+    #[test]
+    fn reads_and_writes_are_checked_before_memory_is_touched() {
+        let (io, mem) = io();
+        assert_eq!(read(&io, 0, 2, 3).unwrap(), vec![2, 3, 4]);
+        // The binding's size in the command buffer bounds it, not the buffer's.
+        assert!(
+            read(&io, 0, 6, 4)
+                .unwrap_err()
+                .contains("outside binding 0 of 8")
+        );
+        assert!(read(&io, 0, u64::MAX, 2).unwrap_err().contains("outside"));
+        assert!(read(&io, 1, 0, 1).unwrap_err().contains("write-only"));
+        assert!(write(&io, 0, 0, &[9]).unwrap_err().contains("read-only"));
+        assert!(read(&io, 7, 0, 1).unwrap_err().contains("not bound"));
+        assert!(
+            read(&io, 2, 0, MAX_READ_BYTES + 1)
+                .unwrap_err()
+                .contains("chunks")
+        );
+        assert!(read(&None, 0, 0, 1).unwrap_err().contains("only during"));
+        write(&io, 2, 14, &[7, 7]).unwrap();
+        assert!(write(&io, 2, 15, &[7, 7]).is_err());
+        assert_eq!(&mem.0.lock()[12..], &[12, 13, 7, 7]);
+    }
+}

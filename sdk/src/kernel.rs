@@ -1,0 +1,380 @@
+//! (ABI 1.3) CPU kernels that work on the bound buffers in place, a range of blocks at a time.
+//!
+//! The host calls `cpu-kernel.run` with a [`KernelCall`]; the kernel reads the chunks it needs
+//! and writes what it computes through a [`Memory`] — in a component, the host's `kernel-io`
+//! import ([`HostMemory`]): no whole-tensor copies through `list<u8>`. When the plugin says a
+//! launch is [`crate::Plugin::splittable`], the host splits the grid into block ranges and runs
+//! them concurrently in separate instances, so one big op uses every core.
+//!
+//! [`HeapMemory`] is the same interface over buffers held in memory: it runs a kernel for an
+//! ABI 1.0–1.2 `run-cpu` call ([`run_cpu_in_memory`]) and in native unit tests.
+//!
+//! A kernel should read in cache-sized chunks ([`CHUNK_BYTES`]) and write each result chunk as
+//! soon as it is computed.
+
+use crate::bindings::exports::umd::plugin::cpu_kernel::{BlockRange, BoundBuffer, KernelCall};
+use crate::{Access, CpuBuffer, CpuCall, CpuWrite, OpError, Plugin};
+
+/// A good size for one read or write: large enough that the per-call cost vanishes, small
+/// enough that a chunk of each operand stays in the core's cache.
+pub const CHUNK_BYTES: usize = 64 * 1024;
+
+/// The buffers of the launch being run.
+pub trait Memory {
+    /// `len` bytes of `binding` from byte `offset`.
+    fn read(&mut self, binding: u32, offset: u64, len: usize) -> Result<Vec<u8>, OpError>;
+    /// Stores `data` into `binding` at byte `offset`.
+    fn write(&mut self, binding: u32, offset: u64, data: &[u8]) -> Result<(), OpError>;
+}
+
+/// The host's buffers, through the `kernel-io` import (valid only inside `cpu-kernel.run`).
+pub struct HostMemory;
+
+impl Memory for HostMemory {
+    #[cfg(target_arch = "wasm32")]
+    fn read(&mut self, binding: u32, offset: u64, len: usize) -> Result<Vec<u8>, OpError> {
+        let len = u32::try_from(len)
+            .map_err(|_| OpError::internal(format!("read of {len} bytes in one call")))?;
+        crate::bindings::umd::plugin::kernel_io::read(binding, offset, len)
+            .map_err(OpError::internal)
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn write(&mut self, binding: u32, offset: u64, data: &[u8]) -> Result<(), OpError> {
+        crate::bindings::umd::plugin::kernel_io::write(binding, offset, data)
+            .map_err(OpError::internal)
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn read(&mut self, _: u32, _: u64, _: usize) -> Result<Vec<u8>, OpError> {
+        Err(OpError::internal(
+            "HostMemory exists only inside a component",
+        ))
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn write(&mut self, _: u32, _: u64, _: &[u8]) -> Result<(), OpError> {
+        Err(OpError::internal(
+            "HostMemory exists only inside a component",
+        ))
+    }
+}
+
+/// Buffers held in memory, with the access each binding allows.
+pub struct HeapMemory {
+    buffers: Vec<HeapBuffer>,
+}
+
+struct HeapBuffer {
+    binding: u32,
+    access: Access,
+    data: Vec<u8>,
+    written: bool,
+}
+
+impl HeapMemory {
+    /// One buffer per (binding, access, contents); a `write` binding's contents are its size in
+    /// zeros.
+    pub fn new(buffers: impl IntoIterator<Item = (u32, Access, Vec<u8>)>) -> Self {
+        HeapMemory {
+            buffers: buffers
+                .into_iter()
+                .map(|(binding, access, data)| HeapBuffer {
+                    binding,
+                    access,
+                    data,
+                    written: false,
+                })
+                .collect(),
+        }
+    }
+
+    /// The buffers of a `run-cpu` call (a `write` binding holds its size in zeros).
+    pub fn from_call(call: &mut CpuCall) -> Self {
+        let buffers = std::mem::take(&mut call.buffers);
+        let access = |b: u32| binding_access(&call.relocations, b);
+        HeapMemory::new(buffers.into_iter().map(
+            |CpuBuffer {
+                 binding,
+                 size,
+                 data,
+             }| {
+                let data = if data.len() as u64 == size {
+                    data
+                } else {
+                    vec![0; size as usize]
+                };
+                (binding, access(binding), data)
+            },
+        ))
+    }
+
+    /// The contents of every binding a kernel wrote, as `run-cpu` returns them.
+    pub fn into_writes(self) -> Vec<CpuWrite> {
+        self.buffers
+            .into_iter()
+            .filter(|b| b.written)
+            .map(|b| CpuWrite {
+                binding: b.binding,
+                data: b.data,
+            })
+            .collect()
+    }
+
+    /// The contents of `binding`.
+    pub fn contents(&self, binding: u32) -> Option<&[u8]> {
+        self.buffers
+            .iter()
+            .find(|b| b.binding == binding)
+            .map(|b| &b.data[..])
+    }
+
+    fn find(
+        &mut self,
+        binding: u32,
+        offset: u64,
+        len: usize,
+    ) -> Result<(&mut HeapBuffer, std::ops::Range<usize>), OpError> {
+        let b = self
+            .buffers
+            .iter_mut()
+            .find(|b| b.binding == binding)
+            .ok_or_else(|| OpError::internal(format!("binding {binding} is not bound")))?;
+        let size = b.data.len();
+        let range = usize::try_from(offset)
+            .ok()
+            .and_then(|o| Some(o..o.checked_add(len)?))
+            .filter(|r| r.end <= size)
+            .ok_or_else(|| {
+                OpError::internal(format!(
+                    "bytes {offset}..{} are outside binding {binding} of {size} bytes",
+                    offset.saturating_add(len as u64)
+                ))
+            })?;
+        Ok((b, range))
+    }
+}
+
+impl Memory for HeapMemory {
+    fn read(&mut self, binding: u32, offset: u64, len: usize) -> Result<Vec<u8>, OpError> {
+        let (b, range) = self.find(binding, offset, len)?;
+        if b.access == Access::Write {
+            return Err(OpError::internal(format!(
+                "binding {binding} is write-only in this launch"
+            )));
+        }
+        Ok(b.data[range].to_vec())
+    }
+
+    fn write(&mut self, binding: u32, offset: u64, data: &[u8]) -> Result<(), OpError> {
+        let (b, range) = self.find(binding, offset, data.len())?;
+        if b.access == Access::Read {
+            return Err(OpError::internal(format!(
+                "binding {binding} is read-only in this launch"
+            )));
+        }
+        b.data[range].copy_from_slice(data);
+        b.written = true;
+        Ok(())
+    }
+}
+
+/// How a launch uses `binding`: the union of its relocations' accesses (read when it has none).
+pub fn binding_access(relocations: &[crate::Relocation], binding: u32) -> Access {
+    let mut reads = false;
+    let mut writes = false;
+    for r in relocations.iter().filter(|r| r.binding == binding) {
+        reads |= r.access != Access::Write;
+        writes |= r.access != Access::Read;
+    }
+    match (reads, writes) {
+        (_, false) => Access::Read,
+        (false, true) => Access::Write,
+        (true, true) => Access::ReadWrite,
+    }
+}
+
+impl KernelCall {
+    /// Blocks in the whole grid.
+    pub fn grid_blocks(&self) -> u64 {
+        self.grid.volume()
+    }
+
+    /// Whether this call runs the whole grid.
+    pub fn is_whole(&self) -> bool {
+        self.blocks.first == 0 && self.blocks.count == self.grid_blocks()
+    }
+
+    /// The part `lo..hi` of `0..n` items this call's blocks cover when the grid's blocks share
+    /// `n` items evenly (block `b` covers `n*b/G .. n*(b+1)/G`): disjoint for distinct blocks
+    /// and together exactly `0..n`.
+    pub fn share(&self, n: u64) -> std::ops::Range<u64> {
+        let g = self.grid_blocks().max(1) as u128;
+        let at = |b: u64| (n as u128 * b.min(g as u64) as u128 / g) as u64;
+        at(self.blocks.first)..at(self.blocks.first.saturating_add(self.blocks.count))
+    }
+
+    /// Size in bytes of a bound binding.
+    pub fn size_of(&self, binding: u32) -> Result<u64, OpError> {
+        self.buffers
+            .iter()
+            .find(|b| b.binding == binding)
+            .map(|b| b.size)
+            .ok_or_else(|| OpError::internal(format!("binding {binding} is not bound")))
+    }
+
+    /// The whole-grid call of a `run-cpu` call.
+    pub fn from_cpu_call(call: &CpuCall) -> Self {
+        KernelCall {
+            module_id: call.module_id.clone(),
+            entry_point: call.entry_point.clone(),
+            grid: call.grid,
+            block: call.block,
+            params: call.params.clone(),
+            relocations: call.relocations.clone(),
+            buffers: call
+                .buffers
+                .iter()
+                .map(|b| BoundBuffer {
+                    binding: b.binding,
+                    size: b.size,
+                })
+                .collect(),
+            blocks: BlockRange {
+                first: 0,
+                count: call.grid.volume(),
+            },
+        }
+    }
+}
+
+/// `run-cpu` for a plugin whose kernels are written for [`Memory`]: runs the whole grid of
+/// `call` on its buffers in memory and returns what the kernel wrote.
+pub fn run_cpu_in_memory<P: Plugin + ?Sized>(mut call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
+    let kcall = KernelCall::from_cpu_call(&call);
+    let mut mem = HeapMemory::from_call(&mut call);
+    P::run_kernel(&kcall, &mut mem)?;
+    Ok(mem.into_writes())
+}
+
+/// The in-place kernel of a plugin whose CPU kernels are `run-cpu` style (the default of
+/// [`crate::Plugin::run_kernel`]): reads every binding the launch reads, runs `run_cpu` on the
+/// whole grid, writes back what it returns. Refuses a part of a grid.
+pub fn run_via_cpu_call<P: Plugin + ?Sized>(
+    call: &KernelCall,
+    mem: &mut dyn Memory,
+) -> Result<(), OpError> {
+    if !call.is_whole() {
+        return Err(OpError::internal(format!(
+            "`{}` runs only as a whole grid (blocks {}+{} of {} asked)",
+            call.entry_point,
+            call.blocks.first,
+            call.blocks.count,
+            call.grid_blocks()
+        )));
+    }
+    let mut buffers = Vec::with_capacity(call.buffers.len());
+    for b in &call.buffers {
+        let reads = binding_access(&call.relocations, b.binding) != Access::Write;
+        let data = if reads {
+            let len = usize::try_from(b.size)
+                .map_err(|_| OpError::internal(format!("binding {} too large", b.binding)))?;
+            mem.read(b.binding, 0, len)?
+        } else {
+            Vec::new()
+        };
+        buffers.push(CpuBuffer {
+            binding: b.binding,
+            size: b.size,
+            data,
+        });
+    }
+    let writes = P::run_cpu(CpuCall {
+        module_id: call.module_id.clone(),
+        entry_point: call.entry_point.clone(),
+        grid: call.grid,
+        block: call.block,
+        params: call.params.clone(),
+        relocations: call.relocations.clone(),
+        buffers,
+    })?;
+    for w in writes {
+        // `run-cpu` returns a written binding whole (the 1.0–1.2 contract the host checked).
+        let size = call.size_of(w.binding)?;
+        if w.data.len() as u64 != size {
+            return Err(OpError::internal(format!(
+                "kernel returned {} bytes for binding {} of {size} bytes",
+                w.data.len(),
+                w.binding
+            )));
+        }
+        mem.write(w.binding, 0, &w.data)?;
+    }
+    Ok(())
+}
+
+/// Calls `f(lo, hi)` for consecutive pieces of `range` of at most `step` items (at least one).
+pub fn chunks(
+    range: std::ops::Range<u64>,
+    step: u64,
+    mut f: impl FnMut(u64, u64) -> Result<(), OpError>,
+) -> Result<(), OpError> {
+    let step = step.max(1);
+    let mut lo = range.start;
+    while lo < range.end {
+        let hi = range.end.min(lo.saturating_add(step));
+        f(lo, hi)?;
+        lo = hi;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Dim3;
+
+    fn call(grid: u32, first: u64, count: u64) -> KernelCall {
+        KernelCall {
+            module_id: String::new(),
+            entry_point: String::new(),
+            grid: Dim3::x(grid),
+            block: Dim3::x(1),
+            params: Vec::new(),
+            relocations: Vec::new(),
+            buffers: Vec::new(),
+            blocks: BlockRange { first, count },
+        }
+    }
+
+    #[test]
+    fn shares_of_block_ranges_tile_the_items() {
+        for (n, g) in [(10u64, 3u32), (0, 4), (7, 7), (5, 9), (1 << 40, 1000)] {
+            let mut next = 0;
+            for b in 0..g as u64 {
+                let s = call(g, b, 1).share(n);
+                assert_eq!(s.start, next, "n={n} g={g} b={b}");
+                next = s.end;
+            }
+            assert_eq!(next, n);
+            assert_eq!(call(g, 0, g as u64).share(n), 0..n);
+        }
+    }
+
+    #[test]
+    fn heap_memory_enforces_access_and_bounds() {
+        let mut m = HeapMemory::new([
+            (0, Access::Read, vec![1, 2, 3]),
+            (1, Access::Write, vec![0; 2]),
+        ]);
+        assert_eq!(m.read(0, 1, 2).unwrap(), vec![2, 3]);
+        assert!(m.read(0, 2, 2).unwrap_err().to_string().contains("outside"));
+        assert!(m.read(1, 0, 1).is_err(), "write-only");
+        assert!(m.write(0, 0, &[9]).is_err(), "read-only");
+        assert!(m.read(7, 0, 0).is_err(), "unbound");
+        m.write(1, 1, &[5]).unwrap();
+        let w = m.into_writes();
+        assert_eq!(w.len(), 1);
+        assert_eq!((w[0].binding, w[0].data.clone()), (1, vec![0, 5]));
+    }
+}
