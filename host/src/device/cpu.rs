@@ -3,7 +3,9 @@
 //! plugin's CPU kernel (through [`CpuKernels`]): in place when the plugin can (ABI 1.3), its grid
 //! split into block ranges across the device's worker threads when the kernel allows it.
 //!
-//! Hazards: every submission records its fence on the buffers it binds; `read`, `write` and the
+//! Hazards ([`super::hazard`]): every submission records its fence on the buffers it binds, as
+//! a reader and/or writer; queued work waits for the earlier work it conflicts with on any
+//! stream, and the host's `read`, `write` and the
 //! return of a freed buffer's memory wait for it. Owns buffers and threads; never plans.
 
 use std::sync::Arc;
@@ -12,8 +14,9 @@ use std::sync::mpsc;
 
 use parking_lot::{Mutex, RwLock};
 
+use super::hazard::Hazards;
 use super::pool::{HostPool, PoolStats};
-use super::sync::Fence;
+use super::sync::{Fence, FenceGuard};
 use super::table::BufferTable;
 use super::{
     BoundMemory, BufferId, BufferMemory, CpuKernelMode, CpuKernels, Device, DeviceError, StreamId,
@@ -27,17 +30,24 @@ struct Buffer {
     id: BufferId,
     size: u64,
     data: RwLock<Box<[u8]>>,
-    last_use: Mutex<Option<Fence>>,
+    hazards: Mutex<Hazards>,
     pool: Arc<HostPool>,
 }
 
 impl Buffer {
-    fn wait_idle(&self) -> Result<(), DeviceError> {
-        let fence = self.last_use.lock().clone();
-        match fence {
-            // A failed kernel leaves the buffer usable; its error went to the submitter.
-            Some(f) => f.wait().or(Ok(())),
-            None => Ok(()),
+    /// Waits for the work the host's access must follow (a failed kernel leaves the buffer
+    /// usable: its error went to its submitter).
+    fn wait_for(&self, host_writes: bool) {
+        let fences = {
+            let h = self.hazards.lock();
+            if host_writes {
+                h.before_write()
+            } else {
+                h.before_read().into_iter().collect()
+            }
+        };
+        for f in fences {
+            let _ = f.wait();
         }
     }
 
@@ -76,7 +86,9 @@ enum Job {
     Run {
         cmd: Arc<CommandBuffer>,
         buffers: Vec<Arc<Buffer>>,
-        fence: Fence,
+        /// Earlier work on other streams this waits for (hazards).
+        waits: Vec<Fence>,
+        fence: FenceGuard,
     },
     Event(Fence),
 }
@@ -97,6 +109,8 @@ pub struct CpuDevice {
     pool: Arc<HostPool>,
     buffers: BufferTable<Buffer>,
     streams: Mutex<Vec<Stream>>,
+    /// Held while a submission records its hazards and is queued.
+    submit_order: Mutex<()>,
     exec: Arc<Exec>,
 }
 
@@ -132,6 +146,7 @@ impl CpuDevice {
             pool: Arc::new(HostPool::new(memory_limit, memory_limit / 4)),
             buffers: BufferTable::default(),
             streams: Mutex::new(Vec::new()),
+            submit_order: Mutex::new(()),
             exec: Arc::new(Exec { kernels, workers }),
         });
         dev.create_stream().expect("the default stream");
@@ -166,7 +181,7 @@ impl Device for CpuDevice {
             id,
             size: bytes,
             data: RwLock::new(block),
-            last_use: Mutex::new(None),
+            hazards: Mutex::new(Hazards::default()),
             pool: self.pool.clone(),
         }))
     }
@@ -183,7 +198,7 @@ impl Device for CpuDevice {
     fn write(&self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         let b = self.buffer(buffer)?;
         let range = b.range(offset, data.len() as u64)?;
-        b.wait_idle()?;
+        b.wait_for(true);
         b.data.write()[range].copy_from_slice(data);
         Ok(())
     }
@@ -191,7 +206,7 @@ impl Device for CpuDevice {
     fn read(&self, buffer: BufferId, offset: u64, len: u64) -> Result<Vec<u8>, DeviceError> {
         let b = self.buffer(buffer)?;
         let range = b.range(offset, len)?;
-        b.wait_idle()?;
+        b.wait_for(false);
         Ok(b.data.read()[range].to_vec())
     }
 
@@ -244,19 +259,30 @@ impl Device for CpuDevice {
                 })
                 .map_err(|depth| DeviceError::QueueFull { stream, depth })?;
         }
+        // Hazards are recorded and the job queued under one lock: submissions are ordered, and
+        // each waits only for earlier ones (no cycle).
+        let mut access = vec![(false, false); cmd.bindings.len()];
+        for r in cmd.launches.iter().flat_map(|l| &l.relocations) {
+            // (Relocations name existing bindings: command buffers are validated when made.)
+            if let Some(a) = access.get_mut(r.binding as usize) {
+                a.0 |= r.access.reads();
+                a.1 |= r.access.writes();
+            }
+        }
+        let _order = self.submit_order.lock();
         let fence = Fence::new();
-        for b in &buffers {
-            *b.last_use.lock() = Some(fence.clone());
+        let mut waits = Vec::new();
+        for (b, &(reads, writes)) in buffers.iter().zip(&access) {
+            b.hazards.lock().record(reads, writes, &fence, &mut waits);
         }
         let job = Job::Run {
             cmd,
             buffers,
-            fence: fence.clone(),
+            waits,
+            fence: FenceGuard(fence.clone()),
         };
-        if let Err(e) = self.send(stream, job) {
-            fence.signal(Err(e.clone()));
-            return Err(e);
-        }
+        // A job that cannot be queued is dropped: its guard signals the fence.
+        self.send(stream, job)?;
         Ok(fence)
     }
 
@@ -282,8 +308,12 @@ fn worker(rx: mpsc::Receiver<Job>, exec: Arc<Exec>, pending: Arc<AtomicUsize>) {
             Job::Run {
                 cmd,
                 buffers,
+                waits,
                 fence,
             } => {
+                for w in waits {
+                    let _ = w.wait();
+                }
                 // A panic in a launch must not leave the fence unsignalled (waiters would hang) or
                 // kill the stream's worker.
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -306,7 +336,7 @@ fn worker(rx: mpsc::Receiver<Job>, exec: Arc<Exec>, pending: Arc<AtomicUsize>) {
                 });
                 drop(buffers);
                 pending.fetch_sub(1, Ordering::AcqRel);
-                fence.signal(result);
+                fence.0.signal(result);
             }
         }
     }

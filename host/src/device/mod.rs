@@ -12,6 +12,7 @@ pub mod caching;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod hazard;
 pub mod pool;
 pub mod sync;
 pub mod table;

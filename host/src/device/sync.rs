@@ -72,6 +72,11 @@ impl Fence {
         wakers.into_iter().for_each(Waker::wake);
     }
 
+    /// Whether both are the same fence.
+    pub fn same(&self, other: &Fence) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     pub fn is_done(&self) -> bool {
         matches!(*self.0.state.lock(), State::Done(_))
     }
@@ -118,9 +123,32 @@ impl Future for FenceFuture {
     }
 }
 
+/// Owns the duty to signal a fence: when work is dropped without running (its queue went away,
+/// its thread died), the guard signals the fence with [`DeviceError::ShutDown`], so no waiter
+/// hangs. Signalling through the guard first makes the drop a no-op.
+pub struct FenceGuard(pub Fence);
+
+impl Drop for FenceGuard {
+    fn drop(&mut self) {
+        self.0.signal(Err(DeviceError::ShutDown));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn work_dropped_unrun_signals_its_fence_with_an_error() {
+        let f = Fence::new();
+        drop(FenceGuard(f.clone()));
+        assert_eq!(f.wait(), Err(DeviceError::ShutDown));
+        let done = Fence::new();
+        let guard = FenceGuard(done.clone());
+        guard.0.signal(Ok(()));
+        drop(guard);
+        assert_eq!(done.wait(), Ok(()), "a signalled fence keeps its result");
+    }
 
     #[test]
     fn wait_returns_the_signalled_result() {
