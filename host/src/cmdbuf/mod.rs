@@ -182,6 +182,20 @@ impl CommandBuffer {
         self.bindings.iter().filter(|b| b.role == role).count()
     }
 
+    /// Per binding, whether any launch reads it and whether any writes it (what a device's
+    /// hazard tracking records). Relocations naming no binding are ignored (validation refuses
+    /// them).
+    pub fn binding_access(&self) -> Vec<(bool, bool)> {
+        let mut access = vec![(false, false); self.bindings.len()];
+        for r in self.launches.iter().flat_map(|l| &l.relocations) {
+            if let Some(a) = access.get_mut(r.binding as usize) {
+                a.0 |= r.access.reads();
+                a.1 |= r.access.writes();
+            }
+        }
+        access
+    }
+
     /// Checks structure and, when given, a target's launch limits. Every plan and every decoded
     /// buffer passes through here before a device sees it.
     pub fn validate(&self, target: Option<&TargetLimits>) -> Result<(), CmdError> {

@@ -65,9 +65,9 @@ impl Buffer {
 }
 
 impl BufferMemory for Buffer {
-    fn read_into(&self, offset: usize, dst: &mut [u8]) {
+    fn read_into(&self, offset: usize, len: usize, dst: &mut Vec<u8>) {
         // `read_recursive`: the same buffer may be bound twice while a writer waits.
-        dst.copy_from_slice(&self.data.read_recursive()[offset..offset + dst.len()]);
+        dst.extend_from_slice(&self.data.read_recursive()[offset..offset + len]);
     }
 
     fn write_from(&self, offset: usize, src: &[u8]) {
@@ -261,19 +261,12 @@ impl Device for CpuDevice {
         }
         // Hazards are recorded and the job queued under one lock: submissions are ordered, and
         // each waits only for earlier ones (no cycle).
-        let mut access = vec![(false, false); cmd.bindings.len()];
-        for r in cmd.launches.iter().flat_map(|l| &l.relocations) {
-            // (Relocations name existing bindings: command buffers are validated when made.)
-            if let Some(a) = access.get_mut(r.binding as usize) {
-                a.0 |= r.access.reads();
-                a.1 |= r.access.writes();
-            }
-        }
+        let access = cmd.binding_access();
         let _order = self.submit_order.lock();
         let fence = Fence::new();
         let mut waits = Vec::new();
-        for (b, &(reads, writes)) in buffers.iter().zip(&access) {
-            b.hazards.lock().record(reads, writes, &fence, &mut waits);
+        for (b, &rw) in buffers.iter().zip(&access) {
+            b.hazards.lock().record(stream, rw, &fence, &mut waits);
         }
         let job = Job::Run {
             cmd,

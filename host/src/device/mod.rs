@@ -141,8 +141,8 @@ impl fmt::Display for DeviceSpec {
 /// The memory of a buffer as a CPU kernel reads and writes it in place. Ranges are checked
 /// by the caller against the binding's size (never past the buffer's).
 pub trait BufferMemory: Send + Sync {
-    /// Copies bytes `offset .. offset + dst.len()` into `dst`.
-    fn read_into(&self, offset: usize, dst: &mut [u8]);
+    /// Appends bytes `offset .. offset + len` to `dst`.
+    fn read_into(&self, offset: usize, len: usize, dst: &mut Vec<u8>);
     /// Stores `src` at `offset`.
     fn write_from(&self, offset: usize, src: &[u8]);
 }

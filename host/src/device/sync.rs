@@ -20,6 +20,9 @@ struct Inner {
     cv: Condvar,
 }
 
+/// How long [`Fence::wait`] spins before it sleeps.
+const SPIN_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_micros(20);
+
 /// Signals once, when the work it tracks has finished (with its result).
 #[derive(Clone)]
 pub struct Fence(Arc<Inner>);
@@ -81,8 +84,13 @@ impl Fence {
         matches!(*self.0.state.lock(), State::Done(_))
     }
 
-    /// Blocks until signalled.
+    /// Blocks until signalled. Spins for a few microseconds first: short work finishes
+    /// before a sleeping thread would even be woken.
     pub fn wait(&self) -> Result<(), DeviceError> {
+        let spin_until = std::time::Instant::now() + SPIN_BEFORE_SLEEP;
+        while !self.is_done() && std::time::Instant::now() < spin_until {
+            std::hint::spin_loop();
+        }
         let mut s = self.0.state.lock();
         loop {
             if let State::Done(r) = &*s {

@@ -78,8 +78,8 @@ fn read(io: &KernelIo, binding: u32, offset: u64, len: u32) -> Result<Vec<u8>, S
     if !b.access.reads() {
         return Err(format!("binding {binding} is write-only in this launch"));
     }
-    let mut out = vec![0; len as usize];
-    b.memory.read_into(at, &mut out);
+    let mut out = Vec::with_capacity(len as usize);
+    b.memory.read_into(at, len as usize, &mut out);
     Ok(out)
 }
 
@@ -119,8 +119,8 @@ mod tests {
 
     struct Mem(Mutex<Vec<u8>>);
     impl BufferMemory for Mem {
-        fn read_into(&self, offset: usize, dst: &mut [u8]) {
-            dst.copy_from_slice(&self.0.lock()[offset..offset + dst.len()]);
+        fn read_into(&self, offset: usize, len: usize, dst: &mut Vec<u8>) {
+            dst.extend_from_slice(&self.0.lock()[offset..offset + len]);
         }
         fn write_from(&self, offset: usize, src: &[u8]) {
             self.0.lock()[offset..offset + src.len()].copy_from_slice(src);

@@ -36,6 +36,7 @@ pub use info::{DeviceInfo, devices};
 pub use launch::patch_params;
 
 use super::caching::{AllocError, CachingAllocator};
+use super::hazard::Hazards;
 use super::pool::PoolStats;
 use super::sync::Fence;
 use super::{BufferId, Device, DeviceError, KernelSources, StreamId, check_bindings};
@@ -95,6 +96,8 @@ struct Buffer {
     waste: u64,
     /// Fences of submissions using it that may still be running.
     uses: Mutex<Vec<Fence>>,
+    /// Its readers and writer across streams.
+    hazards: Mutex<Hazards>,
     alloc: Allocator,
     stats: Arc<AtomicU64>,
 }
@@ -156,6 +159,8 @@ pub struct CudaDevice {
     modules: Modules,
     kernels: Arc<dyn KernelSources>,
     lost: LostFlag,
+    /// Held while a submission records its hazards.
+    submit_order: Mutex<()>,
 }
 
 impl CudaDevice {
@@ -224,6 +229,7 @@ impl CudaDevice {
             ctx,
             kernels,
             lost,
+            submit_order: Mutex::new(()),
         }))
     }
 
@@ -327,6 +333,7 @@ impl Device for CudaDevice {
             addr: block.addr,
             waste,
             uses: Mutex::new(Vec::new()),
+            hazards: Mutex::new(Hazards::default()),
             alloc: self.alloc.clone(),
             stats: self.waste.clone(),
         }))
@@ -406,8 +413,22 @@ impl Device for CudaDevice {
             .enumerate()
             .map(|(i, l)| self.kernel(i, l))
             .collect::<Result<Vec<_>, _>>()?;
-        let fence = Fence::new();
-        buffers.iter().for_each(|b| b.record(&fence));
+        // Work of other streams this conflicts with is waited for on the host before anything
+        // is queued (a stream is in order by itself); hazards are recorded in submission order.
+        let waits = {
+            let _order = self.submit_order.lock();
+            let fence = Fence::new();
+            let mut waits = Vec::new();
+            for (b, &rw) in buffers.iter().zip(&cmd.binding_access()) {
+                b.hazards.lock().record(stream, rw, &fence, &mut waits);
+            }
+            buffers.iter().for_each(|b| b.record(&fence));
+            (fence, waits)
+        };
+        let (fence, waits) = waits;
+        for w in waits {
+            let _ = w.wait();
+        }
         let mut result = Ok(());
         for (i, (l, f)) in cmd.launches.iter().zip(&kernels).enumerate() {
             let params = patch_params(&l.params, &l.relocations, &addrs);
