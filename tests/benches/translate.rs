@@ -1,12 +1,12 @@
-//! Criterion benches: translate (cache miss and hit), and CPU-device Add throughput against a
-//! plain native Rust add of the same size in the same run (the baseline).
+//! Criterion benches: translate (cache miss and hit) and plugin load (compile, artifact cache).
+//! CPU-device execution is in `cpu_device.rs`.
 //!
 //! Run: `cargo bench -p umd-tests --bench translate`. Figures go in BENCHMARKS.md.
 
 use std::hint::black_box;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use umd::{Dtype, Host, OpRequest, TensorDesc, data};
+use criterion::{Criterion, criterion_group, criterion_main};
+use umd::{Dtype, Host, OpRequest, TensorDesc};
 
 fn add_request() -> OpRequest {
     let a = TensorDesc::new("a", vec![1024, 1024], Dtype::F32);
@@ -27,59 +27,6 @@ fn translate(c: &mut Criterion) {
         b.iter(|| cached.translate(black_box(&req)).unwrap())
     });
     g.finish();
-}
-
-/// CPU-device Add f32 against a native loop: in place on every core (the default), in place
-/// on one worker thread, and through `run-cpu` whole-buffer copies (the 1.0–1.2 path).
-fn cpu_add(c: &mut Criterion) {
-    let hosts = [
-        ("umd_cpu_device", Host::builder().build().unwrap()),
-        (
-            "umd_cpu_device_1_thread",
-            Host::builder().cpu_threads(1).build().unwrap(),
-        ),
-        (
-            "umd_cpu_device_copying",
-            Host::builder().cpu_in_place(false).build().unwrap(),
-        ),
-    ];
-    for n in [1usize << 16, 1 << 20, 1 << 24] {
-        let mut g = c.benchmark_group(format!("add_f32_{n}"));
-        g.throughput(Throughput::Bytes((n * 12) as u64));
-        g.sample_size(if n > 1 << 20 { 10 } else { 20 });
-
-        let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
-        let b: Vec<f32> = (0..n).map(|i| (n - i) as f32).collect();
-        let mut out = vec![0f32; n];
-        g.bench_function("native_rust", |bench| {
-            bench.iter(|| {
-                for ((o, x), y) in out.iter_mut().zip(&a).zip(&b) {
-                    *o = x + y;
-                }
-                black_box(&mut out);
-            })
-        });
-
-        let desc = TensorDesc::new("a", vec![n as u64], Dtype::F32);
-        let av: Vec<f64> = a.iter().map(|&x| x as f64).collect();
-        let bytes = data::encode(Dtype::F32, &av);
-        for (name, host) in &hosts {
-            let t = host
-                .translate(&OpRequest::new("Add", vec![desc.clone(), desc.clone()]))
-                .unwrap();
-            let bufs: Vec<_> = (0..3).map(|_| host.alloc(&desc).unwrap()).collect();
-            host.write(bufs[0], &bytes).unwrap();
-            host.write(bufs[1], &bytes).unwrap();
-            let stream = host.device().default_stream();
-            g.bench_function(*name, |bench| {
-                bench.iter(|| host.execute(&t, &bufs, stream).unwrap().wait().unwrap())
-            });
-            for id in bufs {
-                host.free(id).unwrap();
-            }
-        }
-        g.finish();
-    }
 }
 
 fn plugin_load(c: &mut Criterion) {
@@ -112,5 +59,5 @@ fn plugin_load(c: &mut Criterion) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-criterion_group!(benches, translate, cpu_add, plugin_load);
+criterion_group!(benches, translate, plugin_load);
 criterion_main!(benches);

@@ -42,13 +42,22 @@ struct HostArgs {
     /// lists the GPUs).
     #[arg(long, global = true, default_value = "cpu")]
     device: String,
+    /// Worker threads the CPU device splits one launch across (0: one per core).
+    #[arg(long, global = true, default_value_t = 0, value_name = "N")]
+    cpu_threads: usize,
+    /// Run every CPU kernel through `run-cpu` (whole-buffer copies), not in place (ABI 1.3):
+    /// for comparing the two paths.
+    #[arg(long, global = true)]
+    cpu_copying: bool,
 }
 
 impl HostArgs {
     fn host(&self) -> anyhow::Result<Host> {
         let mut b = Host::builder()
             .bundled_plugins(!self.no_bundled)
-            .device(&self.device);
+            .device(&self.device)
+            .cpu_threads(self.cpu_threads)
+            .cpu_in_place(!self.cpu_copying);
         for d in &self.plugin_dirs {
             b = b.plugin_dir(d);
         }
