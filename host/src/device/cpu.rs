@@ -294,8 +294,27 @@ impl Device for CpuDevice {
     }
 }
 
+/// How long a stream's worker polls for the next job before it sleeps: a client submitting op
+/// after op finds it awake instead of paying a thread wake-up per launch.
+const POLL_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// The next job: polled for a moment, then waited for; `None` once the stream is gone.
+fn next_job(rx: &mpsc::Receiver<Job>) -> Option<Job> {
+    let until = std::time::Instant::now() + POLL_BEFORE_SLEEP;
+    loop {
+        match rx.try_recv() {
+            Ok(job) => return Some(job),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+            Err(mpsc::TryRecvError::Empty) if std::time::Instant::now() < until => {
+                std::hint::spin_loop()
+            }
+            Err(mpsc::TryRecvError::Empty) => return rx.recv().ok(),
+        }
+    }
+}
+
 fn worker(rx: mpsc::Receiver<Job>, exec: Arc<Exec>, pending: Arc<AtomicUsize>) {
-    for job in rx {
+    while let Some(job) = next_job(&rx) {
         match job {
             Job::Event(f) => f.signal(Ok(())),
             Job::Run {

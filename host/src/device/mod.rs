@@ -9,6 +9,7 @@
 //! [`caching`] is the device-memory allocator policy of GPU backends.
 
 pub mod caching;
+pub mod completion;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -253,6 +253,18 @@ impl Context {
         })
     }
 
+    /// A new event a waiting thread sleeps on (`CU_EVENT_BLOCKING_SYNC`) instead of spinning.
+    pub fn new_blocking_event(&self) -> Result<Event, DeviceError> {
+        let event = self
+            .0
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC))
+            .map_err(|e| failed("cuEventCreate", e))?;
+        Ok(Event {
+            event,
+            ctx: self.clone(),
+        })
+    }
+
     /// `cuMemAlloc`: `bytes` of device memory; returns its address.
     pub fn alloc(&self, bytes: u64) -> Result<u64, DeviceError> {
         self.bind()?;
@@ -516,12 +528,27 @@ impl Event {
             .map_err(|e| failed("cuEventRecord", e))
     }
 
+    /// Blocks until the marked work has run (`cuEventSynchronize`; the thread sleeps for an
+    /// event made by [`Context::new_blocking_event`]). A fault in that work is its error.
+    pub fn synchronize(&self) -> Result<(), DeviceError> {
+        self.ctx.bind()?;
+        self.event
+            .synchronize()
+            .map_err(|e| failed("cuEventSynchronize", e))
+    }
+
     /// Whether the marked work has run (`cuEventQuery`, no waiting).
     pub fn is_complete(&self) -> Result<bool, DeviceError> {
         self.ctx.bind()?;
         self.event
             .try_is_complete()
             .map_err(|e| failed("cuEventQuery", e))
+    }
+}
+
+impl crate::device::completion::Marker for Event {
+    fn wait(&self) -> Result<(), DeviceError> {
+        self.synchronize()
     }
 }
 

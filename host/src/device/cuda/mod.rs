@@ -1,11 +1,14 @@
 //! The CUDA device (`cuda:N`, feature `cuda`): device memory from a caching allocator, a pool
 //! of streams, command buffers launched with their relocations patched to device addresses,
-//! kernels compiled from the plugins' CUDA C with NVRTC and cached, fences signalled by a
-//! stream callback (no polling).
+//! kernels compiled from the plugins' CUDA C with NVRTC and cached, fences signalled in order by
+//! each stream's completion thread waiting on an event recorded after each submit (no stream
+//! callback, no polling).
 //!
-//! Hazards, as on the CPU device: every submission records its fence on the buffers it binds;
-//! `read` and `write` wait for them, and a freed buffer's memory is reused only after them (the
-//! allocator holds the block until they signal). Streams do not order against each other.
+//! Hazards, as on the CPU device ([`super::hazard`]): every submission records its fence on the
+//! buffers it binds as reader and/or writer; a submission conflicting with work queued on another
+//! stream waits for it on the host before it enqueues (no `cuStreamWaitEvent` yet); `read` and
+//! `write` wait for a buffer's users, and a freed buffer's memory is reused only after them (the
+//! allocator holds the block until they signal).
 //!
 //! Owns the device's buffers, streams and loaded modules; never plans. Driver calls go through
 //! [`driver`], the only file here with `unsafe`. `timing` adds the bare-driver baselines of
@@ -36,13 +39,14 @@ pub use info::{DeviceInfo, devices};
 pub use launch::patch_params;
 
 use super::caching::{AllocError, CachingAllocator};
+use super::completion::Completions;
 use super::hazard::Hazards;
 use super::pool::PoolStats;
 use super::sync::Fence;
 use super::{BufferId, Device, DeviceError, KernelSources, StreamId, check_bindings};
 use crate::cmdbuf::{CommandBuffer, LaunchCmd};
 use crate::target::Target;
-use driver::{Context, Function, Stream};
+use driver::{Context, Event, Function, Stream};
 use loaded::Modules;
 use modules::{Compiler, KernelCache, NoCompiler, Nvrtc};
 use raw_alloc::CudaRaw;
@@ -153,7 +157,7 @@ pub struct CudaDevice {
     alloc: Allocator,
     waste: Arc<AtomicU64>,
     buffers: BufferTable<Buffer>,
-    streams: RwLock<Vec<Arc<Stream>>>,
+    streams: RwLock<Vec<Arc<StreamSlot>>>,
     /// Host-to-device copies of `write`, one at a time.
     uploads: Mutex<Stream>,
     modules: Modules,
@@ -208,10 +212,10 @@ impl CudaDevice {
         };
 
         let ctx = Context::open(index)?;
-        let stream = Arc::new(ctx.new_stream()?);
+        let lost = LostFlag::default();
+        let stream = StreamSlot::new(&name, 0, &ctx, &lost)?;
         let uploads = Mutex::new(ctx.new_stream()?);
         let cache = KernelCache::new(compiler, kernel_cache);
-        let lost = LostFlag::default();
         tracing::info!(device = %info, "CUDA device opened");
         Ok(Arc::new(CudaDevice {
             target: info.target(),
@@ -242,7 +246,7 @@ impl CudaDevice {
         self.buffers.get(id)
     }
 
-    fn stream(&self, id: StreamId) -> Result<Arc<Stream>, DeviceError> {
+    fn stream(&self, id: StreamId) -> Result<Arc<StreamSlot>, DeviceError> {
         self.streams
             .read()
             .get(id.0 as usize)
@@ -273,15 +277,68 @@ impl CudaDevice {
         Ok(f)
     }
 
-    /// Signals `fence` with `result` once `stream` reaches this point (if the callback cannot
-    /// be queued: after waiting for the stream here).
-    fn signal_when_reached(&self, stream: &Stream, fence: &Fence, result: Result<(), DeviceError>) {
-        let (f, r, lost) = (fence.clone(), result.clone(), self.lost.clone());
-        let queued = stream.when_reached(move |status| f.signal(lost.note(r.and(status))));
-        if let Err(e) = self.lost.note(queued) {
-            tracing::warn!(device = %self.name, error = %e, "waiting for the stream instead");
-            fence.signal(self.lost.note(result.and(stream.synchronize())));
+    /// Signals `fence` with `result` once `stream` reaches this point: an event recorded here
+    /// and waited for by the stream's completion thread (if the event cannot be recorded: after
+    /// waiting for the stream here).
+    fn signal_when_reached(
+        &self,
+        slot: &StreamSlot,
+        fence: &Fence,
+        result: Result<(), DeviceError>,
+    ) {
+        let event = slot
+            .events
+            .lock()
+            .pop()
+            .map_or_else(|| self.ctx.new_blocking_event(), Ok);
+        match self
+            .lost
+            .note(event.and_then(|e| e.record(&slot.stream).map(|()| e)))
+        {
+            Ok(event) => slot.completions.push(event, fence, result),
+            Err(e) => {
+                tracing::warn!(device = %self.name, error = %e, "waiting for the stream instead");
+                fence.signal(self.lost.note(result.and(slot.stream.synchronize())));
+            }
         }
+    }
+}
+
+/// Events kept per stream for reuse.
+const MAX_SPARE_EVENTS: usize = 64;
+
+/// A stream, the thread that signals its fences, and its spare events.
+struct StreamSlot {
+    stream: Stream,
+    completions: Completions<Event>,
+    events: Arc<Mutex<Vec<Event>>>,
+}
+
+impl StreamSlot {
+    fn new(
+        device: &str,
+        index: usize,
+        ctx: &Context,
+        lost: &LostFlag,
+    ) -> Result<Arc<Self>, DeviceError> {
+        let stream = lost.note(ctx.new_stream())?;
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let (note, spare) = (lost.clone(), events.clone());
+        let completions = Completions::new(
+            format!("umd-{device}-stream-{index}"),
+            move |r| note.note(r),
+            move |event| {
+                let mut spare = spare.lock();
+                if spare.len() < MAX_SPARE_EVENTS {
+                    spare.push(event);
+                }
+            },
+        )?;
+        Ok(Arc::new(StreamSlot {
+            stream,
+            completions,
+            events,
+        }))
     }
 }
 
@@ -290,7 +347,7 @@ impl Drop for CudaDevice {
     /// modules and memory go.
     fn drop(&mut self) {
         for s in self.streams.get_mut().iter() {
-            if let Err(e) = s.synchronize() {
+            if let Err(e) = s.stream.synchronize() {
                 tracing::warn!(device = %self.name, error = %e, "stream failed at shutdown");
             }
         }
@@ -378,9 +435,9 @@ impl Device for CudaDevice {
 
     fn create_stream(&self) -> Result<StreamId, DeviceError> {
         self.lost.check()?;
-        let stream = Arc::new(self.lost.note(self.ctx.new_stream())?);
         let mut streams = self.streams.write();
-        streams.push(stream);
+        let slot = StreamSlot::new(&self.name, streams.len(), &self.ctx, &self.lost)?;
+        streams.push(slot);
         Ok(StreamId(streams.len() as u32 - 1))
     }
 
@@ -432,9 +489,11 @@ impl Device for CudaDevice {
         let mut result = Ok(());
         for (i, (l, f)) in cmd.launches.iter().zip(&kernels).enumerate() {
             let params = patch_params(&l.params, &l.relocations, &addrs);
-            if let Err(e) = self
-                .lost
-                .note(s.launch(f, l.grid, l.block, l.shared_memory, &params))
+            if let Err(e) =
+                self.lost.note(
+                    s.stream
+                        .launch(f, l.grid, l.block, l.shared_memory, &params),
+                )
             {
                 // The launches queued before still run: the fence signals after them.
                 result = Err(DeviceError::Launch {

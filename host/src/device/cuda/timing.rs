@@ -25,7 +25,8 @@ impl CudaDevice {
         n: u64,
     ) -> Result<Duration, DeviceError> {
         check_bindings(cmd, bindings, |id| self.size(id))?;
-        let s = self.stream(stream)?;
+        let slot = self.stream(stream)?;
+        let s = &slot.stream;
         let buffers = bindings
             .iter()
             .map(|id| self.buffer(*id))
@@ -72,7 +73,8 @@ impl CudaDevice {
         bytes: u64,
         n: u64,
     ) -> Result<Duration, DeviceError> {
-        let s = self.stream(stream)?;
+        let slot = self.stream(stream)?;
+        let s = &slot.stream;
         let (d, from) = (self.buffer(dst)?, self.buffer(src)?);
         let (d_addr, s_addr) = (d.at(0, bytes)?, from.at(0, bytes)?);
         d.wait_idle();
