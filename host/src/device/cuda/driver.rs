@@ -18,7 +18,6 @@
 //! Not exercised on this machine (no GPU): written against cudarc 0.19.10's sources.
 
 use std::ffi::c_void;
-use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{self, CUdevice_attribute as Attr};
@@ -378,23 +377,6 @@ pub struct Stream {
     ctx: Context,
 }
 
-/// What runs when a stream reaches a point: given the stream's status there.
-type Callback = Box<dyn FnOnce(Result<(), DeviceError>) + Send>;
-/// The driver's stream callback type.
-type CallbackFn = unsafe extern "C" fn(sys::CUstream, sys::CUresult, *mut c_void);
-
-/// Called by the driver on its callback thread. Makes no CUDA call (not even to name an error).
-/// `status` is a `CUresult` taken as the C `unsigned int` it is, so a code newer than the
-/// bindings cannot be an invalid Rust enum.
-unsafe extern "C" fn reached(_stream: sys::CUstream, status: u32, data: *mut c_void) {
-    // SAFETY: `data` is the `Box<Callback>` leaked by `Stream::when_reached`, and the driver
-    // calls this exactly once for it.
-    let callback = unsafe { Box::from_raw(data.cast::<Callback>()) };
-    let result = stream_status(status);
-    // Unwinding into the driver would abort the process.
-    let _ = std::panic::catch_unwind(AssertUnwindSafe(move || callback(result)));
-}
-
 impl Stream {
     /// Blocks until all work queued so far has run.
     pub fn synchronize(&self) -> Result<(), DeviceError> {
@@ -485,32 +467,6 @@ impl Stream {
         }
         .result()
         .map_err(|e| failed("cuLaunchKernel", e))
-    }
-
-    /// Runs `f` on the driver's callback thread once everything queued so far has run, with the
-    /// stream's status at that point (`cuStreamAddCallback`: unlike `cuLaunchHostFunc`, it is
-    /// also called, with the error, after a kernel faulted, so nobody waits forever). `f` must
-    /// not call CUDA, block on device work or drop anything that frees device resources.
-    pub fn when_reached(
-        &self,
-        f: impl FnOnce(Result<(), DeviceError>) + Send + 'static,
-    ) -> Result<(), DeviceError> {
-        self.ctx.bind()?;
-        type Raw = unsafe extern "C" fn(sys::CUstream, u32, *mut c_void);
-        // SAFETY: only the parameter type differs, `u32` for the `#[repr(u32)]` `CUresult`: the
-        // C ABI passes both as `unsigned int`, and only the driver calls the pointer.
-        let callback: sys::CUstreamCallback =
-            Some(unsafe { std::mem::transmute::<Raw, CallbackFn>(reached as Raw) });
-        let data = Box::into_raw(Box::new(Box::new(f) as Callback));
-        // SAFETY: `callback` is `reached`; `data` stays valid until `reached` takes it back,
-        // which the driver does exactly once when this call succeeds. Flags must be 0.
-        let r =
-            unsafe { sys::cuStreamAddCallback(self.stream.cu_stream(), callback, data.cast(), 0) };
-        r.result().map_err(|e| {
-            // SAFETY: the driver refused the callback, so `data` is still ours alone.
-            drop(unsafe { Box::from_raw(data) });
-            failed("cuStreamAddCallback", e)
-        })
     }
 }
 
