@@ -163,3 +163,19 @@ fn a_launch_split_across_workers_matches_one_worker() {
     assert_eq!(data::decode(Dtype::F32, &outs[0]), want);
     assert!(outs.iter().all(|o| *o == outs[0]));
 }
+
+#[test]
+fn reused_memory_never_shows_another_owners_data() {
+    let host = Host::builder().build().unwrap();
+    let dev = host.device();
+    let first = dev.alloc(4096).unwrap();
+    dev.write(first, 0, &[0xA5; 4096]).unwrap();
+    dev.free(first).unwrap();
+    let hits = dev.pool_stats().hits;
+    let second = dev.alloc(4000).unwrap();
+    assert!(
+        dev.pool_stats().hits > hits,
+        "the freed block was reused (else this test shows nothing)"
+    );
+    assert!(dev.read(second, 0, 4000).unwrap().iter().all(|&b| b == 0));
+}

@@ -1,4 +1,6 @@
-//! The CPU device, the embedded default: pooled host buffers, streams that run submitted command
+//! The CPU device, the embedded default: host buffers from the same caching allocator policy as
+//! CUDA ([`super::caching`] over [`HostRaw`] segments, zeroed for each new owner), streams that
+//! run submitted command
 //! buffers in order on a worker thread each, fences, and launches executed by the providing
 //! plugin's CPU kernel (through [`CpuKernels`]): in place when the plugin can (ABI 1.3), its grid
 //! split into block ranges across the device's worker threads when the kernel allows it.
@@ -12,10 +14,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
+use super::caching::{AllocError, CachingAllocator};
 use super::hazard::Hazards;
-use super::pool::{HostPool, PoolStats};
+use super::host_raw::{HostRaw, Segment};
+use super::pool::PoolStats;
 use super::sync::{Fence, FenceGuard};
 use super::table::BufferTable;
 use super::{
@@ -25,13 +29,22 @@ use super::{
 use crate::cmdbuf::{Access, CommandBuffer, LaunchCmd};
 use crate::target::Target;
 
-/// One buffer: its memory returns to the pool when the last user (a handle or queued work) drops.
+/// The CPU device's allocator: CUDA's caching policy over host segments.
+type Allocator = Arc<Mutex<CachingAllocator<HostRaw>>>;
+
+/// One buffer: bytes `offset .. offset + size` of a segment; its block returns to the allocator
+/// when the last user (a handle or queued work) drops.
 struct Buffer {
     id: BufferId,
     size: u64,
-    data: RwLock<Box<[u8]>>,
+    addr: u64,
+    segment: Arc<Segment>,
+    offset: usize,
+    /// Block bytes beyond `size` (rounding), for the statistics.
+    waste: u64,
     hazards: Mutex<Hazards>,
-    pool: Arc<HostPool>,
+    alloc: Allocator,
+    stats: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Buffer {
@@ -60,25 +73,29 @@ impl Buffer {
                 size: self.size,
             },
         )?;
-        Ok(offset as usize..end as usize)
+        Ok(self.offset + offset as usize..self.offset + end as usize)
     }
 }
 
 impl BufferMemory for Buffer {
     fn read_into(&self, offset: usize, len: usize, dst: &mut Vec<u8>) {
         // `read_recursive`: the same buffer may be bound twice while a writer waits.
-        dst.extend_from_slice(&self.data.read_recursive()[offset..offset + len]);
+        let at = self.offset + offset;
+        dst.extend_from_slice(&self.segment.read_recursive()[at..at + len]);
     }
 
     fn write_from(&self, offset: usize, src: &[u8]) {
-        self.data.write()[offset..offset + src.len()].copy_from_slice(src);
+        let at = self.offset + offset;
+        self.segment.write()[at..at + src.len()].copy_from_slice(src);
     }
 }
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        let block = std::mem::take(&mut *self.data.write());
-        self.pool.release(block, self.size);
+        self.stats.fetch_sub(self.waste, Ordering::Relaxed);
+        if let Err(e) = self.alloc.lock().free(self.addr) {
+            tracing::error!(error = %e, "CPU buffer block not returned");
+        }
     }
 }
 
@@ -106,7 +123,9 @@ struct Stream {
 /// The CPU device.
 pub struct CpuDevice {
     target: Target,
-    pool: Arc<HostPool>,
+    alloc: Allocator,
+    /// Rounding waste of live buffers.
+    waste: Arc<std::sync::atomic::AtomicU64>,
     buffers: BufferTable<Buffer>,
     streams: Mutex<Vec<Stream>>,
     /// Held while a submission records its hazards and is queued.
@@ -143,7 +162,10 @@ impl CpuDevice {
             .expect("spawning the CPU device's worker threads");
         let dev = Arc::new(CpuDevice {
             target: Target::cpu(),
-            pool: Arc::new(HostPool::new(memory_limit, memory_limit / 4)),
+            alloc: Arc::new(Mutex::new(CachingAllocator::new(HostRaw::new(
+                memory_limit,
+            )))),
+            waste: Arc::default(),
             buffers: BufferTable::default(),
             streams: Mutex::new(Vec::new()),
             submit_order: Mutex::new(()),
@@ -176,13 +198,43 @@ impl Device for CpuDevice {
     }
 
     fn alloc(&self, bytes: u64) -> Result<BufferId, DeviceError> {
-        let block = self.pool.alloc(bytes)?;
+        let (block, located) = {
+            let mut a = self.alloc.lock();
+            let block = a.alloc(bytes, StreamId(0)).map_err(|e| match e {
+                AllocError::OutOfMemory { allocated, .. } => DeviceError::OutOfMemory {
+                    requested: bytes,
+                    limit: a.raw().limit(),
+                    in_use: allocated,
+                },
+                other => DeviceError::Driver {
+                    call: "alloc",
+                    message: other.to_string(),
+                },
+            })?;
+            let located = a.raw().locate(block.addr, bytes);
+            if located.is_none() {
+                let _ = a.free(block.addr);
+            }
+            (block, located)
+        };
+        let (segment, offset) = located.ok_or_else(|| DeviceError::Driver {
+            call: "alloc",
+            message: format!("block {:#x} is in no segment", block.addr),
+        })?;
+        // A reused block holds its last owner's bytes: cleared before anyone sees it.
+        segment.write()[offset..offset + bytes as usize].fill(0);
+        let waste = block.size - bytes.min(block.size);
+        self.waste.fetch_add(waste, Ordering::Relaxed);
         Ok(self.buffers.insert(|id| Buffer {
             id,
             size: bytes,
-            data: RwLock::new(block),
+            addr: block.addr,
+            segment,
+            offset,
+            waste,
             hazards: Mutex::new(Hazards::default()),
-            pool: self.pool.clone(),
+            alloc: self.alloc.clone(),
+            stats: self.waste.clone(),
         }))
     }
 
@@ -199,7 +251,7 @@ impl Device for CpuDevice {
         let b = self.buffer(buffer)?;
         let range = b.range(offset, data.len() as u64)?;
         b.wait_for(true);
-        b.data.write()[range].copy_from_slice(data);
+        b.segment.write()[range].copy_from_slice(data);
         Ok(())
     }
 
@@ -207,7 +259,7 @@ impl Device for CpuDevice {
         let b = self.buffer(buffer)?;
         let range = b.range(offset, len)?;
         b.wait_for(false);
-        Ok(b.data.read()[range].to_vec())
+        Ok(b.segment.read_recursive()[range].to_vec())
     }
 
     fn default_stream(&self) -> StreamId {
@@ -286,11 +338,14 @@ impl Device for CpuDevice {
     }
 
     fn pool_stats(&self) -> PoolStats {
-        self.pool.stats()
+        PoolStats::from_allocator(
+            &self.alloc.lock().stats(),
+            self.waste.load(Ordering::Relaxed),
+        )
     }
 
     fn trim(&self) {
-        self.pool.trim();
+        self.alloc.lock().empty_cache();
     }
 }
 
@@ -421,15 +476,19 @@ fn run_copying(
     let guards = used
         .iter()
         .map(|&(b, access)| {
+            let buffer = &buffers[b as usize];
             let guard = access
                 .reads()
-                .then(|| buffers[b as usize].data.read_recursive());
+                .then(|| (buffer.segment.read_recursive(), buffer.offset));
             (b, binding_size(b), guard)
         })
         .collect::<Vec<_>>();
     let views = guards
         .iter()
-        .map(|(b, size, g)| (*b, *size, g.as_ref().map(|g| &g[..*size as usize])))
+        .map(|(b, size, g)| {
+            let data = g.as_ref().map(|(g, at)| &g[*at..*at + *size as usize]);
+            (*b, *size, data)
+        })
         .collect::<Vec<_>>();
     let writes = kernels.run(launch, &views);
     drop(views);
@@ -449,7 +508,9 @@ fn run_copying(
                 data.len()
             ));
         }
-        buffers[b as usize].data.write()[..data.len()].copy_from_slice(&data);
+        let buffer = &buffers[b as usize];
+        let at = buffer.offset;
+        buffer.segment.write()[at..at + data.len()].copy_from_slice(&data);
     }
     Ok(())
 }

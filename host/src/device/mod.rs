@@ -14,6 +14,7 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod hazard;
+pub mod host_raw;
 pub mod pool;
 pub mod sync;
 pub mod table;

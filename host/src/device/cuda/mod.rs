@@ -517,15 +517,10 @@ impl Device for CudaDevice {
     }
 
     fn pool_stats(&self) -> PoolStats {
-        let s = self.alloc.lock().stats();
-        PoolStats {
-            allocated_bytes: s.allocated_bytes,
-            cached_bytes: s.cached_bytes,
-            peak_bytes: s.peak_allocated_bytes,
-            hits: s.hits,
-            misses: s.misses,
-            rounding_waste_bytes: self.waste.load(Ordering::Relaxed),
-        }
+        PoolStats::from_allocator(
+            &self.alloc.lock().stats(),
+            self.waste.load(Ordering::Relaxed),
+        )
     }
 
     fn lost(&self) -> Option<String> {
