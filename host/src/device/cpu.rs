@@ -24,7 +24,7 @@ use super::sync::{Fence, FenceGuard};
 use super::table::BufferTable;
 use super::{
     BoundMemory, BufferId, BufferMemory, CpuKernelMode, CpuKernels, Device, DeviceError, StreamId,
-    check_bindings,
+    check_submit,
 };
 use crate::cmdbuf::{Access, CommandBuffer, LaunchCmd};
 use crate::target::Target;
@@ -287,13 +287,7 @@ impl Device for CpuDevice {
         cmd: Arc<CommandBuffer>,
         bindings: &[BufferId],
     ) -> Result<Fence, DeviceError> {
-        if cmd.target != self.target.name {
-            return Err(DeviceError::WrongTarget {
-                expected: self.target.name.clone(),
-                found: cmd.target.clone(),
-            });
-        }
-        check_bindings(&cmd, bindings, |id| self.size(id))?;
+        check_submit(&cmd, &self.target, bindings, |id| self.size(id))?;
         let buffers = bindings
             .iter()
             .map(|id| self.buffer(*id))

@@ -336,6 +336,26 @@ pub fn run_once(
     result
 }
 
+/// What every device checks before a submission has any side effect: the command buffer is
+/// for this target, well formed within the target's limits, and bound to one large enough
+/// buffer per binding.
+pub fn check_submit(
+    cmd: &CommandBuffer,
+    target: &Target,
+    bindings: &[BufferId],
+    size_of: impl Fn(BufferId) -> Result<u64, DeviceError>,
+) -> Result<(), DeviceError> {
+    if cmd.target != target.name {
+        return Err(DeviceError::WrongTarget {
+            expected: target.name.clone(),
+            found: cmd.target.clone(),
+        });
+    }
+    cmd.validate(Some(&target.limits))
+        .map_err(|e| DeviceError::Invalid(e.to_string()))?;
+    check_bindings(cmd, bindings, size_of)
+}
+
 /// Checks the buffers bound to a command buffer: one per binding, each large enough.
 pub fn check_bindings(
     cmd: &CommandBuffer,

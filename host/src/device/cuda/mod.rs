@@ -43,7 +43,7 @@ use super::completion::Completions;
 use super::hazard::Hazards;
 use super::pool::PoolStats;
 use super::sync::Fence;
-use super::{BufferId, Device, DeviceError, KernelSources, StreamId, check_bindings};
+use super::{BufferId, Device, DeviceError, KernelSources, StreamId, check_submit};
 use crate::cmdbuf::{CommandBuffer, LaunchCmd};
 use crate::target::Target;
 use driver::{Context, Event, Function, Stream};
@@ -448,15 +448,7 @@ impl Device for CudaDevice {
         bindings: &[BufferId],
     ) -> Result<Fence, DeviceError> {
         self.lost.check()?;
-        if cmd.target != self.target.name {
-            return Err(DeviceError::WrongTarget {
-                expected: self.target.name.clone(),
-                found: cmd.target.clone(),
-            });
-        }
-        cmd.validate(Some(&self.target.limits))
-            .map_err(|e| DeviceError::Invalid(e.to_string()))?;
-        check_bindings(&cmd, bindings, |id| self.size(id))?;
+        check_submit(&cmd, &self.target, bindings, |id| self.size(id))?;
         let s = self.stream(stream)?;
         let buffers = bindings
             .iter()

@@ -8,9 +8,10 @@
 
 use std::time::{Duration, Instant};
 
+use super::CudaDevice;
 use super::launch::patch_params;
-use super::{CudaDevice, check_bindings};
 use crate::cmdbuf::CommandBuffer;
+use crate::device::check_bindings;
 use crate::device::{BufferId, Device, DeviceError, StreamId};
 
 impl CudaDevice {
