@@ -829,6 +829,7 @@ async fn only_sealed_command_buffers_run() {
         code: code.into(),
         entry_points: vec!["k".into()],
         options: vec![],
+        form: Default::default(),
     };
     for code in [
         "#include \"/dev/zero\"\nextern \"C\" __global__ void k() {}",

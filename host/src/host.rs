@@ -13,7 +13,7 @@ use crate::cmdbuf::{LaunchCmd, ModuleRef};
 use crate::device::cpu::CpuDevice;
 use crate::device::{
     BoundMemory, BufferId, CpuKernelMode, CpuKernels, Device, DeviceError, DeviceSpec, Fence,
-    KernelSource, KernelSources, StreamId,
+    KernelSource, KernelSources, SourceForm, StreamId,
 };
 use crate::error::{Error, LoadError, Result};
 use crate::plugin::artifacts::ArtifactCache;
@@ -454,13 +454,48 @@ impl KernelSources for RegistryKernels {
             .0
             .find_label(&module.plugin)
             .ok_or_else(|| format!("plugin {} is no longer loaded", module.plugin))?;
-        match plugin.kernel_source(&module.id, &convert::target_to_wit(target)) {
+        let target = convert::target_to_wit(target);
+        let fault = |fault| {
+            Error::Plugin {
+                plugin: plugin.label().to_string(),
+                fault,
+            }
+            .to_string()
+        };
+        // (1.3) Device code shipped as PTX (and a cubin) comes first.
+        match plugin.device_module(&module.id, &target).map_err(fault)? {
+            Ok(Some(image)) => {
+                image.check().map_err(|m| {
+                    format!("plugin {} module `{}`: {m}", plugin.label(), module.id)
+                })?;
+                return Ok(KernelSource {
+                    code: image.ptx,
+                    entry_points: image.entry_points,
+                    options: Vec::new(),
+                    form: SourceForm::Ptx { cubin: image.cubin },
+                });
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Err(match convert::op_error(e) {
+                    Declined::Unsupported(m) | Declined::Invalid(m) | Declined::Internal(m) => {
+                        format!(
+                            "plugin {} device-module `{}`: {m}",
+                            plugin.label(),
+                            module.id
+                        )
+                    }
+                });
+            }
+        }
+        match plugin.kernel_source(&module.id, &target) {
             Ok(Ok(src)) => {
                 let wit::SourceLanguage::CudaC = src.language;
                 Ok(KernelSource {
                     code: src.code,
                     entry_points: src.entry_points,
                     options: src.options,
+                    form: SourceForm::CudaC,
                 })
             }
             Ok(Err(e)) => Err(match convert::op_error(e) {
@@ -472,11 +507,7 @@ impl KernelSources for RegistryKernels {
                     )
                 }
             }),
-            Err(fault) => Err(Error::Plugin {
-                plugin: plugin.label().to_string(),
-                fault,
-            }
-            .to_string()),
+            Err(f) => Err(fault(f)),
         }
     }
 }

@@ -37,6 +37,8 @@ pub mod bindings {
 
 pub use bindings::exports::umd::plugin::cpu_kernel::Guest as CpuKernelGuest;
 pub use bindings::exports::umd::plugin::cpu_kernel::{BlockRange, BoundBuffer, KernelCall};
+pub use bindings::exports::umd::plugin::device_code::Guest as DeviceCodeGuest;
+pub use bindings::exports::umd::plugin::device_code::ModuleImage;
 pub use bindings::exports::umd::plugin::operator::Guest;
 pub use bindings::exports::umd::plugin::planner::Guest as PlannerGuest;
 pub use bindings::exports::umd::plugin::self_test::Guest as SelfTestGuest;
@@ -86,6 +88,11 @@ pub trait Plugin {
     }
     /// Device source of a module named by one of this plugin's plans.
     fn kernel_source(module_id: &str, target: &Target) -> Result<ModuleSource, OpError>;
+    /// (ABI 1.3) The module as device code — PTX, and optionally a cubin for `target.arch` —
+    /// instead of CUDA C. Default: `None` (the host compiles [`Plugin::kernel_source`]).
+    fn module_image(_module_id: &str, _target: &Target) -> Result<Option<ModuleImage>, OpError> {
+        Ok(None)
+    }
     /// Runs one launch on the CPU; returns the contents of every written binding (the ABI
     /// 1.0–1.2 path). A plugin whose kernels implement [`Plugin::run_kernel`] answers with
     /// [`kernel::run_cpu_in_memory`].
@@ -263,6 +270,15 @@ macro_rules! export_plugin {
                 fn run(call: $crate::KernelCall) -> Result<(), $crate::OpError> {
                     $crate::install_panic_hook();
                     <$plugin as $crate::Plugin>::run_kernel(&call, &mut $crate::kernel::HostMemory)
+                }
+            }
+            impl $crate::DeviceCodeGuest for __UmdExport {
+                fn device_module(
+                    module_id: String,
+                    target: $crate::Target,
+                ) -> Result<Option<$crate::ModuleImage>, $crate::OpError> {
+                    $crate::install_panic_hook();
+                    <$plugin as $crate::Plugin>::module_image(&module_id, &target)
                 }
             }
             impl $crate::SelfTestGuest for __UmdExport {

@@ -200,15 +200,27 @@ pub trait CpuKernels: Send + Sync {
     }
 }
 
+/// What form a module's device code comes in.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SourceForm {
+    /// `code` is CUDA C, compiled by the host (NVRTC).
+    #[default]
+    CudaC,
+    /// (ABI 1.3) `code` is PTX shipped by the plugin (JIT-compiled by the driver), with a cubin
+    /// for the target's architecture when the plugin ships one.
+    Ptx { cubin: Option<Vec<u8>> },
+}
+
 /// The device code of one kernel module, as the plugin that planned it provides it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelSource {
-    /// CUDA C source.
+    /// CUDA C source, or PTX ([`SourceForm`]).
     pub code: String,
     /// The kernels it defines (`extern "C"` names).
     pub entry_points: Vec<String>,
     /// The plugin's compiler options; the device adds the architecture.
     pub options: Vec<String>,
+    pub form: SourceForm,
 }
 
 impl KernelSource {
@@ -216,6 +228,9 @@ impl KernelSource {
     /// FIFO, a secret) on the host. Line continuations and comments between `#` and `include`
     /// do not hide one; a `#include` inside a string literal is refused too.
     pub fn check_no_includes(&self) -> Result<(), String> {
+        if self.form != SourceForm::CudaC {
+            return Ok(()); // PTX is not preprocessed: nothing in it reads a file.
+        }
         let joined = self.code.replace("\\\r\n", "").replace("\\\n", "");
         for (at, _) in joined.match_indices('#') {
             let mut rest = &joined[at + 1..];

@@ -9,6 +9,7 @@
 pub mod artifacts;
 mod bindings;
 pub mod convert;
+pub mod device_code;
 pub mod kernel_call;
 pub mod kernel_io;
 pub mod planner;
@@ -181,6 +182,7 @@ impl Runtime {
         let self_test = self_test::Exports::find(&component, &abi);
         let planner = planner::Exports::find(&component, &abi);
         let cpu_kernel = kernel_io::Exports::find(&component, &abi);
+        let device_module = device_code::find(&component, &abi);
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -202,6 +204,7 @@ impl Runtime {
             self_test,
             planner,
             cpu_kernel,
+            device_module,
             splittable: Mutex::new(HashMap::new()),
             signatures: Vec::new(),
             idle: Mutex::new(Vec::new()),
@@ -391,6 +394,8 @@ pub struct LoadedPlugin {
     planner: Option<planner::Exports>,
     /// The 1.3 `cpu-kernel` export, when the plugin has it.
     cpu_kernel: Option<kernel_io::Exports>,
+    /// The 1.3 `device-code.device-module` export, when the plugin has it.
+    device_module: Option<ComponentExportIndex>,
     /// (1.3) `splittable` answers by (module id, entry point); bounded by
     /// [`MAX_SPLITTABLE_ANSWERS`].
     splittable: Mutex<HashMap<(String, String), bool>>,
@@ -601,6 +606,29 @@ impl LoadedPlugin {
             |s, _, p| {
                 p.umd_plugin_operator()
                     .call_kernel_source(s, module_id, target)
+            },
+        )
+    }
+
+    /// (1.3) `device-code.device-module` under the plan deadline: the module as PTX (and a
+    /// cubin); `Ok(Ok(None))` for CUDA C modules and plugins without the export.
+    pub fn device_module(
+        &self,
+        module_id: &str,
+        target: &wit::Target,
+    ) -> Result<device_code::DeviceModuleResult, PluginFault> {
+        let Some(index) = self.device_module else {
+            return Ok(Ok(None));
+        };
+        self.call(
+            "device-code.device-module",
+            self.runtime.limits.plan_deadline,
+            |s, inst, _| {
+                let f = inst
+                    .get_typed_func::<(&str, &wit::Target), (device_code::DeviceModuleResult,)>(
+                        &mut *s, index,
+                    )?;
+                Ok(f.call(s, (module_id, target))?.0)
             },
         )
     }

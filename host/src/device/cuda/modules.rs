@@ -26,7 +26,7 @@ use thiserror::Error;
 
 use super::driver::Version;
 use super::nvrtc;
-use crate::device::KernelSource;
+use crate::device::{KernelSource, SourceForm};
 
 /// Most modules kept in memory; past it the memory cache starts over (the disk keeps them).
 const MEMORY_ENTRIES: usize = 256;
@@ -219,6 +219,8 @@ pub enum Provenance {
     Compiled,
     /// The disk entry was unusable (the reason) and the source was compiled again.
     Recompiled(String),
+    /// (ABI 1.3) PTX (and a cubin) shipped by the plugin: nothing to compile.
+    Shipped,
 }
 
 /// A compiled module and its key.
@@ -285,6 +287,21 @@ impl<C: Compiler> KernelCache<C> {
     /// The module of `source` for `arch` (`sm_90`): from memory, disk, a prebuilt entry, or
     /// the compiler.
     pub fn ptx(&self, source: &KernelSource, arch: &str) -> Result<Compiled, CompileError> {
+        if let SourceForm::Ptx { cubin } = &source.form {
+            let mut key = cache_key(&source.code, &[], arch, None);
+            if let Some(c) = cubin {
+                key = Sha256::new()
+                    .chain_update(key)
+                    .chain_update(Sha256::digest(c))
+                    .finalize()
+                    .into();
+            }
+            let entry: Entry = (
+                source.code.as_str().into(),
+                cubin.as_deref().map(Into::into),
+            );
+            return Ok(compiled(key, entry, Provenance::Shipped));
+        }
         source.check_no_includes().map_err(CompileError::Source)?;
         let options = compile_options(arch, &source.options)?;
         let key = cache_key(&source.code, &options, arch, self.compiler.version());
@@ -318,6 +335,9 @@ impl<C: Compiler> KernelCache<C> {
     /// entry, for hosts without a compiler.
     pub fn prebuild(&self, source: &KernelSource, arch: &str) -> Result<Compiled, CompileError> {
         let c = self.ptx(source, arch)?;
+        if c.provenance == Provenance::Shipped {
+            return Ok(c); // the plugin ships it: nothing to file
+        }
         let options = compile_options(arch, &source.options)?;
         let out = nvrtc::Output {
             ptx: c.ptx.to_string(),
@@ -415,6 +435,7 @@ mod tests {
             code: code.into(),
             entry_points: vec!["k".into()],
             options: vec!["--std=c++17".into()],
+            form: SourceForm::CudaC,
         }
     }
 

@@ -1,0 +1,60 @@
+//! (ABI 1.3) The `device-code` export: modules shipped as PTX (and a cubin for one architecture)
+//! instead of CUDA C. Looked up by export index (older plugins lack it and ship CUDA C through
+//! `operator.kernel-source`); wasmtime checks the function type when it is looked up. The sizes
+//! of what comes back are bounded here, before the device sees it.
+
+use wasmtime::component::{Component, ComponentExportIndex, ComponentType, Lift};
+
+use super::bindings::wit;
+
+/// Largest PTX text or cubin image a plugin may ship for one module.
+pub const MAX_IMAGE_BYTES: usize = 64 << 20;
+
+/// `device-code.module-image`.
+#[derive(ComponentType, Lift, Debug, Clone)]
+#[component(record)]
+pub struct ModuleImage {
+    pub ptx: String,
+    pub cubin: Option<Vec<u8>>,
+    #[component(name = "entry-points")]
+    pub entry_points: Vec<String>,
+}
+
+/// The result type of `device-code.device-module`.
+pub type DeviceModuleResult = Result<Option<ModuleImage>, wit::OpError>;
+
+impl ModuleImage {
+    /// Refuses an image over [`MAX_IMAGE_BYTES`], without entry points, or whose PTX defines
+    /// none of them.
+    pub fn check(&self) -> Result<(), String> {
+        if self.ptx.len() > MAX_IMAGE_BYTES
+            || self
+                .cubin
+                .as_ref()
+                .is_some_and(|c| c.len() > MAX_IMAGE_BYTES)
+        {
+            return Err(format!(
+                "module image over {MAX_IMAGE_BYTES} bytes (PTX {} bytes, cubin {} bytes)",
+                self.ptx.len(),
+                self.cubin.as_ref().map_or(0, Vec::len)
+            ));
+        }
+        if self.entry_points.is_empty() {
+            return Err("module image names no entry point".into());
+        }
+        if let Some(e) = self
+            .entry_points
+            .iter()
+            .find(|e| !self.ptx.contains(&format!(".entry {e}")))
+        {
+            return Err(format!("module image's PTX has no `.entry {e}`"));
+        }
+        Ok(())
+    }
+}
+
+/// Where `device-module` is in a component (1.3 and later).
+pub fn find(component: &Component, abi: &semver::Version) -> Option<ComponentExportIndex> {
+    let iface = component.get_export_index(None, &*format!("umd:plugin/device-code@{abi}"))?;
+    component.get_export_index(Some(&iface), "device-module")
+}
