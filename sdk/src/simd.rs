@@ -1,4 +1,4 @@
-//! Four `f32` lanes ([`F32x4`]) for hand-written CPU micro-kernels: `wasm32` SIMD128 (`v128`)
+//! Four `f32` lanes ([`F32x4`]: `+`, `*`, [`F32x4::madd`], loads, stores and splats) for hand-written CPU micro-kernels: `wasm32` SIMD128 (`v128`)
 //! when the plugin is compiled with `+simd128` (as `umd-sdk-build` does), plain `[f32; 4]`
 //! arithmetic otherwise (native unit tests; LLVM vectorizes it to SSE/NEON).
 //!
@@ -67,16 +67,24 @@ impl F32x4 {
         #[cfg(not(target_feature = "relaxed-simd"))]
         return F32x4(f32x4_add(self.0, f32x4_mul(a.0, b.0)));
     }
+}
 
-    /// Lane-wise `self + o`.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+impl std::ops::Add for F32x4 {
+    type Output = Self;
+    /// Lane-wise sum.
     #[inline(always)]
-    pub fn add(self, o: Self) -> Self {
+    fn add(self, o: Self) -> Self {
         F32x4(f32x4_add(self.0, o.0))
     }
+}
 
-    /// Lane-wise `self * o`.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+impl std::ops::Mul for F32x4 {
+    type Output = Self;
+    /// Lane-wise product.
     #[inline(always)]
-    pub fn mul(self, o: Self) -> Self {
+    fn mul(self, o: Self) -> Self {
         F32x4(f32x4_mul(self.0, o.0))
     }
 }
@@ -112,16 +120,24 @@ impl F32x4 {
     pub fn madd(self, a: Self, b: Self) -> Self {
         F32x4(std::array::from_fn(|l| self.0[l] + a.0[l] * b.0[l]))
     }
+}
 
-    /// Lane-wise `self + o`.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+impl std::ops::Add for F32x4 {
+    type Output = Self;
+    /// Lane-wise sum.
     #[inline(always)]
-    pub fn add(self, o: Self) -> Self {
+    fn add(self, o: Self) -> Self {
         F32x4(std::array::from_fn(|l| self.0[l] + o.0[l]))
     }
+}
 
-    /// Lane-wise `self * o`.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+impl std::ops::Mul for F32x4 {
+    type Output = Self;
+    /// Lane-wise product.
     #[inline(always)]
-    pub fn mul(self, o: Self) -> Self {
+    fn mul(self, o: Self) -> Self {
         F32x4(std::array::from_fn(|l| self.0[l] * o.0[l]))
     }
 }
@@ -137,7 +153,7 @@ mod tests {
         let mut out = [0.0; 5];
         F32x4::splat(1.0).madd(a, b).store(&mut out);
         assert_eq!(out, [3.0, -3.0, 8.0, 1.0, 0.0]);
-        a.add(b).mul(b).store(&mut out[1..]);
+        ((a + b) * b).store(&mut out[1..]);
         assert_eq!(out, [3.0, 6.0, 0.0, 11.0, 4.0]);
         F32x4::zero().store(&mut out);
         assert_eq!(&out[..4], &[0.0; 4]);

@@ -3,6 +3,7 @@
 //! empty dimensions), error cases, and the CUDA sources of every dtype.
 
 mod emu;
+mod inplace;
 mod onnx;
 
 use super::*;
