@@ -11,7 +11,7 @@ use umd_sdk::kernel::{self, Memory};
 use umd_sdk::params::ParamReader;
 use umd_sdk::{Dtype, KernelCall, OpError};
 
-use crate::gemm::{self, Acc, MR, PackedB};
+use crate::gemm::{self, Acc, MR, PackedB, Strided};
 use crate::plan::Geometry;
 
 /// Whether `entry_point` names a kernel of this plugin (all of them split by output rows).
@@ -72,6 +72,24 @@ impl Block {
         let s = std::mem::size_of::<T>();
         let at = (self.base + r * self.rs + c * self.cs) * s;
         T::load(&self.data[at..at + s])
+    }
+
+    /// Every element of the block's bytes, as `f` maps it (in the block's layout).
+    fn decode<T: Element, A>(&self, f: impl Fn(T) -> A) -> Vec<A> {
+        let s = std::mem::size_of::<T>();
+        self.data[self.base * s..]
+            .chunks_exact(s)
+            .map(|b| f(T::load(b)))
+            .collect()
+    }
+
+    /// `values` (from [`Block::decode`]) as a matrix.
+    fn view<'a, A>(&self, values: &'a [A]) -> Strided<'a, A> {
+        Strided {
+            data: values,
+            rs: self.rs,
+            cs: self.cs,
+        }
     }
 }
 
@@ -252,7 +270,7 @@ impl Product {
         &self,
         call: &KernelCall,
         mem: &mut dyn Memory,
-        load_b: impl Fn(&Block, usize, usize) -> A,
+        decode_b: impl Fn(&Block) -> Vec<A>,
         mut rows: impl FnMut(&mut dyn Memory, &PackedB<A>, u64, usize, usize) -> Result<(), OpError>,
     ) -> Result<(), OpError> {
         let (m, n, k) = (self.m, self.n, self.k);
@@ -282,7 +300,8 @@ impl Product {
                     (k, self.g.sbk as usize),
                     (n, self.g.sbn as usize),
                 )?;
-                let pb = PackedB::pack(k, n, |kk, j| load_b(&blk, kk, j))
+                let bv = decode_b(&blk);
+                let pb = PackedB::pack(k, n, blk.view(&bv))
                     .ok_or_else(|| OpError::internal(format!("no memory to pack B of {k}x{n}")))?;
                 packed = Some((ob, pb));
             }
@@ -354,15 +373,11 @@ where
     p.for_each_chunk(
         call,
         mem,
-        |blk, kk, j| blk.get::<T>(kk, j).to_compute(),
+        |blk| blk.decode::<T, _>(|v| v.to_compute()),
         |mem, pb, z, i0, i1| {
             let ab = p.read_a(mem, z, i0, i1)?;
-            gemm::pack_a(
-                i1 - i0,
-                p.k,
-                |r, kk| ab.get::<T>(r, kk).to_compute(),
-                &mut apack,
-            );
+            let av = ab.decode::<T, _>(|v| v.to_compute());
+            gemm::pack_a(i1 - i0, p.k, ab.view(&av), &mut apack);
             gemm::multiply(i1 - i0, &apack, pb, &mut acc);
             let cb = match c {
                 Some(c) => Some(read_block(
@@ -457,15 +472,24 @@ fn matmul_int<TA: Int8, TB: Int8>(call: &KernelCall, mem: &mut dyn Memory) -> Re
     let zb = zero_points::<TB>(call, mem, bz, p.g.n, bzs)?;
     let (azs, bzs) = ((za.len() > 1) as usize, (zb.len() > 1) as usize);
     let (mut apack, mut acc, mut out) = (Vec::new(), Vec::new(), Vec::new());
-    let load_b = |blk: &Block, kk, j| blk.get::<TB>(kk, j).widen() - zb[j * bzs];
-    p.for_each_chunk(call, mem, load_b, |mem, pb, z, i0, i1| {
+    let decode_b = |blk: &Block| {
+        let mut bv = blk.decode::<TB, _>(TB::widen);
+        for kk in 0..p.k {
+            for j in 0..p.n {
+                bv[kk * blk.rs + j * blk.cs] -= zb[j * bzs];
+            }
+        }
+        bv
+    };
+    p.for_each_chunk(call, mem, decode_b, |mem, pb, z, i0, i1| {
         let ab = p.read_a(mem, z, i0, i1)?;
-        gemm::pack_a(
-            i1 - i0,
-            p.k,
-            |r, kk| ab.get::<TA>(r, kk).widen() - za[(i0 + r) * azs],
-            &mut apack,
-        );
+        let mut av = ab.decode::<TA, _>(TA::widen);
+        for r in 0..i1 - i0 {
+            for kk in 0..p.k {
+                av[r * ab.rs + kk * ab.cs] -= za[(i0 + r) * azs];
+            }
+        }
+        gemm::pack_a(i1 - i0, p.k, ab.view(&av), &mut apack);
         gemm::multiply(i1 - i0, &apack, pb, &mut acc);
         out.clear();
         out.extend(acc.iter().flat_map(|v| v.to_le_bytes()));

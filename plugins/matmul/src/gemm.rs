@@ -152,6 +152,14 @@ macro_rules! int_acc {
 int_acc!(i32);
 int_acc!(i64);
 
+/// A matrix in memory: element `(r, c)` at `data[r * rs + c * cs]`.
+#[derive(Clone, Copy)]
+pub struct Strided<'a, A> {
+    pub data: &'a [A],
+    pub rs: usize,
+    pub cs: usize,
+}
+
 /// A `k × n` right operand packed into NR-column strips of `k` rows (zero padded).
 pub struct PackedB<A> {
     pub k: usize,
@@ -160,8 +168,8 @@ pub struct PackedB<A> {
 }
 
 impl<A: Acc> PackedB<A> {
-    /// Packs `b(kk, j)`; `None` when the packed copy would not fit in memory.
-    pub fn pack(k: usize, n: usize, b: impl Fn(usize, usize) -> A) -> Option<Self> {
+    /// Packs the `k × n` matrix `b`; `None` when the packed copy would not fit in memory.
+    pub fn pack(k: usize, n: usize, b: Strided<A>) -> Option<Self> {
         let strips = n.div_ceil(NR);
         let len = strips.checked_mul(NR)?.checked_mul(k)?;
         let mut data = Vec::new();
@@ -169,10 +177,15 @@ impl<A: Acc> PackedB<A> {
         data.resize(len, A::ZERO);
         if k > 0 {
             for (st, strip) in data.chunks_exact_mut(k * NR).enumerate() {
-                let cols = NR.min(n - st * NR);
+                let (j0, cols) = (st * NR, NR.min(n - st * NR));
                 for (kk, row) in strip.chunks_exact_mut(NR).enumerate() {
-                    for (c, v) in row[..cols].iter_mut().enumerate() {
-                        *v = b(kk, st * NR + c);
+                    let at = kk * b.rs + j0 * b.cs;
+                    if b.cs == 1 {
+                        row[..cols].copy_from_slice(&b.data[at..at + cols]);
+                    } else {
+                        for (c, v) in row[..cols].iter_mut().enumerate() {
+                            *v = b.data[at + c * b.cs];
+                        }
                     }
                 }
             }
@@ -181,8 +194,8 @@ impl<A: Acc> PackedB<A> {
     }
 }
 
-/// Packs `rows × k` values `a(r, kk)` into MR-row panels of `k` columns (zero padded) in `out`.
-pub fn pack_a<A: Acc>(rows: usize, k: usize, a: impl Fn(usize, usize) -> A, out: &mut Vec<A>) {
+/// Packs the `rows × k` matrix `a` into MR-row panels of `k` columns (zero padded) in `out`.
+pub fn pack_a<A: Acc>(rows: usize, k: usize, a: Strided<A>, out: &mut Vec<A>) {
     out.clear();
     out.resize(rows.div_ceil(MR) * MR * k, A::ZERO);
     if k == 0 {
@@ -190,9 +203,18 @@ pub fn pack_a<A: Acc>(rows: usize, k: usize, a: impl Fn(usize, usize) -> A, out:
     }
     for (p, panel) in out.chunks_exact_mut(k * MR).enumerate() {
         let live = MR.min(rows - p * MR);
-        for (kk, col) in panel.chunks_exact_mut(MR).enumerate() {
-            for (r, v) in col[..live].iter_mut().enumerate() {
-                *v = a(p * MR + r, kk);
+        if a.rs == 1 && a.cs != 1 {
+            // transposed: the panel's rows lie together in each column
+            for (kk, col) in panel.chunks_exact_mut(MR).enumerate() {
+                let at = kk * a.cs + p * MR;
+                col[..live].copy_from_slice(&a.data[at..at + live]);
+            }
+        } else {
+            for r in 0..live {
+                let at = (p * MR + r) * a.rs;
+                for (kk, col) in panel.chunks_exact_mut(MR).enumerate() {
+                    col[r] = a.data[at + kk * a.cs];
+                }
             }
         }
     }
@@ -234,9 +256,24 @@ mod tests {
     ) {
         let a = |r: usize, kk: usize| of(((r * 7 + kk * 3) % 11) as i64 - 5);
         let b = |kk: usize, j: usize| of(((kk * 5 + j) % 13) as i64 - 6);
-        let pb = PackedB::pack(k, n, b).unwrap();
+        // A row-major, B column-major (the transposed layouts take the other paths)
+        let av: Vec<A> = (0..rows * k).map(|i| a(i / k, i % k)).collect();
+        let bv: Vec<A> = (0..k * n).map(|i| b(i % k, i / k)).collect();
+        let (bs, as_) = (
+            Strided {
+                data: &bv,
+                rs: 1,
+                cs: k,
+            },
+            Strided {
+                data: &av,
+                rs: k,
+                cs: 1,
+            },
+        );
+        let pb = PackedB::pack(k, n, bs).unwrap();
         let (mut ap, mut c) = (Vec::new(), Vec::new());
-        pack_a(rows, k, a, &mut ap);
+        pack_a(rows, k, as_, &mut ap);
         multiply(rows, &ap, &pb, &mut c);
         for r in 0..rows {
             for j in 0..n {

@@ -700,5 +700,18 @@ fn timing_f32_512_and_1024() {
             s * 1e3,
             2.0 * (n * n * n) as f64 / s / 1e9
         );
+        // one of 16 ranges, as one of 16 workers runs it (B read and packed whole)
+        let mut part = call.clone();
+        part.blocks.count = l.grid.volume() / 16;
+        let t = std::time::Instant::now();
+        for _ in 0..iters {
+            MatMul::run_kernel(&part, &mut mem).unwrap();
+        }
+        let s16 = t.elapsed().as_secs_f64() / iters as f64;
+        eprintln!(
+            "  one range of 16: {:.2} ms ({:.1}x the even share of the whole)",
+            s16 * 1e3,
+            s16 * 16.0 / s
+        );
     }
 }
