@@ -11,8 +11,9 @@ use umd_sdk::kernel::{self, Memory};
 use umd_sdk::params::ParamReader;
 use umd_sdk::{Dtype, KernelCall, OpError};
 
-use crate::gemm::{self, Acc, MR, PackedB, Strided};
+use crate::gemm::{self, Acc, MR, NR, PackedB, Strided};
 use crate::plan::Geometry;
+use std::ops::Range;
 
 /// Whether `entry_point` names a kernel of this plugin (all of them split by output rows).
 pub fn splittable(entry_point: &str) -> bool {
@@ -182,6 +183,12 @@ fn read_block(
     })
 }
 
+/// Width of the column panels the output is shared in: about a quarter of N for large N (at
+/// most 8 panels, at least 256 columns), a multiple of the micro-tile width.
+pub fn panel_width(n: usize) -> usize {
+    n.div_ceil((n / 256).clamp(1, 8)).div_ceil(NR) * NR
+}
+
 /// The operands of one launch, checked against the bound sizes.
 struct Product {
     g: Geometry,
@@ -264,17 +271,29 @@ impl Product {
         })
     }
 
-    /// Calls `rows(z, i0, i1)` for the rows of each batch in this call's share, in chunks of
-    /// at most `chunk` rows, with B of batch `z` packed (once per distinct B).
+    /// Calls `rows(pb, z, i0..i1, j0..j1)` for the output tiles of this call's share, rows
+    /// in chunks of at most `chunk`, with `pb` holding B of batch `z` packed (at least columns
+    /// `j0..j1`; packed once per distinct B).
+    ///
+    /// The share is of `panels × (batch × M)` items, column panel by column panel, so that
+    /// with many block ranges each packs only the B columns of its panels (and reads only the
+    /// rows of A it needs); rows run outermost, so a range that covers every panel of a row
+    /// reads its A rows once and writes them whole.
     fn for_each_chunk<A: Acc>(
         &self,
         call: &KernelCall,
         mem: &mut dyn Memory,
         decode_b: impl Fn(&Block) -> Vec<A>,
-        mut rows: impl FnMut(&mut dyn Memory, &PackedB<A>, u64, usize, usize) -> Result<(), OpError>,
+        mut rows: impl FnMut(
+            &mut dyn Memory,
+            &PackedB<A>,
+            u64,
+            Range<usize>,
+            Range<usize>,
+        ) -> Result<(), OpError>,
     ) -> Result<(), OpError> {
         let (m, n, k) = (self.m, self.n, self.k);
-        if m == 0 || n == 0 {
+        if m == 0 || n == 0 || self.rows == 0 {
             return Ok(());
         }
         let esize = self.a.1.max(self.b.1);
@@ -284,35 +303,60 @@ impl Product {
             .clamp(MR, 256)
             / MR
             * MR;
+        let width = panel_width(n);
+        let total = self.rows;
+        let share = call.share(n.div_ceil(width) as u64 * total);
+        if share.is_empty() {
+            return Ok(());
+        }
+        let (p0, r0) = (share.start / total, share.start % total);
+        let (p1, r1) = ((share.end - 1) / total, (share.end - 1) % total + 1);
+        let cols = |pa: u64, pb: u64| pa as usize * width..n.min((pb as usize + 1) * width);
+        let packed_cols = cols(p0, p1);
+        let mut cuts = [0, r0, r1, total];
+        cuts.sort_unstable();
         let mut packed: Option<(u64, PackedB<A>)> = None;
-        let share = call.share(self.rows);
-        let mut row = share.start;
-        while row < share.end {
-            let (z, i0) = (row / self.g.m, (row % self.g.m) as usize);
-            let i1 = (m as u64).min(i0 as u64 + (share.end - row)) as usize;
-            let ob = self.g.batch_offsets(z).1;
-            if packed.as_ref().is_none_or(|p| p.0 != ob) {
-                drop(packed.take()); // free the old B before packing the next
-                let blk = read_block(
-                    mem,
-                    self.b,
-                    ob,
-                    (k, self.g.sbk as usize),
-                    (n, self.g.sbn as usize),
-                )?;
-                let bv = decode_b(&blk);
-                let pb = PackedB::pack(k, n, blk.view(&bv))
-                    .ok_or_else(|| OpError::internal(format!("no memory to pack B of {k}x{n}")))?;
-                packed = Some((ob, pb));
+        for w in cuts.windows(2).filter(|w| w[0] < w[1]) {
+            // the panels that hold every row of this segment
+            let pa = if w[0] >= r0 { p0 } else { p0 + 1 };
+            let pb = if w[1] <= r1 {
+                Some(p1)
+            } else {
+                p1.checked_sub(1)
+            };
+            let Some(pb) = pb.filter(|&pb| pa <= pb) else {
+                continue;
+            };
+            let mut row = w[0];
+            while row < w[1] {
+                let (z, i0) = (row / self.g.m, (row % self.g.m) as usize);
+                let i1 = (m as u64).min(i0 as u64 + (w[1] - row)) as usize;
+                let ob = self.g.batch_offsets(z).1;
+                if packed.as_ref().is_none_or(|p| p.0 != ob) {
+                    drop(packed.take()); // free the old B before packing the next
+                    let j = packed_cols.clone();
+                    let blk = read_block(
+                        mem,
+                        self.b,
+                        ob + j.start as u64 * self.g.sbn,
+                        (k, self.g.sbk as usize),
+                        (j.len(), self.g.sbn as usize),
+                    )?;
+                    let bv = decode_b(&blk);
+                    let pb = PackedB::pack(k, j.clone(), blk.view(&bv)).ok_or_else(|| {
+                        OpError::internal(format!("no memory to pack B of {k}x{}", j.len()))
+                    })?;
+                    packed = Some((ob, pb));
+                }
+                let pbk = &packed.as_ref().expect("packed above").1;
+                let mut at = i0;
+                while at < i1 {
+                    let end = i1.min(at + chunk);
+                    rows(mem, pbk, z, at..end, cols(pa, pb))?;
+                    at = end;
+                }
+                row += (i1 - i0) as u64;
             }
-            let pb = &packed.as_ref().expect("packed above").1;
-            let mut at = i0;
-            while at < i1 {
-                let end = i1.min(at + chunk);
-                rows(mem, pb, z, at, end)?;
-                at = end;
-            }
-            row += (i1 - i0) as u64;
         }
         Ok(())
     }
@@ -329,16 +373,25 @@ impl Product {
         )
     }
 
-    /// Writes finished rows `i0..` of batch `z`.
+    /// Writes the finished tile of rows `i0..` and columns `cols` of batch `z` (row-major):
+    /// in one piece when it spans whole rows.
     fn write_y(
         &self,
         mem: &mut dyn Memory,
         z: u64,
         i0: usize,
+        cols: Range<usize>,
         bytes: &[u8],
     ) -> Result<(), OpError> {
-        let at = (z * self.g.m + i0 as u64) * self.g.n * self.y.1 as u64;
-        mem.write(self.y.0, at, bytes)
+        let s = self.y.1 as u64;
+        let at = |i: usize| ((z * self.g.m + i as u64) * self.g.n + cols.start as u64) * s;
+        if cols.len() == self.n {
+            return mem.write(self.y.0, at(i0), bytes);
+        }
+        for (r, row) in bytes.chunks_exact(cols.len() * self.y.1).enumerate() {
+            mem.write(self.y.0, at(i0 + r), row)?;
+        }
+        Ok(())
     }
 }
 
@@ -374,26 +427,27 @@ where
         call,
         mem,
         |blk| blk.decode::<T, _>(|v| v.to_compute()),
-        |mem, pb, z, i0, i1| {
+        |mem, pb, z, rows, cols| {
+            let (i0, i1) = (rows.start, rows.end);
             let ab = p.read_a(mem, z, i0, i1)?;
             let av = ab.decode::<T, _>(|v| v.to_compute());
             gemm::pack_a(i1 - i0, p.k, ab.view(&av), &mut apack);
-            gemm::multiply(i1 - i0, &apack, pb, &mut acc);
+            gemm::multiply(i1 - i0, &apack, pb, pb.columns(&cols), &mut acc);
             let cb = match c {
                 Some(c) => Some(read_block(
                     mem,
                     (c, s),
-                    (i0 * scm) as u64,
+                    (i0 * scm + cols.start * scn) as u64,
                     (i1 - i0, scm),
-                    (p.n, scn),
+                    (cols.len(), scn),
                 )?),
                 None => None,
             };
             out.clear();
             out.resize(acc.len() * s, 0);
             for (i, (row, o)) in acc
-                .chunks_exact(p.n)
-                .zip(out.chunks_exact_mut(p.n * s))
+                .chunks_exact(cols.len())
+                .zip(out.chunks_exact_mut(cols.len() * s))
                 .enumerate()
             {
                 for (j, (&v, o)) in row.iter().zip(o.chunks_exact_mut(s)).enumerate() {
@@ -404,7 +458,7 @@ where
                     T::from_compute(v).store(o);
                 }
             }
-            p.write_y(mem, z, i0, &out)
+            p.write_y(mem, z, i0, cols, &out)
         },
     )
 }
@@ -481,7 +535,8 @@ fn matmul_int<TA: Int8, TB: Int8>(call: &KernelCall, mem: &mut dyn Memory) -> Re
         }
         bv
     };
-    p.for_each_chunk(call, mem, decode_b, |mem, pb, z, i0, i1| {
+    p.for_each_chunk(call, mem, decode_b, |mem, pb, z, rows, cols| {
+        let (i0, i1) = (rows.start, rows.end);
         let ab = p.read_a(mem, z, i0, i1)?;
         let mut av = ab.decode::<TA, _>(TA::widen);
         for r in 0..i1 - i0 {
@@ -490,9 +545,9 @@ fn matmul_int<TA: Int8, TB: Int8>(call: &KernelCall, mem: &mut dyn Memory) -> Re
             }
         }
         gemm::pack_a(i1 - i0, p.k, ab.view(&av), &mut apack);
-        gemm::multiply(i1 - i0, &apack, pb, &mut acc);
+        gemm::multiply(i1 - i0, &apack, pb, pb.columns(&cols), &mut acc);
         out.clear();
         out.extend(acc.iter().flat_map(|v| v.to_le_bytes()));
-        p.write_y(mem, z, i0, &out)
+        p.write_y(mem, z, i0, cols, &out)
     })
 }

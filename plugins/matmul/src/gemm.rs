@@ -160,16 +160,19 @@ pub struct Strided<'a, A> {
     pub cs: usize,
 }
 
-/// A `k × n` right operand packed into NR-column strips of `k` rows (zero padded).
+/// Columns `first..first + n` of a right operand of depth `k`, packed into NR-column strips
+/// of `k` rows (zero padded).
 pub struct PackedB<A> {
     pub k: usize,
-    pub n: usize,
+    pub first: usize,
     data: Vec<A>,
 }
 
 impl<A: Acc> PackedB<A> {
-    /// Packs the `k × n` matrix `b`; `None` when the packed copy would not fit in memory.
-    pub fn pack(k: usize, n: usize, b: Strided<A>) -> Option<Self> {
+    /// Packs the `k × cols.len()` matrix `b`, which holds the operand's columns `cols`; `None`
+    /// when the packed copy would not fit in memory.
+    pub fn pack(k: usize, cols: std::ops::Range<usize>, b: Strided<A>) -> Option<Self> {
+        let n = cols.len();
         let strips = n.div_ceil(NR);
         let len = strips.checked_mul(NR)?.checked_mul(k)?;
         let mut data = Vec::new();
@@ -190,7 +193,16 @@ impl<A: Acc> PackedB<A> {
                 }
             }
         }
-        Some(PackedB { k, n, data })
+        Some(PackedB {
+            k,
+            first: cols.start,
+            data,
+        })
+    }
+
+    /// The packed columns (for [`multiply`]) of the operand's columns `cols`.
+    pub fn columns(&self, cols: &std::ops::Range<usize>) -> std::ops::Range<usize> {
+        cols.start - self.first..cols.end - self.first
     }
 }
 
@@ -220,24 +232,35 @@ pub fn pack_a<A: Acc>(rows: usize, k: usize, a: Strided<A>, out: &mut Vec<A>) {
     }
 }
 
-/// `c = apack · b` for `rows` packed rows ([`pack_a`]); `c` is `rows × b.n`, row-major.
+/// `c = apack · b[.., cols]` for `rows` packed rows ([`pack_a`]) and the packed columns
+/// `cols` (starting on a strip); `c` is `rows × cols.len()`, row-major.
 #[inline(always)]
-pub fn multiply<A: Acc>(rows: usize, apack: &[A], b: &PackedB<A>, c: &mut Vec<A>) {
-    let (k, n) = (b.k, b.n);
+pub fn multiply<A: Acc>(
+    rows: usize,
+    apack: &[A],
+    b: &PackedB<A>,
+    cols: std::ops::Range<usize>,
+    c: &mut Vec<A>,
+) {
+    let (k, n) = (b.k, cols.len());
     c.clear();
     c.resize(rows * n, A::ZERO);
-    let strips = n.div_ceil(NR);
+    if n == 0 {
+        return;
+    }
+    let (first, end) = (cols.start / NR, cols.end.div_ceil(NR));
     let group = NC / NR;
     for k0 in (0..k).step_by(KC) {
         let kc = KC.min(k - k0);
-        for s0 in (0..strips).step_by(group) {
+        for s0 in (first..end).step_by(group) {
             for p in 0..rows.div_ceil(MR) {
                 let ap = &apack[p * k * MR + k0 * MR..][..kc * MR];
                 let live = MR.min(rows - p * MR);
-                for s in s0..strips.min(s0 + group) {
+                for s in s0..end.min(s0 + group) {
                     let bp = &b.data[s * k * NR + k0 * NR..][..kc * NR];
-                    let cols = NR.min(n - s * NR);
-                    A::micro(kc, ap, bp, &mut c[p * MR * n + s * NR..], n, live, cols);
+                    let j = s * NR - cols.start;
+                    let width = NR.min(n - j);
+                    A::micro(kc, ap, bp, &mut c[p * MR * n + j..], n, live, width);
                 }
             }
         }
@@ -271,14 +294,18 @@ mod tests {
                 cs: 1,
             },
         );
-        let pb = PackedB::pack(k, n, bs).unwrap();
+        let pb = PackedB::pack(k, 0..n, bs).unwrap();
         let (mut ap, mut c) = (Vec::new(), Vec::new());
         pack_a(rows, k, as_, &mut ap);
-        multiply(rows, &ap, &pb, &mut c);
-        for r in 0..rows {
-            for j in 0..n {
-                let want = (0..k).fold(A::ZERO, |s, kk| s.mul_add(a(r, kk), b(kk, j)));
-                assert_eq!(c[r * n + j], want, "{rows}x{n}x{k} at ({r}, {j})");
+        // every column, then the columns from the second strip on
+        for j0 in [0, NR].into_iter().filter(|&j| j == 0 || j < n) {
+            let w = n - j0;
+            multiply(rows, &ap, &pb, j0..n, &mut c);
+            for r in 0..rows {
+                for j in j0..n {
+                    let want = (0..k).fold(A::ZERO, |s, kk| s.mul_add(a(r, kk), b(kk, j)));
+                    assert_eq!(c[r * w + j - j0], want, "{rows}x{n}x{k} at ({r}, {j})");
+                }
             }
         }
     }

@@ -93,7 +93,10 @@ fn run_in_parts(c: &Case, parts: u64) -> Vec<u8> {
     let n = *out.shape.last().unwrap();
     let rows = out.shape.iter().product::<u64>() / n.max(1);
     let blocks = l.grid.volume();
-    let mut written = 0;
+    // the kernel shares panels × rows items, column panel by column panel
+    let width = crate::cpu::panel_width(n as usize) as u64;
+    let panels = n.div_ceil(width).max(1);
+    let mut owner = vec![None; (rows * n) as usize];
     for p in (0..parts).rev() {
         let (first, end) = (blocks * p / parts, blocks * (p + 1) / parts);
         let call = KernelCall {
@@ -114,32 +117,43 @@ fn run_in_parts(c: &Case, parts: u64) -> Vec<u8> {
             log: Vec::new(),
         };
         MatMul::run_kernel(&call, &mut spy).unwrap();
-        let share = call.share(rows);
-        let (mut a_read, row_bytes) = (
-            0,
-            k * dtype::size(c.req.inputs[0].as_ref().unwrap().1) as u64,
-        );
-        for (write, b, r) in &spy.log {
-            if *write {
-                assert_eq!(*b, y, "writes only Y");
+        let share = call.share(panels * rows);
+        let row_bytes = k * dtype::size(c.req.inputs[0].as_ref().unwrap().1) as u64;
+        let mut rows_written = std::collections::BTreeSet::new();
+        for (write, b, r) in spy.log.iter().filter(|e| e.0) {
+            assert!(*write);
+            assert_eq!(*b, y, "writes only Y");
+            for e in r.start / osize..r.end / osize {
+                let (row, col) = (e / n, e % n);
+                let item = col / width * rows + row;
                 assert!(
-                    r.start >= share.start * n * osize && r.end <= share.end * n * osize,
-                    "part {p}: write {r:?} outside rows {share:?}"
+                    share.contains(&item),
+                    "part {p}: element ({row}, {col}) not its own"
                 );
-                written += r.end - r.start;
-            } else if *b == 0 && c.dense_a {
-                assert!(
-                    r.start >= share.start * row_bytes && r.end <= share.end * row_bytes,
-                    "part {p}: read of A {r:?} outside rows {share:?}"
-                );
-                a_read += r.end - r.start;
+                let o = &mut owner[e as usize];
+                assert!(o.is_none(), "element ({row}, {col}) written twice");
+                *o = Some(p);
+                rows_written.insert(row);
             }
         }
         if c.dense_a {
-            assert_eq!(a_read, (share.end - share.start) * row_bytes, "A read once");
+            let mut a_read = 0;
+            for (_, _, r) in spy.log.iter().filter(|e| !e.0 && e.1 == 0) {
+                let row = r.start / row_bytes;
+                assert!(rows_written.contains(&row), "part {p}: read A row {row}");
+                a_read += r.end - r.start;
+            }
+            assert_eq!(
+                a_read,
+                rows_written.len() as u64 * row_bytes,
+                "A rows read once"
+            );
         }
     }
-    assert_eq!(written, rows * n * osize, "every output byte written once");
+    assert!(
+        owner.iter().all(Option::is_some),
+        "every output element written"
+    );
     mem.contents(y).unwrap().to_vec()
 }
 
@@ -171,6 +185,10 @@ fn every_split_gives_the_same_bytes_and_keeps_to_its_rows() {
         // chunks of 56 rows (K = 1100)
         mm(&[600, 1100], &[1100, 9], f32, true),
         mm(&[5, 13, 17], &[5, 17, 3], Dtype::I64, true),
+        // column panels: N = 600 in 2, N = 1100 in 4 (a range may span panels)
+        mm(&[37, 20], &[20, 600], f32, true),
+        mm(&[2, 3, 19, 8], &[8, 1100], Dtype::Bf16, true),
+        gemm(false, true, &[29, 12], &[530, 12], Some(&[29, 530])),
         mm(&[70], &[3, 70, 33], Dtype::F64, false),
         gemm(false, false, &[53, 21], &[21, 19], Some(&[19])),
         gemm(true, false, &[21, 53], &[21, 19], Some(&[53, 1])),
