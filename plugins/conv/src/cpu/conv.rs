@@ -60,6 +60,12 @@ fn usize_of(v: i64) -> usize {
 /// Conv: `y` (zeroed, `[N, M, out]`) gets `x` (`[N, C, in]`) convolved with `w`
 /// (`[M, Cg, K]`).
 pub fn conv<A: Real>(g: &Geom, x: &[A], w: &[A], y: &mut [A]) {
+    conv_with(g, g.mg < MR as i64, x, w, y)
+}
+
+/// [`conv`], direct (no im2col) or not as `direct` says: a part of a conv's output channels
+/// computes exactly as the whole does when it takes the whole conv's choice.
+pub fn conv_with<A: Real>(g: &Geom, direct: bool, x: &[A], w: &[A], y: &mut [A]) {
     let (in_sz, out_sz, ks) = (
         usize_of(g.in_size()),
         usize_of(g.out_size()),
@@ -70,7 +76,7 @@ pub fn conv<A: Real>(g: &Geom, x: &[A], w: &[A], y: &mut [A]) {
     if ck == 0 {
         return;
     }
-    if mg < MR {
+    if direct {
         return A::conv_direct(g, x, w, y);
     }
     let jb = block_len::<A>(ck, out_sz);

@@ -4,6 +4,7 @@
 
 pub mod conv;
 pub mod gemm;
+pub mod inplace;
 mod pool;
 
 use gemm::Real;

@@ -1,0 +1,161 @@
+//! Conv in place (ABI 1.3): split into block ranges, it gives the bytes `run-cpu` gives on the
+//! whole tensors, whatever the split, and each range writes only its own output planes.
+
+use super::*;
+use umd_sdk::kernel::{HeapMemory, Memory, binding_access};
+use umd_sdk::{BlockRange, BoundBuffer, CpuBuffer, CpuCall, KernelCall, Plugin};
+
+struct Spy<'a> {
+    inner: &'a mut HeapMemory,
+    writes: Vec<std::ops::Range<u64>>,
+}
+
+impl Memory for Spy<'_> {
+    fn read(&mut self, binding: u32, offset: u64, len: usize) -> Result<Vec<u8>, OpError> {
+        self.inner.read(binding, offset, len)
+    }
+    fn write(&mut self, binding: u32, offset: u64, data: &[u8]) -> Result<(), OpError> {
+        self.writes.push(offset..offset + data.len() as u64);
+        self.inner.write(binding, offset, data)
+    }
+}
+
+/// Runs the one launch of `req` as `parts` block ranges, last first, on an output prefilled
+/// with 0xAB; checks each range writes only its share of the `N × M` planes.
+fn run_in_parts(req: &PlanRequestExt, inputs: &[Vec<u8>], parts: u64) -> Vec<u8> {
+    let plan = Conv::plan_ext(req).unwrap();
+    let l = &plan.launches[0];
+    assert!(Conv::splittable(&l.module_id, &l.entry_point));
+    let out = &plan.outputs[0];
+    let plane = out.shape[2..].iter().product::<u64>() * dtype::size(out.dtype) as u64;
+    let planes = out.shape[0] * out.shape[1];
+    let mut bufs = inputs.to_vec();
+    bufs.push(vec![0xAB; (planes * plane) as usize]);
+    let y = bufs.len() as u32 - 1;
+    let buffers: Vec<BoundBuffer> = (0..=y)
+        .map(|b| BoundBuffer {
+            binding: b,
+            size: bufs[b as usize].len() as u64,
+        })
+        .collect();
+    let mut mem = HeapMemory::new(
+        bufs.into_iter()
+            .zip(0..)
+            .map(|(d, b)| (b, binding_access(&l.relocations, b), d)),
+    );
+    let blocks = l.grid.volume();
+    for p in (0..parts).rev() {
+        let (first, end) = (blocks * p / parts, blocks * (p + 1) / parts);
+        let call = KernelCall {
+            module_id: l.module_id.clone(),
+            entry_point: l.entry_point.clone(),
+            grid: l.grid,
+            block: l.block,
+            params: l.params.clone(),
+            relocations: l.relocations.clone(),
+            buffers: buffers.clone(),
+            blocks: BlockRange {
+                first,
+                count: end - first,
+            },
+        };
+        let share = call.share(planes);
+        let mut spy = Spy {
+            inner: &mut mem,
+            writes: Vec::new(),
+        };
+        Conv::run_kernel(&call, &mut spy).unwrap();
+        let total: u64 = spy.writes.iter().map(|r| r.end - r.start).sum();
+        assert_eq!(total, (share.end - share.start) * plane, "part {p}");
+        for r in &spy.writes {
+            assert!(r.start >= share.start * plane && r.end <= share.end * plane);
+        }
+    }
+    mem.contents(y).unwrap().to_vec()
+}
+
+/// The output bytes of `run-cpu` on the whole tensors.
+fn run_cpu_whole(req: &PlanRequestExt, inputs: &[Vec<u8>]) -> Vec<u8> {
+    let plan = Conv::plan_ext(req).unwrap();
+    let l = &plan.launches[0];
+    let out = &plan.outputs[0];
+    let size = out.shape.iter().product::<u64>() * dtype::size(out.dtype) as u64;
+    let mut buffers: Vec<CpuBuffer> = inputs
+        .iter()
+        .zip(0..)
+        .map(|(d, binding)| CpuBuffer {
+            binding,
+            size: d.len() as u64,
+            data: d.clone(),
+        })
+        .collect();
+    buffers.push(CpuBuffer {
+        binding: inputs.len() as u32,
+        size,
+        data: Vec::new(),
+    });
+    let w = Conv::run_cpu(CpuCall {
+        module_id: l.module_id.clone(),
+        entry_point: l.entry_point.clone(),
+        grid: l.grid,
+        block: l.block,
+        params: l.params.clone(),
+        relocations: l.relocations.clone(),
+        buffers,
+    })
+    .unwrap();
+    w.into_iter().next().unwrap().data
+}
+
+#[test]
+fn conv_splits_give_the_bytes_of_the_whole() {
+    // (x, w, bias, group, dtype): grouped with 6 channels a group (im2col + GEMM), depthwise
+    // (direct), a 1-D conv, f16 and f64
+    let cases: [(&[u64], &[u64], bool, i64, Dtype); 5] = [
+        (&[2, 4, 9, 11], &[12, 2, 3, 3], true, 2, Dtype::F32),
+        (&[1, 6, 10, 7], &[6, 1, 3, 2], true, 6, Dtype::F32),
+        (&[3, 5, 40], &[7, 5, 4], false, 1, Dtype::F16),
+        (&[1, 3, 6, 6], &[9, 3, 1, 1], true, 1, Dtype::F64),
+        (&[2, 8, 5, 5], &[16, 2, 3, 3], false, 4, Dtype::Bf16),
+    ];
+    for (i, &(x, w, bias, group, dt)) in cases.iter().enumerate() {
+        let m = w[0];
+        let mut shapes = vec![(x, dt), (w, dt)];
+        let b = [m];
+        if bias {
+            shapes.push((&b, dt));
+        }
+        let req = request(
+            "Conv",
+            &shapes,
+            &[
+                ("group", int(group)),
+                ("pads", ints(&vec![1; 2 * (x.len() - 2)])),
+            ],
+        );
+        let inputs: Vec<Vec<u8>> = shapes
+            .iter()
+            .zip(0..)
+            .map(|((s, dt), k)| {
+                let v = data(s.iter().product::<u64>() as usize, 7 * i as u64 + k, *dt);
+                dtype::encode(*dt, &v).unwrap()
+            })
+            .collect();
+        let whole = run_cpu_whole(&req, &inputs);
+        for parts in [1, 2, 3, 7] {
+            assert_eq!(
+                run_in_parts(&req, &inputs, parts),
+                whole,
+                "case {i} in {parts} parts"
+            );
+        }
+    }
+}
+
+#[test]
+fn only_conv_splits() {
+    assert!(Conv::splittable("conv_f32", "conv_bias_f16"));
+    for e in ["convt_f32", "maxpool_f32", "avgpool_f64", "conv_i8", "conv"] {
+        assert!(!Conv::splittable("conv_f32", e), "{e}");
+    }
+}
