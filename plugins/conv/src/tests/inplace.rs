@@ -107,11 +107,14 @@ fn run_cpu_whole(req: &PlanRequestExt, inputs: &[Vec<u8>]) -> Vec<u8> {
     w.into_iter().next().unwrap().data
 }
 
+/// (x shape, w shape, bias, group, dtype)
+type Case<'a> = (&'a [u64], &'a [u64], bool, i64, Dtype);
+
 #[test]
 fn conv_splits_give_the_bytes_of_the_whole() {
     // (x, w, bias, group, dtype): grouped with 6 channels a group (im2col + GEMM), depthwise
     // (direct), a 1-D conv, f16 and f64
-    let cases: [(&[u64], &[u64], bool, i64, Dtype); 5] = [
+    let cases: [Case; 5] = [
         (&[2, 4, 9, 11], &[12, 2, 3, 3], true, 2, Dtype::F32),
         (&[1, 6, 10, 7], &[6, 1, 3, 2], true, 6, Dtype::F32),
         (&[3, 5, 40], &[7, 5, 4], false, 1, Dtype::F16),
