@@ -1,4 +1,5 @@
-//! Four `f32` lanes ([`F32x4`]: `+`, `*`, [`F32x4::madd`], loads, stores and splats) for hand-written CPU micro-kernels: `wasm32` SIMD128 (`v128`)
+//! Four `f32` lanes ([`F32x4`]: `+`, `*`, [`F32x4::madd`], loads, stores, splats and lane
+//! broadcasts) for hand-written CPU micro-kernels: `wasm32` SIMD128 (`v128`)
 //! when the plugin is compiled with `+simd128` (as `umd-sdk-build` does), plain `[f32; 4]`
 //! arithmetic otherwise (native unit tests; LLVM vectorizes it to SSE/NEON).
 //!
@@ -59,6 +60,12 @@ impl F32x4 {
         ]);
     }
 
+    /// Lane `L` of `self` in every lane (one `pshufd`: cheaper than a scalar load and splat).
+    #[inline(always)]
+    pub fn broadcast<const L: usize>(self) -> Self {
+        F32x4(i32x4_shuffle::<L, L, L, L>(self.0, self.0))
+    }
+
     /// Lane-wise `self + a * b`.
     #[inline(always)]
     pub fn madd(self, a: Self, b: Self) -> Self {
@@ -115,6 +122,12 @@ impl F32x4 {
         out[..4].copy_from_slice(&self.0);
     }
 
+    /// Lane `L` of `self` in every lane (one `pshufd`: cheaper than a scalar load and splat).
+    #[inline(always)]
+    pub fn broadcast<const L: usize>(self) -> Self {
+        F32x4([self.0[L]; 4])
+    }
+
     /// Lane-wise `self + a * b`.
     #[inline(always)]
     pub fn madd(self, a: Self, b: Self) -> Self {
@@ -157,5 +170,7 @@ mod tests {
         assert_eq!(out, [3.0, 6.0, 0.0, 11.0, 4.0]);
         F32x4::zero().store(&mut out);
         assert_eq!(&out[..4], &[0.0; 4]);
+        a.broadcast::<2>().store(&mut out);
+        assert_eq!(&out[..4], &[3.5; 4]);
     }
 }

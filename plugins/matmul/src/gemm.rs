@@ -81,15 +81,25 @@ impl Acc for f32 {
     #[inline(always)]
     fn micro(kc: usize, a: &[f32], b: &[f32], c: &mut [f32], ldc: usize, rows: usize, cols: usize) {
         let mut acc = [F32x4::zero(); 2 * MR];
+        // one depth step: the 4 A values in one load, each broadcast by a shuffle
+        let step = |acc: &mut [F32x4; 2 * MR], av: &[f32; MR], bv: &[f32; NR]| {
+            let a = F32x4::load(av);
+            let (b0, b1) = (F32x4::load(&bv[..4]), F32x4::load(&bv[4..]));
+            let s = [
+                a.broadcast::<0>(),
+                a.broadcast::<1>(),
+                a.broadcast::<2>(),
+                a.broadcast::<3>(),
+            ];
+            for r in 0..MR {
+                acc[2 * r] = acc[2 * r].madd(s[r], b0);
+                acc[2 * r + 1] = acc[2 * r + 1].madd(s[r], b1);
+            }
+        };
         let (a, _) = a.as_chunks::<MR>();
         let (b, _) = b.as_chunks::<NR>();
         for (av, bv) in a.iter().zip(b).take(kc) {
-            let (b0, b1) = (F32x4::load(&bv[..4]), F32x4::load(&bv[4..]));
-            for r in 0..MR {
-                let s = F32x4::splat(av[r]);
-                acc[2 * r] = acc[2 * r].madd(s, b0);
-                acc[2 * r + 1] = acc[2 * r + 1].madd(s, b1);
-            }
+            step(&mut acc, av, bv);
         }
         if rows == MR && cols == NR {
             for r in 0..MR {
