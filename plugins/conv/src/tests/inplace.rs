@@ -1,5 +1,6 @@
-//! Conv in place (ABI 1.3): split into block ranges, it gives the bytes `run-cpu` gives on the
-//! whole tensors, whatever the split, and each range writes only its own output planes.
+//! Conv and the pools in place (ABI 1.3): split into block ranges, they give the bytes
+//! `run-cpu` gives on the whole tensors, whatever the split, and each range writes only its
+//! own output planes.
 
 use super::*;
 use umd_sdk::kernel::{HeapMemory, Memory, binding_access};
@@ -7,7 +8,7 @@ use umd_sdk::{BlockRange, BoundBuffer, CpuBuffer, CpuCall, KernelCall, Plugin};
 
 struct Spy<'a> {
     inner: &'a mut HeapMemory,
-    writes: Vec<std::ops::Range<u64>>,
+    writes: Vec<(u32, std::ops::Range<u64>)>,
 }
 
 impl Memory for Spy<'_> {
@@ -15,27 +16,32 @@ impl Memory for Spy<'_> {
         self.inner.read(binding, offset, len)
     }
     fn write(&mut self, binding: u32, offset: u64, data: &[u8]) -> Result<(), OpError> {
-        self.writes.push(offset..offset + data.len() as u64);
+        self.writes
+            .push((binding, offset..offset + data.len() as u64));
         self.inner.write(binding, offset, data)
     }
 }
 
-/// Runs the one launch of `req` as `parts` block ranges, last first, on an output prefilled
-/// with 0xAB; checks each range writes only its share of the `N × M` planes.
-fn run_in_parts(req: &PlanRequestExt, inputs: &[Vec<u8>], parts: u64) -> Vec<u8> {
+/// Runs the one launch of `req` as `parts` block ranges, last first, on outputs prefilled
+/// with 0xAB; checks each range writes only its share of the planes (of every output).
+fn run_in_parts(req: &PlanRequestExt, inputs: &[Vec<u8>], parts: u64) -> Vec<Vec<u8>> {
     let plan = Conv::plan_ext(req).unwrap();
     let l = &plan.launches[0];
     assert!(Conv::splittable(&l.module_id, &l.entry_point));
-    let out = &plan.outputs[0];
-    let plane = out.shape[2..].iter().product::<u64>() * dtype::size(out.dtype) as u64;
-    let planes = out.shape[0] * out.shape[1];
+    let planes = plan.outputs[0].shape[0] * plan.outputs[0].shape[1];
     let mut bufs = inputs.to_vec();
-    bufs.push(vec![0xAB; (planes * plane) as usize]);
-    let y = bufs.len() as u32 - 1;
-    let buffers: Vec<BoundBuffer> = (0..=y)
-        .map(|b| BoundBuffer {
-            binding: b,
-            size: bufs[b as usize].len() as u64,
+    let mut plane_bytes = Vec::new();
+    for out in &plan.outputs {
+        let plane = out.shape[2..].iter().product::<u64>() * dtype::size(out.dtype) as u64;
+        plane_bytes.push((bufs.len() as u32, plane));
+        bufs.push(vec![0xAB; (planes * plane) as usize]);
+    }
+    let buffers: Vec<BoundBuffer> = bufs
+        .iter()
+        .zip(0..)
+        .map(|(d, binding)| BoundBuffer {
+            binding,
+            size: d.len() as u64,
         })
         .collect();
     let mut mem = HeapMemory::new(
@@ -65,21 +71,25 @@ fn run_in_parts(req: &PlanRequestExt, inputs: &[Vec<u8>], parts: u64) -> Vec<u8>
             writes: Vec::new(),
         };
         Conv::run_kernel(&call, &mut spy).unwrap();
-        let total: u64 = spy.writes.iter().map(|r| r.end - r.start).sum();
-        assert_eq!(total, (share.end - share.start) * plane, "part {p}");
-        for r in &spy.writes {
-            assert!(r.start >= share.start * plane && r.end <= share.end * plane);
+        for &(y, plane) in &plane_bytes {
+            let mine = spy.writes.iter().filter(|w| w.0 == y).map(|w| &w.1);
+            let total: u64 = mine.clone().map(|r| r.end - r.start).sum();
+            assert_eq!(total, (share.end - share.start) * plane, "part {p}");
+            for r in mine {
+                assert!(r.start >= share.start * plane && r.end <= share.end * plane);
+            }
         }
     }
-    mem.contents(y).unwrap().to_vec()
+    plane_bytes
+        .iter()
+        .map(|&(y, _)| mem.contents(y).unwrap().to_vec())
+        .collect()
 }
 
 /// The output bytes of `run-cpu` on the whole tensors.
-fn run_cpu_whole(req: &PlanRequestExt, inputs: &[Vec<u8>]) -> Vec<u8> {
+fn run_cpu_whole(req: &PlanRequestExt, inputs: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let plan = Conv::plan_ext(req).unwrap();
     let l = &plan.launches[0];
-    let out = &plan.outputs[0];
-    let size = out.shape.iter().product::<u64>() * dtype::size(out.dtype) as u64;
     let mut buffers: Vec<CpuBuffer> = inputs
         .iter()
         .zip(0..)
@@ -89,11 +99,13 @@ fn run_cpu_whole(req: &PlanRequestExt, inputs: &[Vec<u8>]) -> Vec<u8> {
             data: d.clone(),
         })
         .collect();
-    buffers.push(CpuBuffer {
-        binding: inputs.len() as u32,
-        size,
-        data: Vec::new(),
-    });
+    for (out, binding) in plan.outputs.iter().zip(inputs.len() as u32..) {
+        buffers.push(CpuBuffer {
+            binding,
+            size: out.shape.iter().product::<u64>() * dtype::size(out.dtype) as u64,
+            data: Vec::new(),
+        });
+    }
     let w = Conv::run_cpu(CpuCall {
         module_id: l.module_id.clone(),
         entry_point: l.entry_point.clone(),
@@ -104,7 +116,9 @@ fn run_cpu_whole(req: &PlanRequestExt, inputs: &[Vec<u8>]) -> Vec<u8> {
         buffers,
     })
     .unwrap();
-    w.into_iter().next().unwrap().data
+    let mut w = w;
+    w.sort_by_key(|w| w.binding);
+    w.into_iter().map(|w| w.data).collect()
 }
 
 /// (x shape, w shape, bias, group, dtype)
@@ -156,9 +170,60 @@ fn conv_splits_give_the_bytes_of_the_whole() {
 }
 
 #[test]
-fn only_conv_splits() {
-    assert!(Conv::splittable("conv_f32", "conv_bias_f16"));
-    for e in ["convt_f32", "maxpool_f32", "avgpool_f64", "conv_i8", "conv"] {
+fn pool_splits_give_the_bytes_of_the_whole() {
+    let x: &[u64] = &[2, 5, 9, 8];
+    let window = [
+        ("kernel_shape", ints(&[3, 2])),
+        ("pads", ints(&[1, 0, 1, 1])),
+    ];
+    let cases = [
+        ("MaxPool", Dtype::F32, vec![("storage_order", int(1))]),
+        ("MaxPool", Dtype::U8, vec![]),
+        (
+            "AveragePool",
+            Dtype::F16,
+            vec![("count_include_pad", int(1))],
+        ),
+        ("LpPool", Dtype::F64, vec![("p", int(3))]),
+    ];
+    for (i, (op, dt, extra)) in cases.into_iter().enumerate() {
+        let attrs: Vec<_> = window.iter().cloned().chain(extra).collect();
+        let mut req = request(op, &[(x, dt)], &attrs);
+        if op == "MaxPool" {
+            req.outputs_wanted = vec![true, true];
+        }
+        let v = data(x.iter().product::<u64>() as usize, i as u64, dt);
+        let inputs = vec![dtype::encode(dt, &v).unwrap()];
+        let whole = run_cpu_whole(&req, &inputs);
+        for parts in [1, 2, 3, 7] {
+            assert_eq!(
+                run_in_parts(&req, &inputs, parts),
+                whole,
+                "{op} {dt:?} in {parts} parts"
+            );
+        }
+    }
+}
+
+#[test]
+fn conv_and_pools_split_conv_transpose_does_not() {
+    for e in [
+        "conv_f32",
+        "conv_bias_f16",
+        "maxpool_u8",
+        "maxpool_idx_f32",
+        "avgpool_f64",
+        "lppool_bf16",
+    ] {
+        assert!(Conv::splittable("conv_f32", e), "{e}");
+    }
+    for e in [
+        "convt_f32",
+        "convt_bias_f32",
+        "avgpool_i8",
+        "conv_i8",
+        "conv",
+    ] {
         assert!(!Conv::splittable("conv_f32", e), "{e}");
     }
 }
