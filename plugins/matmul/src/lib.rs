@@ -4,13 +4,16 @@
 //! with optional per-tensor or per-row/column zero points, into i32.
 //!
 //! [`plan`] maps all three onto one strided, batched product; [`cuda`] holds the shared-memory
-//! tiled GPU kernel; [`cpu`] runs a launch in place, a share of the output rows per block range, on the
-//! packed GEMM of [`gemm`] (explicit SIMD128 for f32).
+//! tiled GPU kernel; [`cpu`] runs a launch in place, a share of the output tiles per block range
+//! ([`product`]), reading operands through [`block`] and multiplying with the packed GEMM of
+//! [`gemm`] (explicit SIMD128 for f32).
 
+mod block;
 mod cpu;
 mod cuda;
 mod gemm;
 mod plan;
+mod product;
 
 use umd_sdk::kernel::Memory;
 use umd_sdk::{

@@ -94,7 +94,7 @@ fn run_in_parts(c: &Case, parts: u64) -> Vec<u8> {
     let rows = out.shape.iter().product::<u64>() / n.max(1);
     let blocks = l.grid.volume();
     // the kernel shares panels × rows items, column panel by column panel
-    let width = crate::cpu::panel_width(n as usize) as u64;
+    let width = crate::product::panel_width(n as usize) as u64;
     let panels = n.div_ceil(width).max(1);
     let mut owner = vec![None; (rows * n) as usize];
     for p in (0..parts).rev() {
