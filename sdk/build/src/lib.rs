@@ -169,10 +169,9 @@ impl PluginBuild {
             cmd.args(["-p", n]);
         }
         // SIMD lets LLVM vectorize the CPU kernels; Cranelift lowers it to SSE/AVX/NEON.
-        // Relaxed SIMD (on by default in Wasmtime) gives `umd_sdk::simd` a fused multiply-add.
         cmd.env(
             "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS",
-            "-C target-feature=+simd128,+relaxed-simd",
+            "-C target-feature=+simd128",
         );
         let status = cmd
             .status()
