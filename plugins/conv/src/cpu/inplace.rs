@@ -1,8 +1,9 @@
 //! Conv and the pools in place (ABI 1.3). Conv: a block range computes its share of the
 //! `N × M` output planes; per image and group it reads and decodes the group's input planes
 //! once, then, in pieces of output channels, reads those channels' weights (and bias),
-//! convolves and writes the planes. Pools: a range computes its share of the `N × C` planes,
-//! a piece of input planes at a time. ConvTranspose runs whole (through `run-cpu`).
+//! convolves and writes the planes; ConvTranspose likewise (its weights are `[C, Mg, K]`: one
+//! read per input channel). Pools: a range computes its share of the `N × C` planes, a piece of
+//! input planes at a time.
 
 use super::gemm::{MR, Real};
 use super::pool::{self, MaxVal};
@@ -18,14 +19,16 @@ use crate::geom::Geom;
 /// Output planes computed at once: about 4 MiB of f32 output.
 const PLANE_BYTES: usize = 4 << 20;
 
-/// `(bias, dtype)` of a `conv_{dtype}` / `conv_bias_{dtype}` entry point.
-fn entry(entry_point: &str) -> Option<(bool, Dtype)> {
+/// `(transpose, bias, dtype)` of a `conv{,t}{,_bias}_{dtype}` entry point.
+fn entry(entry_point: &str) -> Option<(bool, bool, Dtype)> {
     let (kernel, dt) = entry_point.rsplit_once('_')?;
     let dt = dtype::from_name(dt)
         .filter(|d| matches!(d, Dtype::F32 | Dtype::F16 | Dtype::Bf16 | Dtype::F64))?;
     match kernel {
-        "conv" => Some((false, dt)),
-        "conv_bias" => Some((true, dt)),
+        "conv" => Some((false, false, dt)),
+        "conv_bias" => Some((false, true, dt)),
+        "convt" => Some((true, false, dt)),
+        "convt_bias" => Some((true, true, dt)),
         _ => None,
     }
 }
@@ -56,19 +59,20 @@ fn pool_entry(entry_point: &str) -> Option<(Pool, Dtype)> {
     served.then_some((pool, dt))
 }
 
-/// Whether an entry point runs as independent block ranges: Conv's and the pools'.
+/// Whether an entry point runs as independent block ranges: every float one (and MaxPool's on
+/// i8/u8).
 pub fn splittable(entry_point: &str) -> bool {
     entry(entry_point).is_some() || pool_entry(entry_point).is_some()
 }
 
-/// Runs the blocks of a launch: Conv and the pools in place, ConvTranspose whole through
-/// `run-cpu`.
+/// Runs the blocks of a launch in place (an unknown entry point: through `run-cpu`, which
+/// names it).
 pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError> {
     match (entry(&call.entry_point), pool_entry(&call.entry_point)) {
-        (Some((bias, Dtype::F32)), _) => conv_planes::<f32>(call, mem, bias),
-        (Some((bias, Dtype::F16)), _) => conv_planes::<f16>(call, mem, bias),
-        (Some((bias, Dtype::Bf16)), _) => conv_planes::<bf16>(call, mem, bias),
-        (Some((bias, _)), _) => conv_planes::<f64>(call, mem, bias),
+        (Some((t, bias, Dtype::F32)), _) => conv_planes::<f32>(call, mem, t, bias),
+        (Some((t, bias, Dtype::F16)), _) => conv_planes::<f16>(call, mem, t, bias),
+        (Some((t, bias, Dtype::Bf16)), _) => conv_planes::<bf16>(call, mem, t, bias),
+        (Some((t, bias, _)), _) => conv_planes::<f64>(call, mem, t, bias),
         (None, Some((Pool::Max { idx }, dt))) => match dt {
             Dtype::F32 => max_planes::<f32>(call, mem, idx),
             Dtype::F16 => max_planes::<f16>(call, mem, idx),
@@ -108,6 +112,7 @@ fn read<T: Element>(
 fn conv_planes<T: Element>(
     call: &KernelCall,
     mem: &mut dyn Memory,
+    transpose: bool,
     bias: bool,
 ) -> Result<(), OpError>
 where
@@ -152,6 +157,7 @@ where
         return Ok(());
     };
     let direct = mg < MR;
+    let block = conv::transpose_block::<T::Compute>(&g);
     let ck = cg * ks;
     let piece = (PLANE_BYTES / (out_sz.max(1) * 4)).max(1);
     let share = call.share(planes as u64);
@@ -172,9 +178,19 @@ where
                 mg: cnt as i64,
                 ..g.clone()
             };
-            let w = read::<T>(mem, wb, at * ck, cnt * ck)?;
             let mut y = vec![<T::Compute as Real>::ZERO; cnt * out_sz];
-            conv::conv_with(&sub, direct, &x, &w, &mut y);
+            if transpose {
+                // W[grp * cg + ci][at - grp * mg ..][..cnt]: [Cg, cnt, K]
+                let mut w = Vec::with_capacity(cg * cnt * ks);
+                for ci in 0..cg {
+                    let first = ((grp * cg + ci) * mg + at - grp * mg) * ks;
+                    w.extend(read::<T>(mem, wb, first, cnt * ks)?);
+                }
+                conv::conv_transpose_with(&sub, block, &x, &w, &mut y);
+            } else {
+                let w = read::<T>(mem, wb, at * ck, cnt * ck)?;
+                conv::conv_with(&sub, direct, &x, &w, &mut y);
+            }
             if let Some(bb) = bb {
                 conv::add_bias(&mut y, &read::<T>(mem, bb, at, cnt)?, out_sz);
             }

@@ -170,6 +170,46 @@ fn conv_splits_give_the_bytes_of_the_whole() {
 }
 
 #[test]
+fn conv_transpose_splits_give_the_bytes_of_the_whole() {
+    // (x, w = [C, M/group, k..], bias, group, dtype), strides 2: overlapping scatter
+    let cases: [Case; 4] = [
+        (&[2, 4, 5, 6], &[4, 3, 3, 3], true, 2, Dtype::F32),
+        (&[1, 6, 7, 4], &[6, 1, 2, 3], false, 6, Dtype::F32),
+        (&[2, 3, 30], &[3, 9, 4], true, 1, Dtype::F16),
+        (&[1, 2, 4, 4], &[2, 5, 3, 3], true, 1, Dtype::F64),
+    ];
+    for (i, &(x, w, bias, group, dt)) in cases.iter().enumerate() {
+        let b = [w[1] * group as u64];
+        let mut shapes = vec![(x, dt), (w, dt)];
+        if bias {
+            shapes.push((&b, dt));
+        }
+        let strides = ints(&vec![2; x.len() - 2]);
+        let req = request(
+            "ConvTranspose",
+            &shapes,
+            &[("group", int(group)), ("strides", strides)],
+        );
+        let inputs: Vec<Vec<u8>> = shapes
+            .iter()
+            .zip(0..)
+            .map(|((s, dt), k)| {
+                let v = data(s.iter().product::<u64>() as usize, 5 * i as u64 + k, *dt);
+                dtype::encode(*dt, &v).unwrap()
+            })
+            .collect();
+        let whole = run_cpu_whole(&req, &inputs);
+        for parts in [1, 2, 3, 7] {
+            assert_eq!(
+                run_in_parts(&req, &inputs, parts),
+                whole,
+                "case {i} in {parts} parts"
+            );
+        }
+    }
+}
+
+#[test]
 fn pool_splits_give_the_bytes_of_the_whole() {
     let x: &[u64] = &[2, 5, 9, 8];
     let window = [
@@ -206,10 +246,12 @@ fn pool_splits_give_the_bytes_of_the_whole() {
 }
 
 #[test]
-fn conv_and_pools_split_conv_transpose_does_not() {
+fn every_float_entry_splits() {
     for e in [
         "conv_f32",
         "conv_bias_f16",
+        "convt_f64",
+        "convt_bias_bf16",
         "maxpool_u8",
         "maxpool_idx_f32",
         "avgpool_f64",
@@ -217,13 +259,7 @@ fn conv_and_pools_split_conv_transpose_does_not() {
     ] {
         assert!(Conv::splittable("conv_f32", e), "{e}");
     }
-    for e in [
-        "convt_f32",
-        "convt_bias_f32",
-        "avgpool_i8",
-        "conv_i8",
-        "conv",
-    ] {
+    for e in ["avgpool_i8", "conv_i8", "convt_u8", "conv"] {
         assert!(!Conv::splittable("conv_f32", e), "{e}");
     }
 }
