@@ -22,6 +22,7 @@ pub mod onnx_cases;
 pub mod params;
 pub mod request;
 pub mod shape;
+pub mod simd;
 pub mod testing;
 
 /// Generated bindings of `umd:plugin@1.3.0` (the world `plugin`).

@@ -100,6 +100,17 @@ impl Plugin for Conv {
         cpu::run(&call)
     }
 
+    fn run_kernel(
+        call: &umd_sdk::KernelCall,
+        memory: &mut dyn umd_sdk::kernel::Memory,
+    ) -> Result<(), OpError> {
+        cpu::inplace::run_kernel(call, memory)
+    }
+
+    fn splittable(_module_id: &str, entry_point: &str) -> bool {
+        cpu::inplace::splittable(entry_point)
+    }
+
     fn self_tests() -> Vec<TestCase> {
         let t = |shape: &[u64], dt| TensorDesc::new("x", shape.to_vec(), dt);
         let ints = |name: &str, v: &[i64]| Attribute {

@@ -4,15 +4,21 @@
 //! with optional per-tensor or per-row/column zero points, into i32.
 //!
 //! [`plan`] maps all three onto one strided, batched product; [`cuda`] holds the shared-memory
-//! tiled GPU kernel; [`cpu`] a blocked, packed GEMM reading the same parameter blocks.
+//! tiled GPU kernel; [`cpu`] runs a launch in place, a share of the output tiles per block range
+//! ([`product`]), reading operands through [`block`] and multiplying with the packed GEMM of
+//! [`gemm`] (explicit SIMD128 for f32).
 
+mod block;
 mod cpu;
 mod cuda;
+mod gemm;
 mod plan;
+mod product;
 
+use umd_sdk::kernel::Memory;
 use umd_sdk::{
-    CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpInfo, OpPlan, PlanRequestExt, Plugin,
-    PluginInfo, Target, TensorDesc, TestCase, Tolerance, TuningHint, dtype,
+    CpuCall, CpuWrite, Dtype, KernelCall, ModuleSource, OpError, OpInfo, OpPlan, PlanRequestExt,
+    Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance, TuningHint, dtype,
 };
 
 /// Every op this plugin serves, in ONNX spelling.
@@ -144,7 +150,15 @@ impl Plugin for MatMul {
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
-        cpu::run(&call)
+        umd_sdk::kernel::run_cpu_in_memory::<Self>(call)
+    }
+
+    fn run_kernel(call: &KernelCall, memory: &mut dyn Memory) -> Result<(), OpError> {
+        cpu::run_kernel(call, memory)
+    }
+
+    fn splittable(_module_id: &str, entry_point: &str) -> bool {
+        cpu::splittable(entry_point)
     }
 }
 

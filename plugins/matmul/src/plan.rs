@@ -99,31 +99,6 @@ impl Geometry {
         (oa, ob)
     }
 
-    /// Elements of A (or B) the kernel may read: one past the largest offset.
-    pub fn extents(&self) -> (u64, u64) {
-        let last = |dims: &[u64], strides: &[u64]| -> u64 {
-            dims.iter()
-                .zip(strides)
-                .map(|(d, s)| d.saturating_sub(1) * s)
-                .sum()
-        };
-        if self.batch() == 0 {
-            return (0, 0);
-        }
-        let (ba, bb) = (last(&self.bshape, &self.sa), last(&self.bshape, &self.sb));
-        let a = if self.m == 0 || self.k == 0 {
-            0
-        } else {
-            ba + last(&[self.m, self.k], &[self.sam, self.sak]) + 1
-        };
-        let b = if self.k == 0 || self.n == 0 {
-            0
-        } else {
-            bb + last(&[self.k, self.n], &[self.sbk, self.sbn]) + 1
-        };
-        (a, b)
-    }
-
     /// 16×16 tiles: columns in grid x, rows in grid y and batches in grid z (both strided over
     /// by the kernel when they exceed the grid).
     pub fn launch_shape(&self, limits: &TargetLimits) -> Result<(Dim3, Dim3), OpError> {

@@ -10,7 +10,7 @@
 //! - BitwiseNot on the integers, Not on bool, IsNaN and IsInf (floats in, bool out).
 //!
 //! [`ops`] is the table every part reads; [`plan`] validates and packs; [`cuda`] generates one
-//! module per dtype from the table's C expressions; [`cpu`] runs the table's Rust bodies.
+//! module per dtype from the table's C expressions; [`cpu`] runs the table's Rust bodies in place, a share of the elements per block range.
 
 mod cpu;
 mod cuda;
@@ -74,7 +74,18 @@ impl Plugin for Unary {
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
-        cpu::run(&call)
+        umd_sdk::kernel::run_cpu_in_memory::<Self>(call)
+    }
+
+    fn run_kernel(
+        call: &umd_sdk::KernelCall,
+        memory: &mut dyn umd_sdk::kernel::Memory,
+    ) -> Result<(), OpError> {
+        cpu::run_kernel(call, memory)
+    }
+
+    fn splittable(_module_id: &str, entry_point: &str) -> bool {
+        cpu::splittable(entry_point)
     }
 
     fn self_tests() -> Vec<TestCase> {

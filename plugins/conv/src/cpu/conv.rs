@@ -60,6 +60,12 @@ fn usize_of(v: i64) -> usize {
 /// Conv: `y` (zeroed, `[N, M, out]`) gets `x` (`[N, C, in]`) convolved with `w`
 /// (`[M, Cg, K]`).
 pub fn conv<A: Real>(g: &Geom, x: &[A], w: &[A], y: &mut [A]) {
+    conv_with(g, g.mg < MR as i64, x, w, y)
+}
+
+/// [`conv`], direct (no im2col) or not as `direct` says: a part of a conv's output channels
+/// computes exactly as the whole does when it takes the whole conv's choice.
+pub fn conv_with<A: Real>(g: &Geom, direct: bool, x: &[A], w: &[A], y: &mut [A]) {
     let (in_sz, out_sz, ks) = (
         usize_of(g.in_size()),
         usize_of(g.out_size()),
@@ -70,7 +76,7 @@ pub fn conv<A: Real>(g: &Geom, x: &[A], w: &[A], y: &mut [A]) {
     if ck == 0 {
         return;
     }
-    if mg < MR {
+    if direct {
         return A::conv_direct(g, x, w, y);
     }
     let jb = block_len::<A>(ck, out_sz);
@@ -207,6 +213,18 @@ fn im2col<A: Real>(g: &Geom, xg: &[A], runs: &[Run], len: usize, col: &mut [A]) 
 /// ConvTranspose: `y` (zeroed, `[N, M, out]`) gets the transposed convolution of `x`
 /// (`[N, C, in]`) with `w` (`[C, Mg, K]`).
 pub fn conv_transpose<A: Real>(g: &Geom, x: &[A], w: &[A], y: &mut [A]) {
+    conv_transpose_with(g, transpose_block::<A>(g), x, w, y)
+}
+
+/// Input positions per block of [`conv_transpose`] on `g`: a part of its output channels
+/// computes exactly as the whole does with the whole's blocks (they order the additions into
+/// each output element).
+pub fn transpose_block<A: Real>(g: &Geom) -> usize {
+    block_len::<A>(usize_of(g.mg) * usize_of(g.k_size()), usize_of(g.in_size()))
+}
+
+/// [`conv_transpose`] over blocks of `pb` input positions.
+pub fn conv_transpose_with<A: Real>(g: &Geom, pb: usize, x: &[A], w: &[A], y: &mut [A]) {
     let (in_sz, out_sz, ks) = (
         usize_of(g.in_size()),
         usize_of(g.out_size()),
@@ -234,7 +252,7 @@ pub fn conv_transpose<A: Real>(g: &Geom, x: &[A], w: &[A], y: &mut [A]) {
             }
         }
     }
-    let pb = block_len::<A>(rows, in_sz);
+    let pb = pb.clamp(1, in_sz.max(1));
     let mut col = vec![A::ZERO; rows * pb];
     let mut rs = Vec::new();
     for n in 0..usize_of(g.n) {

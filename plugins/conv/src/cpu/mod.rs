@@ -1,9 +1,11 @@
 //! CPU kernels: the entry points of [`crate::cuda`] on the CPU, reading the same parameter
 //! block. Inputs are decoded once into the compute type, the op runs on plain slices, and the
-//! outputs are encoded back.
+//! outputs are encoded back: [`run`] on whole buffers (`run-cpu`), [`inplace`] a share of the
+//! output planes per block range (ABI 1.3).
 
 pub mod conv;
 pub mod gemm;
+pub mod inplace;
 mod pool;
 
 use gemm::Real;

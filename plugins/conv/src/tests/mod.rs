@@ -5,6 +5,7 @@
 
 mod conv;
 mod emu;
+mod inplace;
 mod node_cases;
 mod pool;
 mod reference;

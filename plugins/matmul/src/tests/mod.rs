@@ -3,6 +3,7 @@
 //! empty dimensions), error cases, and the CUDA sources of every dtype.
 
 mod emu;
+mod inplace;
 mod onnx;
 
 use super::*;
@@ -655,22 +656,62 @@ fn self_tests_pass_and_describe_lists_every_op() {
 }
 
 #[test]
-#[ignore = "timing, run with --release --ignored"]
-fn timing_512() {
-    let n = 512u64;
-    let r = Req::new("MatMul")
-        .input(&[n, n], Dtype::F32)
-        .input(&[n, n], Dtype::F32);
-    let v = data((n * n) as usize, 1, Dtype::F32);
-    let t = std::time::Instant::now();
-    let iters = 5;
-    for _ in 0..iters {
-        r.run(&[v.clone(), v.clone()]).unwrap();
+#[ignore = "timing, run with --release --ignored --nocapture"]
+fn timing_f32_512_and_1024() {
+    use umd_sdk::kernel::{HeapMemory, binding_access};
+    use umd_sdk::{BlockRange, BoundBuffer, KernelCall};
+    for n in [512u64, 1024] {
+        let plan = Req::new("MatMul")
+            .input(&[n, n], Dtype::F32)
+            .input(&[n, n], Dtype::F32)
+            .plan()
+            .unwrap();
+        let l = &plan.launches[0];
+        let v = dtype::encode(Dtype::F32, &data((n * n) as usize, 1, Dtype::F32)).unwrap();
+        let mut mem =
+            HeapMemory::new((0..3).map(|b| (b, binding_access(&l.relocations, b), v.clone())));
+        let call = KernelCall {
+            module_id: l.module_id.clone(),
+            entry_point: l.entry_point.clone(),
+            grid: l.grid,
+            block: l.block,
+            params: l.params.clone(),
+            relocations: l.relocations.clone(),
+            buffers: (0..3)
+                .map(|binding| BoundBuffer {
+                    binding,
+                    size: v.len() as u64,
+                })
+                .collect(),
+            blocks: BlockRange {
+                first: 0,
+                count: l.grid.volume(),
+            },
+        };
+        let iters = if n == 512 { 10 } else { 3 };
+        MatMul::run_kernel(&call, &mut mem).unwrap();
+        let t = std::time::Instant::now();
+        for _ in 0..iters {
+            MatMul::run_kernel(&call, &mut mem).unwrap();
+        }
+        let s = t.elapsed().as_secs_f64() / iters as f64;
+        eprintln!(
+            "{n}^3 f32, one thread, in place: {:.1} ms, {:.2} GFLOP/s",
+            s * 1e3,
+            2.0 * (n * n * n) as f64 / s / 1e9
+        );
+        // one of 16 ranges, as one of 16 workers runs it (B read and packed whole)
+        let mut part = call.clone();
+        part.blocks.count = l.grid.volume() / 16;
+        let t = std::time::Instant::now();
+        for _ in 0..iters {
+            MatMul::run_kernel(&part, &mut mem).unwrap();
+        }
+        let s16 = t.elapsed().as_secs_f64() / iters as f64;
+        eprintln!(
+            "  one range of 16: {:.2} ms ({:.1}x the even share of the whole)",
+            s16 * 1e3,
+            s16 * 16.0 / s
+        );
     }
-    let s = t.elapsed().as_secs_f64() / iters as f64;
-    eprintln!(
-        "512^3 f32: {:.1} ms, {:.2} GFLOP/s",
-        s * 1e3,
-        2.0 * (n * n * n) as f64 / s / 1e9
-    );
 }

@@ -4,6 +4,7 @@
 //! the shared helpers and the naive references.
 
 mod clip;
+mod inplace;
 mod plan;
 mod values;
 

@@ -1,0 +1,336 @@
+//! Conv and the pools in place (ABI 1.3). Conv: a block range computes its share of the
+//! `N × M` output planes; per image and group it reads and decodes the group's input planes
+//! once, then, in pieces of output channels, reads those channels' weights (and bias),
+//! convolves and writes the planes; ConvTranspose likewise (its weights are `[C, Mg, K]`: one
+//! read per input channel). Pools: a range computes its share of the `N × C` planes, a piece of
+//! input planes at a time.
+
+use super::gemm::{MR, Real};
+use super::pool::{self, MaxVal};
+use super::{conv, count};
+use half::{bf16, f16};
+use umd_sdk::dtype::{self, Element};
+use umd_sdk::kernel::{self, Memory};
+use umd_sdk::params::ParamReader;
+use umd_sdk::{Dtype, KernelCall, OpError};
+
+use crate::geom::Geom;
+
+/// Output planes computed at once: about 4 MiB of f32 output.
+const PLANE_BYTES: usize = 4 << 20;
+
+/// `(transpose, bias, dtype)` of a `conv{,t}{,_bias}_{dtype}` entry point.
+fn entry(entry_point: &str) -> Option<(bool, bool, Dtype)> {
+    let (kernel, dt) = entry_point.rsplit_once('_')?;
+    let dt = dtype::from_name(dt)
+        .filter(|d| matches!(d, Dtype::F32 | Dtype::F16 | Dtype::Bf16 | Dtype::F64))?;
+    match kernel {
+        "conv" => Some((false, false, dt)),
+        "conv_bias" => Some((false, true, dt)),
+        "convt" => Some((true, false, dt)),
+        "convt_bias" => Some((true, true, dt)),
+        _ => None,
+    }
+}
+
+/// A pooling entry point: `maxpool`, `maxpool_idx`, `avgpool`, `lppool`.
+#[derive(Clone, Copy, PartialEq)]
+enum Pool {
+    Max { idx: bool },
+    Avg,
+    Lp,
+}
+
+fn pool_entry(entry_point: &str) -> Option<(Pool, Dtype)> {
+    let (kernel, dt) = entry_point.rsplit_once('_')?;
+    let pool = match kernel {
+        "maxpool" => Pool::Max { idx: false },
+        "maxpool_idx" => Pool::Max { idx: true },
+        "avgpool" => Pool::Avg,
+        "lppool" => Pool::Lp,
+        _ => return None,
+    };
+    let dt = dtype::from_name(dt)?;
+    let served = match dt {
+        Dtype::F32 | Dtype::F16 | Dtype::Bf16 | Dtype::F64 => true,
+        Dtype::I8 | Dtype::U8 => matches!(pool, Pool::Max { .. }),
+        _ => false,
+    };
+    served.then_some((pool, dt))
+}
+
+/// Whether an entry point runs as independent block ranges: every float one (and MaxPool's on
+/// i8/u8).
+pub fn splittable(entry_point: &str) -> bool {
+    entry(entry_point).is_some() || pool_entry(entry_point).is_some()
+}
+
+/// Runs the blocks of a launch in place (an unknown entry point: through `run-cpu`, which
+/// names it).
+pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError> {
+    match (entry(&call.entry_point), pool_entry(&call.entry_point)) {
+        (Some((t, bias, Dtype::F32)), _) => conv_planes::<f32>(call, mem, t, bias),
+        (Some((t, bias, Dtype::F16)), _) => conv_planes::<f16>(call, mem, t, bias),
+        (Some((t, bias, Dtype::Bf16)), _) => conv_planes::<bf16>(call, mem, t, bias),
+        (Some((t, bias, _)), _) => conv_planes::<f64>(call, mem, t, bias),
+        (None, Some((Pool::Max { idx }, dt))) => match dt {
+            Dtype::F32 => max_planes::<f32>(call, mem, idx),
+            Dtype::F16 => max_planes::<f16>(call, mem, idx),
+            Dtype::Bf16 => max_planes::<bf16>(call, mem, idx),
+            Dtype::F64 => max_planes::<f64>(call, mem, idx),
+            Dtype::I8 => max_planes::<i8>(call, mem, idx),
+            _ => max_planes::<u8>(call, mem, idx),
+        },
+        (None, Some((pool, dt))) => {
+            let lp = pool == Pool::Lp;
+            match dt {
+                Dtype::F32 => sum_planes::<f32>(call, mem, lp),
+                Dtype::F16 => sum_planes::<f16>(call, mem, lp),
+                Dtype::Bf16 => sum_planes::<bf16>(call, mem, lp),
+                _ => sum_planes::<f64>(call, mem, lp),
+            }
+        }
+        (None, None) => kernel::run_via_cpu_call::<crate::Conv>(call, mem),
+    }
+}
+
+/// `n` elements of `T` from element `at` of `binding`, decoded.
+fn read<T: Element>(
+    mem: &mut dyn Memory,
+    binding: u32,
+    at: usize,
+    n: usize,
+) -> Result<Vec<T::Compute>, OpError> {
+    let s = std::mem::size_of::<T>();
+    let bytes = mem.read(binding, (at * s) as u64, n * s)?;
+    Ok(bytes
+        .chunks_exact(s)
+        .map(|b| T::load(b).to_compute())
+        .collect())
+}
+
+fn conv_planes<T: Element>(
+    call: &KernelCall,
+    mem: &mut dyn Memory,
+    transpose: bool,
+    bias: bool,
+) -> Result<(), OpError>
+where
+    T::Compute: Real,
+{
+    let mut r = ParamReader::new(&call.params, &call.relocations);
+    let (xb, wb) = (r.ptr()?, r.ptr()?);
+    let bb = if bias { Some(r.ptr()?) } else { None };
+    let yb = r.ptr()?;
+    let g = Geom::read(&mut r)?;
+    let (in_sz, out_sz, ks) = (
+        count(g.in_size())?,
+        count(g.out_size())?,
+        count(g.k_size())?,
+    );
+    let (n, c, m, cg, mg) = (
+        count(g.n)?,
+        count(g.c)?,
+        count(g.m)?,
+        count(g.cg)?,
+        count(g.mg)?,
+    );
+    let s = std::mem::size_of::<T>();
+    // every element the launch touches lies inside its binding
+    let fits = |binding: u32, elems: Option<usize>, what: &str| -> Result<(), OpError> {
+        let bytes = elems.and_then(|e| e.checked_mul(s)).map(|b| b as u64);
+        if bytes.is_some_and(|b| b <= call.size_of(binding).unwrap_or(0)) {
+            return Ok(());
+        }
+        Err(OpError::internal(format!(
+            "binding {binding} ({what}) is smaller than the geometry needs"
+        )))
+    };
+    let planes = n.checked_mul(m);
+    fits(xb, n.checked_mul(c).and_then(|v| v.checked_mul(in_sz)), "X")?;
+    fits(wb, m.checked_mul(cg).and_then(|v| v.checked_mul(ks)), "W")?;
+    fits(yb, planes.and_then(|p| p.checked_mul(out_sz)), "Y")?;
+    if let Some(bb) = bb {
+        fits(bb, Some(m), "B")?;
+    }
+    let Some(planes) = planes.filter(|_| mg > 0) else {
+        return Ok(());
+    };
+    let direct = mg < MR;
+    let block = conv::transpose_block::<T::Compute>(&g);
+    let ck = cg * ks;
+    let piece = (PLANE_BYTES / (out_sz.max(1) * 4)).max(1);
+    let share = call.share(planes as u64);
+    let (mut p, end) = (share.start as usize, share.end as usize);
+    while p < end {
+        let (img, ch) = (p / m, p % m);
+        let grp = ch / mg;
+        let group_end = ((grp + 1) * mg).min(ch + (end - p));
+        let x = read::<T>(mem, xb, (img * c + grp * cg) * in_sz, cg * in_sz)?;
+        let mut at = ch;
+        while at < group_end {
+            let cnt = piece.min(group_end - at);
+            let sub = Geom {
+                n: 1,
+                c: g.cg,
+                m: cnt as i64,
+                group: 1,
+                mg: cnt as i64,
+                ..g.clone()
+            };
+            let mut y = vec![<T::Compute as Real>::ZERO; cnt * out_sz];
+            if transpose {
+                // W[grp * cg + ci][at - grp * mg ..][..cnt]: [Cg, cnt, K]
+                let mut w = Vec::with_capacity(cg * cnt * ks);
+                for ci in 0..cg {
+                    let first = ((grp * cg + ci) * mg + at - grp * mg) * ks;
+                    w.extend(read::<T>(mem, wb, first, cnt * ks)?);
+                }
+                conv::conv_transpose_with(&sub, block, &x, &w, &mut y);
+            } else {
+                let w = read::<T>(mem, wb, at * ck, cnt * ck)?;
+                conv::conv_with(&sub, direct, &x, &w, &mut y);
+            }
+            if let Some(bb) = bb {
+                conv::add_bias(&mut y, &read::<T>(mem, bb, at, cnt)?, out_sz);
+            }
+            let mut out = vec![0; y.len() * s];
+            for (o, &v) in out.chunks_exact_mut(s).zip(&y) {
+                T::from_compute(v).store(o);
+            }
+            mem.write(yb, ((img * m + at) * out_sz * s) as u64, &out)?;
+            at += cnt;
+        }
+        p += group_end - ch;
+    }
+    Ok(())
+}
+
+/// A pooling launch: its bindings, geometry and the share of `N × C` planes of this call, in
+/// pieces of about [`PLANE_BYTES`] of input.
+struct PoolPlanes {
+    x: u32,
+    y: u32,
+    idx: Option<u32>,
+    g: Geom,
+    in_sz: usize,
+    out_sz: usize,
+}
+
+impl PoolPlanes {
+    fn read<T: Element>(call: &KernelCall, with_idx: bool) -> Result<Self, OpError> {
+        let mut r = ParamReader::new(&call.params, &call.relocations);
+        let (x, y) = (r.ptr()?, r.ptr()?);
+        let idx = if with_idx { Some(r.ptr()?) } else { None };
+        let g = Geom::read(&mut r)?;
+        let (in_sz, out_sz) = (count(g.in_size())?, count(g.out_size())?);
+        let planes = count(g.n)?.checked_mul(count(g.c)?);
+        let s = std::mem::size_of::<T>();
+        let mut need = vec![(x, in_sz, s, "X"), (y, out_sz, s, "Y")];
+        need.extend(idx.map(|i| (i, out_sz, 8, "Indices")));
+        for (binding, per, size, what) in need {
+            let bytes = planes.and_then(|p| p.checked_mul(per)?.checked_mul(size));
+            if bytes.is_none_or(|b| b as u64 > call.size_of(binding).unwrap_or(0)) {
+                return Err(OpError::internal(format!(
+                    "binding {binding} ({what}) is smaller than the geometry needs"
+                )));
+            }
+        }
+        Ok(PoolPlanes {
+            x,
+            y,
+            idx,
+            g,
+            in_sz,
+            out_sz,
+        })
+    }
+
+    /// Calls `f(first plane, input planes decoded, sub-geometry of those planes)` for the
+    /// pieces of this call's share.
+    fn each<T: Element>(
+        &self,
+        call: &KernelCall,
+        mem: &mut dyn Memory,
+        mut f: impl FnMut(&mut dyn Memory, usize, &[T::Compute], &Geom) -> Result<(), OpError>,
+    ) -> Result<(), OpError> {
+        let planes = (self.g.n * self.g.c) as u64;
+        let s = std::mem::size_of::<T>();
+        let piece = (PLANE_BYTES / (self.in_sz.max(self.out_sz).max(1) * s)).max(1) as u64;
+        kernel::chunks(call.share(planes), piece, |lo, hi| {
+            let (lo, cnt) = (lo as usize, (hi - lo) as usize);
+            let x = read::<T>(mem, self.x, lo * self.in_sz, cnt * self.in_sz)?;
+            let sub = Geom {
+                n: 1,
+                c: cnt as i64,
+                m: cnt as i64,
+                ..self.g.clone()
+            };
+            f(mem, lo, &x, &sub)
+        })
+    }
+}
+
+/// `out` of `values` encoded as `T`.
+fn encode<T: Element>(values: impl Iterator<Item = T::Compute>, out: &mut Vec<u8>) {
+    let s = std::mem::size_of::<T>();
+    out.clear();
+    for v in values {
+        let at = out.len();
+        out.resize(at + s, 0);
+        T::from_compute(v).store(&mut out[at..]);
+    }
+}
+
+fn max_planes<T: Element>(
+    call: &KernelCall,
+    mem: &mut dyn Memory,
+    with_idx: bool,
+) -> Result<(), OpError>
+where
+    T::Compute: MaxVal,
+{
+    let p = PoolPlanes::read::<T>(call, with_idx)?;
+    let (s, out_sz) = (std::mem::size_of::<T>(), p.out_sz);
+    let (mut y, mut bytes, mut idx) = (Vec::new(), Vec::new(), Vec::new());
+    p.each::<T>(call, mem, |mem, first, x, sub| {
+        let len = (sub.c as usize) * out_sz;
+        y.clear();
+        y.resize(len, <T::Compute as MaxVal>::LOWEST);
+        idx.clear();
+        idx.resize(if with_idx { len } else { 0 }, 0i64);
+        let ys = &mut y;
+        pool::max(sub, x, |o, v| ys[o] = v, with_idx.then_some(&mut idx[..]));
+        encode::<T>(y.iter().copied(), &mut bytes);
+        mem.write(p.y, (first * out_sz * s) as u64, &bytes)?;
+        if let Some(ib) = p.idx {
+            // indices of the whole input tensor: these planes start `first` planes in
+            let base = (first * p.in_sz) as i64;
+            bytes.clear();
+            bytes.extend(
+                idx.iter()
+                    .flat_map(|&i| (if i < 0 { i } else { i + base }).to_le_bytes()),
+            );
+            mem.write(ib, (first * out_sz * 8) as u64, &bytes)?;
+        }
+        Ok(())
+    })
+}
+
+fn sum_planes<T: Element>(call: &KernelCall, mem: &mut dyn Memory, lp: bool) -> Result<(), OpError>
+where
+    T::Compute: Real,
+{
+    let p = PoolPlanes::read::<T>(call, false)?;
+    let (s, out_sz) = (std::mem::size_of::<T>(), p.out_sz);
+    let lp = lp.then(|| <T::Compute as Real>::from_f64(p.g.p));
+    let (mut y, mut bytes) = (Vec::new(), Vec::new());
+    p.each::<T>(call, mem, |mem, first, x, sub| {
+        y.clear();
+        y.resize((sub.c as usize) * out_sz, <T::Compute as Real>::ZERO);
+        let ys = &mut y;
+        pool::sum(sub, x, lp, |o, v| ys[o] = v);
+        encode::<T>(y.iter().copied(), &mut bytes);
+        mem.write(p.y, (first * out_sz * s) as u64, &bytes)
+    })
+}

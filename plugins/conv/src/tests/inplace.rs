@@ -1,0 +1,265 @@
+//! Conv and the pools in place (ABI 1.3): split into block ranges, they give the bytes
+//! `run-cpu` gives on the whole tensors, whatever the split, and each range writes only its
+//! own output planes.
+
+use super::*;
+use umd_sdk::kernel::{HeapMemory, Memory, binding_access};
+use umd_sdk::{BlockRange, BoundBuffer, CpuBuffer, CpuCall, KernelCall, Plugin};
+
+struct Spy<'a> {
+    inner: &'a mut HeapMemory,
+    writes: Vec<(u32, std::ops::Range<u64>)>,
+}
+
+impl Memory for Spy<'_> {
+    fn read(&mut self, binding: u32, offset: u64, len: usize) -> Result<Vec<u8>, OpError> {
+        self.inner.read(binding, offset, len)
+    }
+    fn write(&mut self, binding: u32, offset: u64, data: &[u8]) -> Result<(), OpError> {
+        self.writes
+            .push((binding, offset..offset + data.len() as u64));
+        self.inner.write(binding, offset, data)
+    }
+}
+
+/// Runs the one launch of `req` as `parts` block ranges, last first, on outputs prefilled
+/// with 0xAB; checks each range writes only its share of the planes (of every output).
+fn run_in_parts(req: &PlanRequestExt, inputs: &[Vec<u8>], parts: u64) -> Vec<Vec<u8>> {
+    let plan = Conv::plan_ext(req).unwrap();
+    let l = &plan.launches[0];
+    assert!(Conv::splittable(&l.module_id, &l.entry_point));
+    let planes = plan.outputs[0].shape[0] * plan.outputs[0].shape[1];
+    let mut bufs = inputs.to_vec();
+    let mut plane_bytes = Vec::new();
+    for out in &plan.outputs {
+        let plane = out.shape[2..].iter().product::<u64>() * dtype::size(out.dtype) as u64;
+        plane_bytes.push((bufs.len() as u32, plane));
+        bufs.push(vec![0xAB; (planes * plane) as usize]);
+    }
+    let buffers: Vec<BoundBuffer> = bufs
+        .iter()
+        .zip(0..)
+        .map(|(d, binding)| BoundBuffer {
+            binding,
+            size: d.len() as u64,
+        })
+        .collect();
+    let mut mem = HeapMemory::new(
+        bufs.into_iter()
+            .zip(0..)
+            .map(|(d, b)| (b, binding_access(&l.relocations, b), d)),
+    );
+    let blocks = l.grid.volume();
+    for p in (0..parts).rev() {
+        let (first, end) = (blocks * p / parts, blocks * (p + 1) / parts);
+        let call = KernelCall {
+            module_id: l.module_id.clone(),
+            entry_point: l.entry_point.clone(),
+            grid: l.grid,
+            block: l.block,
+            params: l.params.clone(),
+            relocations: l.relocations.clone(),
+            buffers: buffers.clone(),
+            blocks: BlockRange {
+                first,
+                count: end - first,
+            },
+        };
+        let share = call.share(planes);
+        let mut spy = Spy {
+            inner: &mut mem,
+            writes: Vec::new(),
+        };
+        Conv::run_kernel(&call, &mut spy).unwrap();
+        for &(y, plane) in &plane_bytes {
+            let mine = spy.writes.iter().filter(|w| w.0 == y).map(|w| &w.1);
+            let total: u64 = mine.clone().map(|r| r.end - r.start).sum();
+            assert_eq!(total, (share.end - share.start) * plane, "part {p}");
+            for r in mine {
+                assert!(r.start >= share.start * plane && r.end <= share.end * plane);
+            }
+        }
+    }
+    plane_bytes
+        .iter()
+        .map(|&(y, _)| mem.contents(y).unwrap().to_vec())
+        .collect()
+}
+
+/// The output bytes of `run-cpu` on the whole tensors.
+fn run_cpu_whole(req: &PlanRequestExt, inputs: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let plan = Conv::plan_ext(req).unwrap();
+    let l = &plan.launches[0];
+    let mut buffers: Vec<CpuBuffer> = inputs
+        .iter()
+        .zip(0..)
+        .map(|(d, binding)| CpuBuffer {
+            binding,
+            size: d.len() as u64,
+            data: d.clone(),
+        })
+        .collect();
+    for (out, binding) in plan.outputs.iter().zip(inputs.len() as u32..) {
+        buffers.push(CpuBuffer {
+            binding,
+            size: out.shape.iter().product::<u64>() * dtype::size(out.dtype) as u64,
+            data: Vec::new(),
+        });
+    }
+    let w = Conv::run_cpu(CpuCall {
+        module_id: l.module_id.clone(),
+        entry_point: l.entry_point.clone(),
+        grid: l.grid,
+        block: l.block,
+        params: l.params.clone(),
+        relocations: l.relocations.clone(),
+        buffers,
+    })
+    .unwrap();
+    let mut w = w;
+    w.sort_by_key(|w| w.binding);
+    w.into_iter().map(|w| w.data).collect()
+}
+
+/// (x shape, w shape, bias, group, dtype)
+type Case<'a> = (&'a [u64], &'a [u64], bool, i64, Dtype);
+
+#[test]
+fn conv_splits_give_the_bytes_of_the_whole() {
+    // (x, w, bias, group, dtype): grouped with 6 channels a group (im2col + GEMM), depthwise
+    // (direct), a 1-D conv, f16 and f64
+    let cases: [Case; 5] = [
+        (&[2, 4, 9, 11], &[12, 2, 3, 3], true, 2, Dtype::F32),
+        (&[1, 6, 10, 7], &[6, 1, 3, 2], true, 6, Dtype::F32),
+        (&[3, 5, 40], &[7, 5, 4], false, 1, Dtype::F16),
+        (&[1, 3, 6, 6], &[9, 3, 1, 1], true, 1, Dtype::F64),
+        (&[2, 8, 5, 5], &[16, 2, 3, 3], false, 4, Dtype::Bf16),
+    ];
+    for (i, &(x, w, bias, group, dt)) in cases.iter().enumerate() {
+        let m = w[0];
+        let mut shapes = vec![(x, dt), (w, dt)];
+        let b = [m];
+        if bias {
+            shapes.push((&b, dt));
+        }
+        let req = request(
+            "Conv",
+            &shapes,
+            &[
+                ("group", int(group)),
+                ("pads", ints(&vec![1; 2 * (x.len() - 2)])),
+            ],
+        );
+        let inputs: Vec<Vec<u8>> = shapes
+            .iter()
+            .zip(0..)
+            .map(|((s, dt), k)| {
+                let v = data(s.iter().product::<u64>() as usize, 7 * i as u64 + k, *dt);
+                dtype::encode(*dt, &v).unwrap()
+            })
+            .collect();
+        let whole = run_cpu_whole(&req, &inputs);
+        for parts in [1, 2, 3, 7] {
+            assert_eq!(
+                run_in_parts(&req, &inputs, parts),
+                whole,
+                "case {i} in {parts} parts"
+            );
+        }
+    }
+}
+
+#[test]
+fn conv_transpose_splits_give_the_bytes_of_the_whole() {
+    // (x, w = [C, M/group, k..], bias, group, dtype), strides 2: overlapping scatter
+    let cases: [Case; 4] = [
+        (&[2, 4, 5, 6], &[4, 3, 3, 3], true, 2, Dtype::F32),
+        (&[1, 6, 7, 4], &[6, 1, 2, 3], false, 6, Dtype::F32),
+        (&[2, 3, 30], &[3, 9, 4], true, 1, Dtype::F16),
+        (&[1, 2, 4, 4], &[2, 5, 3, 3], true, 1, Dtype::F64),
+    ];
+    for (i, &(x, w, bias, group, dt)) in cases.iter().enumerate() {
+        let b = [w[1] * group as u64];
+        let mut shapes = vec![(x, dt), (w, dt)];
+        if bias {
+            shapes.push((&b, dt));
+        }
+        let strides = ints(&vec![2; x.len() - 2]);
+        let req = request(
+            "ConvTranspose",
+            &shapes,
+            &[("group", int(group)), ("strides", strides)],
+        );
+        let inputs: Vec<Vec<u8>> = shapes
+            .iter()
+            .zip(0..)
+            .map(|((s, dt), k)| {
+                let v = data(s.iter().product::<u64>() as usize, 5 * i as u64 + k, *dt);
+                dtype::encode(*dt, &v).unwrap()
+            })
+            .collect();
+        let whole = run_cpu_whole(&req, &inputs);
+        for parts in [1, 2, 3, 7] {
+            assert_eq!(
+                run_in_parts(&req, &inputs, parts),
+                whole,
+                "case {i} in {parts} parts"
+            );
+        }
+    }
+}
+
+#[test]
+fn pool_splits_give_the_bytes_of_the_whole() {
+    let x: &[u64] = &[2, 5, 9, 8];
+    let window = [
+        ("kernel_shape", ints(&[3, 2])),
+        ("pads", ints(&[1, 0, 1, 1])),
+    ];
+    let cases = [
+        ("MaxPool", Dtype::F32, vec![("storage_order", int(1))]),
+        ("MaxPool", Dtype::U8, vec![]),
+        (
+            "AveragePool",
+            Dtype::F16,
+            vec![("count_include_pad", int(1))],
+        ),
+        ("LpPool", Dtype::F64, vec![("p", int(3))]),
+    ];
+    for (i, (op, dt, extra)) in cases.into_iter().enumerate() {
+        let attrs: Vec<_> = window.iter().cloned().chain(extra).collect();
+        let mut req = request(op, &[(x, dt)], &attrs);
+        if op == "MaxPool" {
+            req.outputs_wanted = vec![true, true];
+        }
+        let v = data(x.iter().product::<u64>() as usize, i as u64, dt);
+        let inputs = vec![dtype::encode(dt, &v).unwrap()];
+        let whole = run_cpu_whole(&req, &inputs);
+        for parts in [1, 2, 3, 7] {
+            assert_eq!(
+                run_in_parts(&req, &inputs, parts),
+                whole,
+                "{op} {dt:?} in {parts} parts"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_float_entry_splits() {
+    for e in [
+        "conv_f32",
+        "conv_bias_f16",
+        "convt_f64",
+        "convt_bias_bf16",
+        "maxpool_u8",
+        "maxpool_idx_f32",
+        "avgpool_f64",
+        "lppool_bf16",
+    ] {
+        assert!(Conv::splittable("conv_f32", e), "{e}");
+    }
+    for e in ["avgpool_i8", "conv_i8", "convt_u8", "conv"] {
+        assert!(!Conv::splittable("conv_f32", e), "{e}");
+    }
+}

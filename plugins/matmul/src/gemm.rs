@@ -1,0 +1,332 @@
+//! The packed GEMM of the CPU kernels: `C = A · B` for a chunk of rows of A against a whole,
+//! packed B. B is packed once per operand into zero-padded [`NR`]-column strips, a chunk of A
+//! into [`MR`]-row panels; an MR×NR register micro-kernel runs over [`KC`]-deep slices, B
+//! strips grouped [`NC`] columns wide so a group stays in L2 while every panel of A passes it.
+//!
+//! The accumulation type ([`Acc`]) picks the micro-kernel: f32 (for f32, f16 and bf16) uses
+//! explicit [`F32x4`] lanes (wasm SIMD128: 8 accumulators, 2 B vectors and a splat fit
+//! Cranelift's 16 vector registers); f64 and the wrapping integers a plain loop.
+
+use umd_sdk::simd::F32x4;
+
+/// Rows and columns of the register micro-tile.
+pub const MR: usize = 4;
+pub const NR: usize = 8;
+/// Depth of one pass of the micro-kernel and width of a group of B strips.
+const KC: usize = 256;
+const NC: usize = 256;
+
+/// What products accumulate in: f32 (f32, f16, bf16), f64, and wrapping i32/i64.
+pub trait Acc: Copy + Send + Sync + 'static {
+    const ZERO: Self;
+    /// `self + a * b` (wrapping for integers).
+    fn mul_add(self, a: Self, b: Self) -> Self;
+    fn add(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+    /// Gemm's alpha/beta in this type (integers: whole numbers, checked when planning).
+    fn from_f64(v: f64) -> Self;
+    /// Adds the tile `Σ_kk a[kk][r] · b[kk][c]` (`a`: `kc` groups of MR, `b`: `kc` groups of
+    /// NR) to `c[r * ldc + c]` for `r < rows`, `c < cols`.
+    #[inline(always)]
+    fn micro(
+        kc: usize,
+        a: &[Self],
+        b: &[Self],
+        c: &mut [Self],
+        ldc: usize,
+        rows: usize,
+        cols: usize,
+    ) {
+        let mut acc = [[Self::ZERO; NR]; MR];
+        let (a, _) = a.as_chunks::<MR>();
+        let (b, _) = b.as_chunks::<NR>();
+        for (av, bv) in a.iter().zip(b).take(kc) {
+            for r in 0..MR {
+                for c in 0..NR {
+                    acc[r][c] = acc[r][c].mul_add(av[r], bv[c]);
+                }
+            }
+        }
+        add_tile(&acc, c, ldc, rows, cols);
+    }
+}
+
+/// `c[r * ldc + j] += tile[r][j]` inside the `rows × cols` corner.
+#[inline(always)]
+fn add_tile<A: Acc>(tile: &[[A; NR]; MR], c: &mut [A], ldc: usize, rows: usize, cols: usize) {
+    for (r, t) in tile.iter().enumerate().take(rows) {
+        for (o, v) in c[r * ldc..r * ldc + cols].iter_mut().zip(t) {
+            *o = o.add(*v);
+        }
+    }
+}
+
+impl Acc for f32 {
+    const ZERO: Self = 0.0;
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        self + a * b
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        self + o
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        self * o
+    }
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    #[inline(always)]
+    fn micro(kc: usize, a: &[f32], b: &[f32], c: &mut [f32], ldc: usize, rows: usize, cols: usize) {
+        let mut acc = [F32x4::zero(); 2 * MR];
+        // one depth step: the 4 A values in one load, each broadcast by a shuffle
+        let step = |acc: &mut [F32x4; 2 * MR], av: &[f32; MR], bv: &[f32; NR]| {
+            let a = F32x4::load(av);
+            let (b0, b1) = (F32x4::load(&bv[..4]), F32x4::load(&bv[4..]));
+            let s = [
+                a.broadcast::<0>(),
+                a.broadcast::<1>(),
+                a.broadcast::<2>(),
+                a.broadcast::<3>(),
+            ];
+            for r in 0..MR {
+                acc[2 * r] = acc[2 * r].madd(s[r], b0);
+                acc[2 * r + 1] = acc[2 * r + 1].madd(s[r], b1);
+            }
+        };
+        let (a, _) = a.as_chunks::<MR>();
+        let (b, _) = b.as_chunks::<NR>();
+        for (av, bv) in a.iter().zip(b).take(kc) {
+            step(&mut acc, av, bv);
+        }
+        if rows == MR && cols == NR {
+            for r in 0..MR {
+                let row = &mut c[r * ldc..r * ldc + NR];
+                (F32x4::load(row) + acc[2 * r]).store(row);
+                (F32x4::load(&row[4..]) + acc[2 * r + 1]).store(&mut row[4..]);
+            }
+        } else {
+            let mut tile = [[0.0; NR]; MR];
+            for (r, t) in tile.iter_mut().enumerate() {
+                acc[2 * r].store(&mut t[..4]);
+                acc[2 * r + 1].store(&mut t[4..]);
+            }
+            add_tile(&tile, c, ldc, rows, cols);
+        }
+    }
+}
+
+impl Acc for f64 {
+    const ZERO: Self = 0.0;
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        self + a * b
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        self + o
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        self * o
+    }
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+}
+
+macro_rules! int_acc {
+    ($t:ty) => {
+        impl Acc for $t {
+            const ZERO: Self = 0;
+            #[inline(always)]
+            fn mul_add(self, a: Self, b: Self) -> Self {
+                self.wrapping_add(a.wrapping_mul(b))
+            }
+            #[inline(always)]
+            fn add(self, o: Self) -> Self {
+                self.wrapping_add(o)
+            }
+            #[inline(always)]
+            fn mul(self, o: Self) -> Self {
+                self.wrapping_mul(o)
+            }
+            fn from_f64(v: f64) -> Self {
+                v as i64 as $t
+            }
+        }
+    };
+}
+int_acc!(i32);
+int_acc!(i64);
+
+/// A matrix in memory: element `(r, c)` at `data[r * rs + c * cs]`.
+#[derive(Clone, Copy)]
+pub struct Strided<'a, A> {
+    pub data: &'a [A],
+    pub rs: usize,
+    pub cs: usize,
+}
+
+/// Columns `first..first + n` of a right operand of depth `k`, packed into NR-column strips
+/// of `k` rows (zero padded).
+pub struct PackedB<A> {
+    pub k: usize,
+    pub first: usize,
+    data: Vec<A>,
+}
+
+impl<A: Acc> PackedB<A> {
+    /// Packs the `k × cols.len()` matrix `b`, which holds the operand's columns `cols`; `None`
+    /// when the packed copy would not fit in memory.
+    pub fn pack(k: usize, cols: std::ops::Range<usize>, b: Strided<A>) -> Option<Self> {
+        let n = cols.len();
+        let strips = n.div_ceil(NR);
+        let len = strips.checked_mul(NR)?.checked_mul(k)?;
+        let mut data = Vec::new();
+        data.try_reserve_exact(len).ok()?;
+        data.resize(len, A::ZERO);
+        if k > 0 {
+            for (st, strip) in data.chunks_exact_mut(k * NR).enumerate() {
+                let (j0, cols) = (st * NR, NR.min(n - st * NR));
+                for (kk, row) in strip.chunks_exact_mut(NR).enumerate() {
+                    let at = kk * b.rs + j0 * b.cs;
+                    if b.cs == 1 {
+                        row[..cols].copy_from_slice(&b.data[at..at + cols]);
+                    } else {
+                        for (c, v) in row[..cols].iter_mut().enumerate() {
+                            *v = b.data[at + c * b.cs];
+                        }
+                    }
+                }
+            }
+        }
+        Some(PackedB {
+            k,
+            first: cols.start,
+            data,
+        })
+    }
+
+    /// The packed columns (for [`multiply`]) of the operand's columns `cols`.
+    pub fn columns(&self, cols: &std::ops::Range<usize>) -> std::ops::Range<usize> {
+        cols.start - self.first..cols.end - self.first
+    }
+}
+
+/// Packs the `rows × k` matrix `a` into MR-row panels of `k` columns (zero padded) in `out`.
+pub fn pack_a<A: Acc>(rows: usize, k: usize, a: Strided<A>, out: &mut Vec<A>) {
+    out.clear();
+    out.resize(rows.div_ceil(MR) * MR * k, A::ZERO);
+    if k == 0 {
+        return;
+    }
+    for (p, panel) in out.chunks_exact_mut(k * MR).enumerate() {
+        let live = MR.min(rows - p * MR);
+        if a.rs == 1 && a.cs != 1 {
+            // transposed: the panel's rows lie together in each column
+            for (kk, col) in panel.chunks_exact_mut(MR).enumerate() {
+                let at = kk * a.cs + p * MR;
+                col[..live].copy_from_slice(&a.data[at..at + live]);
+            }
+        } else {
+            for r in 0..live {
+                let at = (p * MR + r) * a.rs;
+                for (kk, col) in panel.chunks_exact_mut(MR).enumerate() {
+                    col[r] = a.data[at + kk * a.cs];
+                }
+            }
+        }
+    }
+}
+
+/// `c = apack · b[.., cols]` for `rows` packed rows ([`pack_a`]) and the packed columns
+/// `cols` (starting on a strip); `c` is `rows × cols.len()`, row-major.
+#[inline(always)]
+pub fn multiply<A: Acc>(
+    rows: usize,
+    apack: &[A],
+    b: &PackedB<A>,
+    cols: std::ops::Range<usize>,
+    c: &mut Vec<A>,
+) {
+    let (k, n) = (b.k, cols.len());
+    c.clear();
+    c.resize(rows * n, A::ZERO);
+    if n == 0 {
+        return;
+    }
+    let (first, end) = (cols.start / NR, cols.end.div_ceil(NR));
+    let group = NC / NR;
+    for k0 in (0..k).step_by(KC) {
+        let kc = KC.min(k - k0);
+        for s0 in (first..end).step_by(group) {
+            for p in 0..rows.div_ceil(MR) {
+                let ap = &apack[p * k * MR + k0 * MR..][..kc * MR];
+                let live = MR.min(rows - p * MR);
+                for s in s0..end.min(s0 + group) {
+                    let bp = &b.data[s * k * NR + k0 * NR..][..kc * NR];
+                    let j = s * NR - cols.start;
+                    let width = NR.min(n - j);
+                    A::micro(kc, ap, bp, &mut c[p * MR * n + j..], n, live, width);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check<A: Acc + PartialEq + std::fmt::Debug>(
+        rows: usize,
+        n: usize,
+        k: usize,
+        of: fn(i64) -> A,
+    ) {
+        let a = |r: usize, kk: usize| of(((r * 7 + kk * 3) % 11) as i64 - 5);
+        let b = |kk: usize, j: usize| of(((kk * 5 + j) % 13) as i64 - 6);
+        // A row-major, B column-major (the transposed layouts take the other paths)
+        let av: Vec<A> = (0..rows * k).map(|i| a(i / k, i % k)).collect();
+        let bv: Vec<A> = (0..k * n).map(|i| b(i % k, i / k)).collect();
+        let (bs, as_) = (
+            Strided {
+                data: &bv,
+                rs: 1,
+                cs: k,
+            },
+            Strided {
+                data: &av,
+                rs: k,
+                cs: 1,
+            },
+        );
+        let pb = PackedB::pack(k, 0..n, bs).unwrap();
+        let (mut ap, mut c) = (Vec::new(), Vec::new());
+        pack_a(rows, k, as_, &mut ap);
+        // every column, then the columns from the second strip on
+        for j0 in [0, NR].into_iter().filter(|&j| j == 0 || j < n) {
+            let w = n - j0;
+            multiply(rows, &ap, &pb, j0..n, &mut c);
+            for r in 0..rows {
+                for j in j0..n {
+                    let want = (0..k).fold(A::ZERO, |s, kk| s.mul_add(a(r, kk), b(kk, j)));
+                    assert_eq!(c[r * w + j - j0], want, "{rows}x{n}x{k} at ({r}, {j})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn packed_products_are_exact_on_small_integers() {
+        for (rows, n, k) in [(1, 1, 1), (4, 8, 3), (7, 19, 300), (9, 264, 257), (3, 5, 0)] {
+            check::<f32>(rows, n, k, |v| v as f32);
+            check::<f64>(rows, n, k, |v| v as f64);
+            check::<i32>(rows, n, k, |v| v as i32);
+            check::<i64>(rows, n, k, |v| v);
+        }
+    }
+}

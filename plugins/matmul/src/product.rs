@@ -1,0 +1,201 @@
+//! One launch's product as the kernels see it: the operands checked against the bound sizes
+//! ([`Product`]), and the share of output tiles a block range computes
+//! ([`Product::for_each_chunk`]): column panels × rows, rows outermost.
+
+use std::ops::Range;
+use umd_sdk::kernel::{self, Memory};
+use umd_sdk::{KernelCall, OpError};
+
+use crate::block::{Block, check_fits, extent, read_block};
+use crate::gemm::{Acc, MR, NR, PackedB};
+use crate::plan::Geometry;
+
+/// Width of the column panels the output is shared in: about a quarter of N for large N (at
+/// most 8 panels, at least 256 columns), a multiple of the micro-tile width.
+pub fn panel_width(n: usize) -> usize {
+    n.div_ceil((n / 256).clamp(1, 8)).div_ceil(NR) * NR
+}
+
+/// The operands of one launch, checked against the bound sizes.
+pub struct Product {
+    pub g: Geometry,
+    pub a: (u32, usize),
+    pub b: (u32, usize),
+    pub y: (u32, usize),
+    /// Output rows over all batches (batch × M).
+    pub rows: u64,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+}
+
+impl Product {
+    pub fn new(
+        call: &KernelCall,
+        g: Geometry,
+        a: (u32, usize),
+        b: (u32, usize),
+        y: (u32, usize),
+    ) -> Result<Self, OpError> {
+        let batch: Vec<(u64, u64)> = g.bshape.iter().copied().zip(g.sa.iter().copied()).collect();
+        let batch_b: Vec<(u64, u64)> = g.bshape.iter().copied().zip(g.sb.iter().copied()).collect();
+        let ea = extent(&[batch, vec![(g.m, g.sam), (g.k, g.sak)]].concat());
+        let eb = extent(&[batch_b, vec![(g.k, g.sbk), (g.n, g.sbn)]].concat());
+        check_fits(call, "A", a, ea)?;
+        check_fits(call, "B", b, eb)?;
+        let rows = g.bshape.iter().try_fold(g.m, |e, &d| e.checked_mul(d));
+        check_fits(call, "Y", y, rows.and_then(|r| r.checked_mul(g.n)))?;
+        let fit = |v: u64, what: &str| {
+            usize::try_from(v)
+                .map_err(|_| OpError::internal(format!("{what} = {v} does not fit in memory")))
+        };
+        let (m, n, k) = (fit(g.m, "M")?, fit(g.n, "N")?, fit(g.k, "K")?);
+        for (v, what) in [
+            (g.sam, "A's row stride"),
+            (g.sak, "A's depth stride"),
+            (g.sbk, "B's depth stride"),
+            (g.sbn, "B's column stride"),
+        ] {
+            fit(v, what)?;
+        }
+        Ok(Product {
+            rows: rows.unwrap_or(0),
+            g,
+            a,
+            b,
+            y,
+            m,
+            n,
+            k,
+        })
+    }
+
+    /// Calls `rows(pb, z, i0..i1, j0..j1)` for the output tiles of this call's share, rows
+    /// in chunks of at most `chunk`, with `pb` holding B of batch `z` packed (at least columns
+    /// `j0..j1`; packed once per distinct B).
+    ///
+    /// The share is of `panels × (batch × M)` items, column panel by column panel, so that
+    /// with many block ranges each packs only the B columns of its panels (and reads only the
+    /// rows of A it needs); rows run outermost, so a range that covers every panel of a row
+    /// reads its A rows once and writes them whole.
+    pub fn for_each_chunk<A: Acc>(
+        &self,
+        call: &KernelCall,
+        mem: &mut dyn Memory,
+        decode_b: impl Fn(&Block) -> Vec<A>,
+        mut rows: impl FnMut(
+            &mut dyn Memory,
+            &PackedB<A>,
+            u64,
+            Range<usize>,
+            Range<usize>,
+        ) -> Result<(), OpError>,
+    ) -> Result<(), OpError> {
+        let (m, n, k) = (self.m, self.n, self.k);
+        if m == 0 || n == 0 || self.rows == 0 {
+            return Ok(());
+        }
+        let esize = self.a.1.max(self.b.1);
+        let budget = 4 * kernel::CHUNK_BYTES;
+        let chunk = (budget / k.saturating_mul(esize).max(1))
+            .min(budget / n.saturating_mul(4))
+            .clamp(MR, 256)
+            / MR
+            * MR;
+        let width = panel_width(n);
+        let total = self.rows;
+        let share = call.share(n.div_ceil(width) as u64 * total);
+        if share.is_empty() {
+            return Ok(());
+        }
+        let (p0, r0) = (share.start / total, share.start % total);
+        let (p1, r1) = ((share.end - 1) / total, (share.end - 1) % total + 1);
+        let cols = |pa: u64, pb: u64| pa as usize * width..n.min((pb as usize + 1) * width);
+        let packed_cols = cols(p0, p1);
+        let mut cuts = [0, r0, r1, total];
+        cuts.sort_unstable();
+        let mut packed: Option<(u64, PackedB<A>)> = None;
+        for w in cuts.windows(2).filter(|w| w[0] < w[1]) {
+            // the panels that hold every row of this segment
+            let pa = if w[0] >= r0 { p0 } else { p0 + 1 };
+            let pb = if w[1] <= r1 {
+                Some(p1)
+            } else {
+                p1.checked_sub(1)
+            };
+            let Some(pb) = pb.filter(|&pb| pa <= pb) else {
+                continue;
+            };
+            let mut row = w[0];
+            while row < w[1] {
+                let (z, i0) = (row / self.g.m, (row % self.g.m) as usize);
+                let i1 = (m as u64).min(i0 as u64 + (w[1] - row)) as usize;
+                let ob = self.g.batch_offsets(z).1;
+                if packed.as_ref().is_none_or(|p| p.0 != ob) {
+                    drop(packed.take()); // free the old B before packing the next
+                    let j = packed_cols.clone();
+                    let blk = read_block(
+                        mem,
+                        self.b,
+                        ob + j.start as u64 * self.g.sbn,
+                        (k, self.g.sbk as usize),
+                        (j.len(), self.g.sbn as usize),
+                    )?;
+                    let bv = decode_b(&blk);
+                    let pb = PackedB::pack(k, j.clone(), blk.view(&bv)).ok_or_else(|| {
+                        OpError::internal(format!("no memory to pack B of {k}x{}", j.len()))
+                    })?;
+                    packed = Some((ob, pb));
+                }
+                let pbk = &packed.as_ref().expect("packed above").1;
+                let mut at = i0;
+                while at < i1 {
+                    let end = i1.min(at + chunk);
+                    rows(mem, pbk, z, at..end, cols(pa, pb))?;
+                    at = end;
+                }
+                row += (i1 - i0) as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads rows `i0..i1` of A in batch `z`.
+    pub fn read_a(
+        &self,
+        mem: &mut dyn Memory,
+        z: u64,
+        i0: usize,
+        i1: usize,
+    ) -> Result<Block, OpError> {
+        let oa = self.g.batch_offsets(z).0 + i0 as u64 * self.g.sam;
+        read_block(
+            mem,
+            self.a,
+            oa,
+            (i1 - i0, self.g.sam as usize),
+            (self.k, self.g.sak as usize),
+        )
+    }
+
+    /// Writes the finished tile of rows `i0..` and columns `cols` of batch `z` (row-major):
+    /// in one piece when it spans whole rows.
+    pub fn write_y(
+        &self,
+        mem: &mut dyn Memory,
+        z: u64,
+        i0: usize,
+        cols: Range<usize>,
+        bytes: &[u8],
+    ) -> Result<(), OpError> {
+        let s = self.y.1 as u64;
+        let at = |i: usize| ((z * self.g.m + i as u64) * self.g.n + cols.start as u64) * s;
+        if cols.len() == self.n {
+            return mem.write(self.y.0, at(i0), bytes);
+        }
+        for (r, row) in bytes.chunks_exact(cols.len() * self.y.1).enumerate() {
+            mem.write(self.y.0, at(i0 + r), row)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,289 @@
+//! The in-place (ABI 1.3) kernels split into block ranges: the output must not depend on how the
+//! host splits a launch, each range writes only its own rows (each byte once, over all ranges)
+//! and reads only the rows of A it multiplies.
+
+use super::*;
+use std::ops::Range;
+use umd_sdk::kernel::{HeapMemory, Memory, binding_access};
+use umd_sdk::{Access, BlockRange, BoundBuffer, KernelCall};
+
+/// A [`Memory`] that logs every access: (write, binding, byte range).
+struct Spy<'a> {
+    inner: &'a mut HeapMemory,
+    log: Vec<(bool, u32, Range<u64>)>,
+}
+
+impl Memory for Spy<'_> {
+    fn read(&mut self, binding: u32, offset: u64, len: usize) -> Result<Vec<u8>, OpError> {
+        self.log.push((false, binding, offset..offset + len as u64));
+        self.inner.read(binding, offset, len)
+    }
+    fn write(&mut self, binding: u32, offset: u64, data: &[u8]) -> Result<(), OpError> {
+        self.log
+            .push((true, binding, offset..offset + data.len() as u64));
+        self.inner.write(binding, offset, data)
+    }
+}
+
+/// One case: the request, its input values, and whether A is dense over the output's rows
+/// (row `r` of batch × M is bytes `r * K * size ..` of A).
+struct Case {
+    req: Req,
+    values: Vec<Vec<f64>>,
+    dense_a: bool,
+}
+
+fn case(req: Req, dense_a: bool) -> Case {
+    let values = req
+        .inputs
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, (shape, dt))| {
+            let v = data(shape.iter().product::<u64>() as usize, 40 + i as u64, *dt);
+            // MatMulInteger: u8 operands in 0..16
+            if *dt == Dtype::U8 {
+                v.into_iter().map(|x| x + 8.0).collect()
+            } else {
+                v
+            }
+        })
+        .collect();
+    Case {
+        req,
+        values,
+        dense_a,
+    }
+}
+
+/// Runs the launch of `c` as `parts` block ranges, last first, on an output prefilled with
+/// 0xAB; returns the output bytes (checking each range's accesses).
+fn run_in_parts(c: &Case, parts: u64) -> Vec<u8> {
+    let plan = c.req.plan().unwrap();
+    let l = &plan.launches[0];
+    assert!(MatMul::splittable(&l.module_id, &l.entry_point));
+    let mut bufs: Vec<Vec<u8>> = c
+        .req
+        .inputs
+        .iter()
+        .flatten()
+        .zip(&c.values)
+        .map(|((_, dt), v)| dtype::encode(*dt, v).unwrap())
+        .collect();
+    let out = &plan.outputs[0];
+    let osize = dtype::size(out.dtype) as u64;
+    bufs.push(vec![
+        0xAB;
+        (out.shape.iter().product::<u64>() * osize) as usize
+    ]);
+    let y = bufs.len() as u32 - 1;
+    let buffers: Vec<BoundBuffer> = (0..=y)
+        .map(|b| BoundBuffer {
+            binding: b,
+            size: bufs[b as usize].len() as u64,
+        })
+        .collect();
+    let mut mem = HeapMemory::new(
+        bufs.into_iter()
+            .enumerate()
+            .map(|(b, d)| (b as u32, binding_access(&l.relocations, b as u32), d)),
+    );
+    let (a_shape, _) = c.req.inputs[0].as_ref().unwrap();
+    let k = *a_shape.last().unwrap();
+    let n = *out.shape.last().unwrap();
+    let rows = out.shape.iter().product::<u64>() / n.max(1);
+    let blocks = l.grid.volume();
+    // the kernel shares panels × rows items, column panel by column panel
+    let width = crate::product::panel_width(n as usize) as u64;
+    let panels = n.div_ceil(width).max(1);
+    let mut owner = vec![None; (rows * n) as usize];
+    for p in (0..parts).rev() {
+        let (first, end) = (blocks * p / parts, blocks * (p + 1) / parts);
+        let call = KernelCall {
+            module_id: l.module_id.clone(),
+            entry_point: l.entry_point.clone(),
+            grid: l.grid,
+            block: l.block,
+            params: l.params.clone(),
+            relocations: l.relocations.clone(),
+            buffers: buffers.clone(),
+            blocks: BlockRange {
+                first,
+                count: end - first,
+            },
+        };
+        let mut spy = Spy {
+            inner: &mut mem,
+            log: Vec::new(),
+        };
+        MatMul::run_kernel(&call, &mut spy).unwrap();
+        let share = call.share(panels * rows);
+        let row_bytes = k * dtype::size(c.req.inputs[0].as_ref().unwrap().1) as u64;
+        let mut rows_written = std::collections::BTreeSet::new();
+        for (write, b, r) in spy.log.iter().filter(|e| e.0) {
+            assert!(*write);
+            assert_eq!(*b, y, "writes only Y");
+            for e in r.start / osize..r.end / osize {
+                let (row, col) = (e / n, e % n);
+                let item = col / width * rows + row;
+                assert!(
+                    share.contains(&item),
+                    "part {p}: element ({row}, {col}) not its own"
+                );
+                let o = &mut owner[e as usize];
+                assert!(o.is_none(), "element ({row}, {col}) written twice");
+                *o = Some(p);
+                rows_written.insert(row);
+            }
+        }
+        if c.dense_a {
+            let mut a_read = 0;
+            for (_, _, r) in spy.log.iter().filter(|e| !e.0 && e.1 == 0) {
+                let row = r.start / row_bytes;
+                assert!(rows_written.contains(&row), "part {p}: read A row {row}");
+                a_read += r.end - r.start;
+            }
+            assert_eq!(
+                a_read,
+                rows_written.len() as u64 * row_bytes,
+                "A rows read once"
+            );
+        }
+    }
+    assert!(
+        owner.iter().all(Option::is_some),
+        "every output element written"
+    );
+    mem.contents(y).unwrap().to_vec()
+}
+
+#[test]
+fn every_split_gives_the_same_bytes_and_keeps_to_its_rows() {
+    let f32 = Dtype::F32;
+    let gemm = |ta: bool, tb: bool, a: &[u64], b: &[u64], cs: Option<&[u64]>| {
+        let mut r = Req::new("Gemm")
+            .input(a, f32)
+            .input(b, f32)
+            .attr("transA", A::Int(ta as i64))
+            .attr("transB", A::Int(tb as i64))
+            .attr("alpha", A::Float(0.5))
+            .attr("beta", A::Float(-1.25));
+        if let Some(cs) = cs {
+            r = r.input(cs, f32);
+        }
+        case(r, !ta)
+    };
+    let mm = |a: &[u64], b: &[u64], dt: Dtype, dense_a: bool| {
+        case(Req::new("MatMul").input(a, dt).input(b, dt), dense_a)
+    };
+    let cases = [
+        mm(&[131, 70], &[70, 45], f32, true),
+        // A broadcast over the second batch dimension, B over the first
+        mm(&[3, 1, 37, 70], &[1, 2, 70, 45], f32, false),
+        // B shared by every batch; rows in chunks of 256
+        mm(&[2, 300, 9], &[9, 20], Dtype::F16, true),
+        // chunks of 56 rows (K = 1100)
+        mm(&[600, 1100], &[1100, 9], f32, true),
+        mm(&[5, 13, 17], &[5, 17, 3], Dtype::I64, true),
+        // column panels: N = 600 in 2, N = 1100 in 4 (a range may span panels)
+        mm(&[37, 20], &[20, 600], f32, true),
+        mm(&[2, 3, 19, 8], &[8, 1100], Dtype::Bf16, true),
+        gemm(false, true, &[29, 12], &[530, 12], Some(&[29, 530])),
+        mm(&[70], &[3, 70, 33], Dtype::F64, false),
+        gemm(false, false, &[53, 21], &[21, 19], Some(&[19])),
+        gemm(true, false, &[21, 53], &[21, 19], Some(&[53, 1])),
+        gemm(false, true, &[53, 21], &[19, 21], Some(&[53, 19])),
+        gemm(true, true, &[21, 53], &[19, 21], None),
+        case(
+            Req::new("MatMulInteger")
+                .input(&[67, 30], Dtype::U8)
+                .input(&[30, 11], Dtype::I8)
+                .input(&[67], Dtype::U8)
+                .input(&[], Dtype::I8),
+            true,
+        ),
+    ];
+    for c in &cases {
+        let what = format!("{} {:?}", c.req.op, c.req.inputs);
+        let (d, want) = c.req.run(&c.values).unwrap();
+        let whole = run_in_parts(c, 1);
+        assert_eq!(dtype::decode_f64(d.dtype, &whole), want, "{what}: whole");
+        let blocks = c.req.plan().unwrap().launches[0].grid.volume();
+        for parts in [2, 3, 7, blocks.min(40)] {
+            assert_eq!(run_in_parts(c, parts), whole, "{what}: {parts} parts");
+        }
+    }
+}
+
+#[test]
+fn bad_launches_are_refused_not_run() {
+    let c = case(
+        Req::new("MatMul")
+            .input(&[4, 3], Dtype::F32)
+            .input(&[3, 2], Dtype::F32),
+        true,
+    );
+    let plan = c.req.plan().unwrap();
+    let l = &plan.launches[0];
+    let call = |entry: &str, sizes: [u64; 3]| KernelCall {
+        module_id: l.module_id.clone(),
+        entry_point: entry.into(),
+        grid: l.grid,
+        block: l.block,
+        params: l.params.clone(),
+        relocations: l.relocations.clone(),
+        buffers: (0..3)
+            .map(|b| BoundBuffer {
+                binding: b,
+                size: sizes[b as usize],
+            })
+            .collect(),
+        blocks: BlockRange {
+            first: 0,
+            count: l.grid.volume(),
+        },
+    };
+    let mut mem = HeapMemory::new([
+        (0, Access::Read, vec![0; 48]),
+        (1, Access::Read, vec![0; 24]),
+        (2, Access::Write, vec![0; 32]),
+    ]);
+    let mut err = |entry: &str, sizes| {
+        MatMul::run_kernel(&call(entry, sizes), &mut mem)
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(err("matmul_f32", [47, 24, 32]).contains("binding 0 (A)"));
+    assert!(err("matmul_f32", [48, 24, 31]).contains("binding 2 (Y)"));
+    assert!(err("matmul_u8", [48, 24, 32]).contains("unknown entry point"));
+    assert!(err("matmul_f32_x", [48, 24, 32]).contains("unknown entry point"));
+    assert!(!MatMul::splittable("matmul_f32", "conv_f32"));
+    // A geometry whose extent overflows is refused, not wrapped
+    let geometry = |sam| {
+        let g = crate::plan::Geometry {
+            m: 4,
+            n: 2,
+            k: 3,
+            sam,
+            sak: 1,
+            sbk: 2,
+            sbn: 1,
+            bshape: vec![],
+            sa: vec![],
+            sb: vec![],
+        };
+        let mut p = umd_sdk::params::ParamPacker::new();
+        g.pack(&mut p).unwrap();
+        p.finish(4096).unwrap().0
+    };
+    assert!(
+        l.params.ends_with(&geometry(3)),
+        "the geometry ends the block"
+    );
+    let geom = geometry(u64::MAX / 2);
+    let mut bad = call("matmul_f32", [48, 24, 32]);
+    bad.params.truncate(l.params.len() - geom.len());
+    bad.params.extend(geom);
+    let e = MatMul::run_kernel(&bad, &mut mem).unwrap_err().to_string();
+    assert!(e.contains("overflows"), "{e}");
+}

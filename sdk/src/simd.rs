@@ -1,0 +1,178 @@
+//! Four `f32` lanes ([`F32x4`]: `+`, `*`, [`F32x4::madd`], loads, stores, splats and lane
+//! broadcasts) for hand-written CPU micro-kernels: `wasm32` SIMD128 (`v128`)
+//! when the plugin is compiled with `+simd128` (as `umd-sdk-build` does), plain `[f32; 4]`
+//! arithmetic otherwise (native unit tests; LLVM vectorizes it to SSE/NEON).
+//!
+//! [`F32x4::madd`] is `mul` + `add`, or one `f32x4.relaxed_madd` when a plugin is compiled with
+//! `+relaxed-simd` too (Wasmtime then emits an FMA where the host has one; results may differ
+//! from `mul` + `add` in the last bit). `umd-sdk-build` does not enable it: under Wasmtime 48–50
+//! on x86-64 the FMA form's register copies cost what the fusion saves (a 4×8 f32 GEMM tile
+//! ran at the same speed both ways).
+//!
+//! ```
+//! use umd_sdk::simd::F32x4;
+//! let mut acc = F32x4::zero();
+//! acc = acc.madd(F32x4::splat(2.0), F32x4::load(&[1.0, 2.0, 3.0, 4.0]));
+//! let mut out = [0.0; 4];
+//! acc.store(&mut out);
+//! assert_eq!(out, [2.0, 4.0, 6.0, 8.0]);
+//! ```
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+use core::arch::wasm32::*;
+
+/// Four `f32` lanes.
+#[derive(Clone, Copy, Debug)]
+pub struct F32x4(
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))] v128,
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))] [f32; 4],
+);
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+impl F32x4 {
+    /// All lanes zero.
+    #[inline(always)]
+    pub fn zero() -> Self {
+        F32x4(f32x4_splat(0.0))
+    }
+
+    /// `x` in every lane.
+    #[inline(always)]
+    pub fn splat(x: f32) -> Self {
+        F32x4(f32x4_splat(x))
+    }
+
+    /// The first four elements of `s` (panics when `s` is shorter).
+    #[inline(always)]
+    pub fn load(s: &[f32]) -> Self {
+        let s = &s[..4];
+        // SAFETY: `s` holds 4 f32 (16 bytes, checked above); `v128.load` takes any alignment.
+        F32x4(unsafe { v128_load(s.as_ptr() as *const v128) })
+    }
+
+    /// Stores the lanes into the first four elements of `out` (panics when it is shorter).
+    #[inline(always)]
+    pub fn store(self, out: &mut [f32]) {
+        let v = self.0;
+        out[..4].copy_from_slice(&[
+            f32x4_extract_lane::<0>(v),
+            f32x4_extract_lane::<1>(v),
+            f32x4_extract_lane::<2>(v),
+            f32x4_extract_lane::<3>(v),
+        ]);
+    }
+
+    /// Lane `L` of `self` in every lane (one `pshufd`: cheaper than a scalar load and splat).
+    #[inline(always)]
+    pub fn broadcast<const L: usize>(self) -> Self {
+        F32x4(i32x4_shuffle::<L, L, L, L>(self.0, self.0))
+    }
+
+    /// Lane-wise `self + a * b`.
+    #[inline(always)]
+    pub fn madd(self, a: Self, b: Self) -> Self {
+        #[cfg(target_feature = "relaxed-simd")]
+        return F32x4(f32x4_relaxed_madd(a.0, b.0, self.0));
+        #[cfg(not(target_feature = "relaxed-simd"))]
+        return F32x4(f32x4_add(self.0, f32x4_mul(a.0, b.0)));
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+impl std::ops::Add for F32x4 {
+    type Output = Self;
+    /// Lane-wise sum.
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        F32x4(f32x4_add(self.0, o.0))
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+impl std::ops::Mul for F32x4 {
+    type Output = Self;
+    /// Lane-wise product.
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        F32x4(f32x4_mul(self.0, o.0))
+    }
+}
+
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+impl F32x4 {
+    /// All lanes zero.
+    #[inline(always)]
+    pub fn zero() -> Self {
+        F32x4([0.0; 4])
+    }
+
+    /// `x` in every lane.
+    #[inline(always)]
+    pub fn splat(x: f32) -> Self {
+        F32x4([x; 4])
+    }
+
+    /// The first four elements of `s` (panics when `s` is shorter).
+    #[inline(always)]
+    pub fn load(s: &[f32]) -> Self {
+        F32x4([s[0], s[1], s[2], s[3]])
+    }
+
+    /// Stores the lanes into the first four elements of `out` (panics when it is shorter).
+    #[inline(always)]
+    pub fn store(self, out: &mut [f32]) {
+        out[..4].copy_from_slice(&self.0);
+    }
+
+    /// Lane `L` of `self` in every lane (one `pshufd`: cheaper than a scalar load and splat).
+    #[inline(always)]
+    pub fn broadcast<const L: usize>(self) -> Self {
+        F32x4([self.0[L]; 4])
+    }
+
+    /// Lane-wise `self + a * b`.
+    #[inline(always)]
+    pub fn madd(self, a: Self, b: Self) -> Self {
+        F32x4(std::array::from_fn(|l| self.0[l] + a.0[l] * b.0[l]))
+    }
+}
+
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+impl std::ops::Add for F32x4 {
+    type Output = Self;
+    /// Lane-wise sum.
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        F32x4(std::array::from_fn(|l| self.0[l] + o.0[l]))
+    }
+}
+
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+impl std::ops::Mul for F32x4 {
+    type Output = Self;
+    /// Lane-wise product.
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        F32x4(std::array::from_fn(|l| self.0[l] * o.0[l]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::F32x4;
+
+    #[test]
+    fn lanes_compute_independently() {
+        let a = F32x4::load(&[1.0, -2.0, 3.5, 0.0, 99.0]);
+        let b = F32x4::splat(2.0);
+        let mut out = [0.0; 5];
+        F32x4::splat(1.0).madd(a, b).store(&mut out);
+        assert_eq!(out, [3.0, -3.0, 8.0, 1.0, 0.0]);
+        ((a + b) * b).store(&mut out[1..]);
+        assert_eq!(out, [3.0, 6.0, 0.0, 11.0, 4.0]);
+        F32x4::zero().store(&mut out);
+        assert_eq!(&out[..4], &[0.0; 4]);
+        a.broadcast::<2>().store(&mut out);
+        assert_eq!(&out[..4], &[3.5; 4]);
+    }
+}
