@@ -4,6 +4,9 @@
 //!
 //! Hazards: every submission records its fence on the buffers it binds; `read`, `write` and the
 //! return of a freed buffer's memory wait for it. Owns buffers and threads; never plans.
+//!
+//! A host may open several (`cpu`, `cpu:1`, …): each has its own buffers and streams; a stream
+//! can wait on another device's event and copy from another CPU device's buffer, in stream order.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,7 +17,7 @@ use parking_lot::{Mutex, RwLock};
 use super::pool::{HostPool, PoolStats};
 use super::sync::Fence;
 use super::table::BufferTable;
-use super::{BufferId, CpuKernels, Device, DeviceError, StreamId, check_bindings};
+use super::{BufferId, CpuKernels, Device, DeviceError, StreamId, check_bindings, check_copy};
 use crate::cmdbuf::{Access, CommandBuffer, LaunchCmd};
 use crate::target::Target;
 
@@ -64,6 +67,11 @@ enum Job {
         fence: Fence,
     },
     Event(Fence),
+    /// Host work in stream order (a cross-device wait or copy); `fence` gets its result.
+    Host {
+        work: Box<dyn FnOnce() -> Result<(), DeviceError> + Send>,
+        fence: Fence,
+    },
 }
 
 /// Submissions one stream holds queued or running; past it `submit` answers
@@ -78,6 +86,7 @@ struct Stream {
 
 /// The CPU device.
 pub struct CpuDevice {
+    name: String,
     target: Target,
     pool: Arc<HostPool>,
     buffers: BufferTable<Buffer>,
@@ -86,12 +95,18 @@ pub struct CpuDevice {
 }
 
 impl CpuDevice {
-    /// A CPU device whose buffers may hold `memory_limit` bytes at once.
+    /// A CPU device named `cpu` whose buffers may hold `memory_limit` bytes at once.
     pub fn new(kernels: Arc<dyn CpuKernels>, memory_limit: u64) -> Arc<CpuDevice> {
+        Self::named("cpu", kernels, memory_limit)
+    }
+
+    /// A CPU device named `name` (`cpu:1`) whose buffers may hold `memory_limit` bytes at once.
+    pub fn named(name: &str, kernels: Arc<dyn CpuKernels>, memory_limit: u64) -> Arc<CpuDevice> {
         let dev = Arc::new(CpuDevice {
+            name: name.to_string(),
             target: Target::cpu(),
             pool: Arc::new(HostPool::new(memory_limit, memory_limit / 4)),
-            buffers: BufferTable::default(),
+            buffers: BufferTable::for_device(name),
             streams: Mutex::new(Vec::new()),
             kernels,
         });
@@ -110,11 +125,44 @@ impl CpuDevice {
             .ok_or(DeviceError::UnknownStream(stream))?;
         s.tx.send(job).map_err(|_| DeviceError::ShutDown)
     }
+
+    /// Takes a slot in `stream`'s bounded queue (its worker gives it back).
+    fn take_slot(&self, stream: StreamId) -> Result<(), DeviceError> {
+        let streams = self.streams.lock();
+        let s = streams
+            .get(stream.0 as usize)
+            .ok_or(DeviceError::UnknownStream(stream))?;
+        s.pending
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < STREAM_QUEUE_DEPTH).then_some(n + 1)
+            })
+            .map(drop)
+            .map_err(|depth| DeviceError::QueueFull { stream, depth })
+    }
+
+    /// Queues host `work` on `stream` (a slot of its bounded queue) with `fence` for its result.
+    fn queue_host(
+        &self,
+        stream: StreamId,
+        fence: Fence,
+        work: impl FnOnce() -> Result<(), DeviceError> + Send + 'static,
+    ) -> Result<(), DeviceError> {
+        self.take_slot(stream)?;
+        let job = Job::Host {
+            work: Box::new(work),
+            fence: fence.clone(),
+        };
+        if let Err(e) = self.send(stream, job) {
+            fence.signal(Err(e.clone()));
+            return Err(e);
+        }
+        Ok(())
+    }
 }
 
 impl Device for CpuDevice {
     fn name(&self) -> &str {
-        "cpu"
+        &self.name
     }
 
     fn target(&self) -> &Target {
@@ -194,17 +242,7 @@ impl Device for CpuDevice {
             .collect::<Result<Vec<_>, _>>()?;
         // Validate before any side effect: a fence left on the buffers must always be signalled.
         // A slot in the stream's bounded queue is taken here and given back by its worker.
-        {
-            let streams = self.streams.lock();
-            let s = streams
-                .get(stream.0 as usize)
-                .ok_or(DeviceError::UnknownStream(stream))?;
-            s.pending
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < STREAM_QUEUE_DEPTH).then_some(n + 1)
-                })
-                .map_err(|depth| DeviceError::QueueFull { stream, depth })?;
-        }
+        self.take_slot(stream)?;
         let fence = Fence::new();
         for b in &buffers {
             *b.last_use.lock() = Some(fence.clone());
@@ -227,6 +265,51 @@ impl Device for CpuDevice {
         Ok(fence)
     }
 
+    /// Queued: the stream's worker waits for `event` (nothing else blocks).
+    fn wait_event(&self, stream: StreamId, event: &Fence) -> Result<(), DeviceError> {
+        let event = event.clone();
+        self.queue_host(stream, Fence::new(), move || {
+            // A failed event's error went to its submitter; the work after it still runs.
+            let _ = event.wait();
+            Ok(())
+        })
+    }
+
+    /// Queued when `from` is a CPU device: the work writing `src` and `dst` when this is called
+    /// is waited for when the copy runs (captured now, so later work cannot make it wait on
+    /// itself); host reads and writes of `dst` wait for the copy. Other devices: on the host.
+    fn copy_from(
+        &self,
+        stream: StreamId,
+        dst: BufferId,
+        from: &Arc<dyn Device>,
+        src: BufferId,
+    ) -> Result<Fence, DeviceError> {
+        let Some(cpu) = (&**from as &dyn std::any::Any).downcast_ref::<CpuDevice>() else {
+            let len = from.size(src)?;
+            check_copy(dst, self.size(dst)?, len)?;
+            self.synchronize(stream)?;
+            let data = from.read(src, 0, len)?;
+            self.write(dst, 0, &data)?;
+            return Ok(Fence::done(Ok(())));
+        };
+        let (s, d) = (cpu.buffer(src)?, self.buffer(dst)?);
+        check_copy(dst, d.size, s.size)?;
+        let before = [s.last_use.lock().clone(), d.last_use.lock().clone()];
+        let fence = Fence::new();
+        let dst_buffer = d.clone();
+        self.queue_host(stream, fence.clone(), move || {
+            for f in before.iter().flatten() {
+                let _ = f.wait();
+            }
+            let data = s.data.read()[..s.size as usize].to_vec();
+            dst_buffer.data.write()[..data.len()].copy_from_slice(&data);
+            Ok(())
+        })?;
+        *d.last_use.lock() = Some(fence.clone());
+        Ok(fence)
+    }
+
     fn pool_stats(&self) -> PoolStats {
         self.pool.stats()
     }
@@ -240,6 +323,12 @@ fn worker(rx: mpsc::Receiver<Job>, kernels: Arc<dyn CpuKernels>, pending: Arc<At
     for job in rx {
         match job {
             Job::Event(f) => f.signal(Ok(())),
+            Job::Host { work, fence } => {
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+                    .unwrap_or_else(|_| Err(DeviceError::Invalid("host work panicked".into())));
+                pending.fetch_sub(1, Ordering::AcqRel);
+                fence.signal(result);
+            }
             Job::Run {
                 cmd,
                 buffers,

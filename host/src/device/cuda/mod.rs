@@ -208,6 +208,7 @@ impl CudaDevice {
         let cache = KernelCache::new(compiler, kernel_cache);
         let lost = LostFlag::default();
         tracing::info!(device = %info, "CUDA device opened");
+        let buffers = BufferTable::for_device(&name);
         Ok(Arc::new(CudaDevice {
             target: info.target(),
             name,
@@ -217,7 +218,7 @@ impl CudaDevice {
                 lost.clone(),
             )))),
             waste: Arc::new(AtomicU64::new(0)),
-            buffers: BufferTable::default(),
+            buffers,
             streams: RwLock::new(vec![stream]),
             uploads,
             modules: Modules::new(ctx.clone(), cache),
