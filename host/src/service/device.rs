@@ -172,10 +172,7 @@ impl DeviceService {
 
     /// The device a request names (empty = the server's default).
     fn device(&self, name: &str) -> Result<Arc<dyn crate::device::Device>, Status> {
-        self.host
-            .device_named(name)
-            .cloned()
-            .map_err(device_status)
+        self.host.device_named(name).cloned().map_err(device_status)
     }
 
     async fn blocking<T: Send + 'static>(
