@@ -256,8 +256,7 @@ fn a_rebuild_with_the_same_version_is_told_apart() {
     let stream = host.device().default_stream();
     let e = host
         .submit(&**host.device(), stream, &old_cmd, &[x, out])
-        .err()
-        .expect("an old build's command buffer is refused");
+        .expect_err("an old build's command buffer is refused");
     let msg = e.to_string();
     assert!(
         msg.contains("planned by a build of tagger@1.0.0 that is no longer loaded")
