@@ -11,6 +11,7 @@ fn main() {
         "badplans",
         "abi2",
         "tagger-v1",
+        "tagger-v1-rebuilt",
         "tagger-v2",
         "tagger-liar",
         "abi10",

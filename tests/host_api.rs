@@ -223,3 +223,91 @@ fn concurrent_clients_share_one_host() {
         .unwrap();
     assert_eq!(p.faults(), 0);
 }
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Two CPU devices in one host: both translate (sharing the `cpu` target's cached translation)
+/// and execute; device B's stream waits on device A's event, copies A's result and computes on
+/// it, so B's output can only be right if B's work ran after A's.
+#[test]
+fn two_cpu_devices_with_a_cross_device_wait() {
+    use umd::device::{Device, DeviceError, Fence};
+    let host = Host::builder().device("cpu:0,cpu:1").build().unwrap();
+    let a: Arc<dyn Device> = host.device_named("cpu:0").unwrap().clone();
+    let b: Arc<dyn Device> = host.device_named("cpu:1").unwrap().clone();
+    assert_eq!((a.name(), b.name()), ("cpu", "cpu:1"));
+    let req = OpRequest::new("Add", vec![f32t(&[4]), f32t(&[4])]);
+    let t = host.translate_for(&*a, &req).unwrap();
+    let t_b = host.translate_for(&*b, &req).unwrap();
+    assert!(
+        Arc::ptr_eq(&t, &t_b),
+        "devices of one target share translations"
+    );
+
+    // A: held by a gate the test opens, then y = x + x, then an event.
+    let gate = Fence::new();
+    let sa = a.create_stream().unwrap();
+    a.wait_event(sa, &gate).unwrap();
+    let (xa, ya) = (a.alloc(16).unwrap(), a.alloc(16).unwrap());
+    a.write(xa, 0, &f32s(&[1.0, 2.0, 3.0, 4.0])).unwrap();
+    let fa = host.submit(&*a, sa, &t.cmdbuf, &[xa, xa, ya]).unwrap();
+    let a_done = a.record_event(sa).unwrap();
+
+    // B: waits on A's event, copies A's y in, then z = y + y.
+    let sb = b.create_stream().unwrap();
+    b.wait_event(sb, &a_done).unwrap();
+    let (yb, zb) = (b.alloc(16).unwrap(), b.alloc(16).unwrap());
+    b.copy_from(sb, yb, &a, ya).unwrap();
+    let fb = host.submit(&*b, sb, &t.cmdbuf, &[yb, yb, zb]).unwrap();
+    assert!(
+        !fa.is_done() && !a_done.is_done() && !fb.is_done(),
+        "A is gated"
+    );
+
+    // A buffer of A is refused on B, naming B, before anything is queued.
+    let e = host.submit(&*b, sb, &t.cmdbuf, &[xa, xa, zb]).unwrap_err();
+    assert!(
+        matches!(e, Error::Device(DeviceError::ForeignBuffer { .. })),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("does not belong to device `cpu:1`"),
+        "{e}"
+    );
+    assert_eq!(e.status(), status::INVALID_INPUT);
+
+    gate.signal(Ok(()));
+    fb.wait().unwrap();
+    assert!(a_done.is_done(), "B finished only after A's event");
+    let z = data::decode(Dtype::F32, &b.read(zb, 0, 16).unwrap());
+    assert_eq!(z, [4.0, 8.0, 12.0, 16.0]);
+    // Each device runs on its own as well.
+    let y = data::decode(Dtype::F32, &a.read(ya, 0, 16).unwrap());
+    assert_eq!(y, [2.0, 4.0, 6.0, 8.0]);
+}
+
+/// A copy within one device whose source is used by work queued after it does not wait on
+/// that later work (it would wait on itself).
+#[test]
+fn a_copy_never_waits_on_later_work() {
+    let host = Host::builder().device("cpu,cpu:1").build().unwrap();
+    let a = host.device().clone();
+    let req = OpRequest::new("Add", vec![f32t(&[2]), f32t(&[2])]);
+    let t = host.translate(&req).unwrap();
+    let s = a.default_stream();
+    let (x, y, z) = (
+        a.alloc(8).unwrap(),
+        a.alloc(8).unwrap(),
+        a.alloc(8).unwrap(),
+    );
+    a.write(x, 0, &f32s(&[1.0, 5.0])).unwrap();
+    a.copy_from(s, y, &a, x).unwrap();
+    host.submit(&*a, s, &t.cmdbuf, &[y, x, z]).unwrap();
+    a.synchronize(s).unwrap();
+    let z = data::decode(Dtype::F32, &a.read(z, 0, 8).unwrap());
+    assert_eq!(z, [2.0, 10.0]);
+    let e = a.copy_from(s, a.alloc(4).unwrap(), &a, x).unwrap_err();
+    assert!(e.to_string().contains("outside its 4 bytes"), "{e}");
+}

@@ -193,3 +193,84 @@ fn compiled_artifacts_are_cached_and_corrupt_ones_recompiled() {
         "the recompiled artifact was stored again"
     );
 }
+
+/// Runs a `Tag` translation on the default device; returns the value its kernel wrote.
+fn run_tag(host: &Host, t: &umd::Translation) -> Result<f64, umd::Error> {
+    let a = host.alloc(&t.cmdbuf.bindings[0].desc)?;
+    let out = host.alloc(&t.outputs[0])?;
+    let result = host
+        .execute(t, &[a, out], host.device().default_stream())
+        .and_then(|f| Ok(f.wait()?))
+        .and_then(|_| host.read(out));
+    host.free(a)?;
+    host.free(out)?;
+    Ok(data::decode(Dtype::F32, &result?)[0])
+}
+
+/// A rebuilt plugin with an unchanged `name@version` is another build: its self-test runs its
+/// own kernels (not the loaded build's), translations planned by the old build keep running the
+/// old build, and once nothing holds the old build its command buffer fails naming it.
+#[test]
+fn a_rebuild_with_the_same_version_is_told_apart() {
+    let dir = TempDir::new();
+    let file = dir.path().join("tagger.wasm");
+    install(&fixture("tagger_v1"), &file);
+    let host = Host::builder()
+        .bundled_plugins(false)
+        .artifact_cache(None)
+        .plugin_dir(dir.path())
+        .build()
+        .unwrap();
+    let req = OpRequest::new("Tag", vec![TensorDesc::new("x", vec![1], Dtype::F32)]);
+    let old = host.translate(&req).unwrap();
+    assert_eq!(run_tag(&host, &old).unwrap(), 1.0);
+
+    // The rebuild's self-test expects 1.1: admitted only if it ran the rebuild's kernel.
+    install(&fixture("tagger_v1_rebuilt"), &file);
+    let status = host.load_plugin(&file).expect("rebuild admitted");
+    assert_eq!(status.status.as_deref(), Ok("tagger@1.0.0"));
+    let new = host.translate(&req).unwrap();
+    assert_eq!(new.plugin, old.plugin, "one label, two builds");
+    assert_ne!(
+        new.cmdbuf.launches[0].module.hash,
+        old.cmdbuf.launches[0].module.hash
+    );
+    assert_eq!(
+        run_tag(&host, &new).unwrap(),
+        1.1f32 as f64,
+        "new translations run the rebuild"
+    );
+    assert_eq!(
+        run_tag(&host, &old).unwrap(),
+        1.0,
+        "old ones still run the old build"
+    );
+
+    // Nothing holds the old build any more: its command buffer is refused before submit,
+    // naming the plugin and the module's build hash, and never runs on the rebuild.
+    let old_cmd = old.cmdbuf.clone();
+    drop(old);
+    host.translator().cache().clear();
+    let x = host.alloc(&old_cmd.bindings[0].desc).unwrap();
+    let out = host.alloc(&old_cmd.bindings[1].desc).unwrap();
+    let stream = host.device().default_stream();
+    let e = host
+        .submit(&**host.device(), stream, &old_cmd, &[x, out])
+        .expect_err("an old build's command buffer is refused");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("planned by a build of tagger@1.0.0 that is no longer loaded")
+            && msg.contains("module `tag`"),
+        "{msg}"
+    );
+    assert_eq!(e.status(), umd::error::status::INVALID_COMMAND_BUFFER);
+    // Straight to the device (no host check): the launch fails with the same reason.
+    let e = host
+        .device()
+        .submit(stream, old_cmd, &[x, out])
+        .unwrap()
+        .wait()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no longer loaded"), "{e}");
+}

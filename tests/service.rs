@@ -374,7 +374,166 @@ async fn remote_execution_of_add_and_matmul() {
         })
         .await
         .unwrap_err();
-    assert_eq!(e.code(), tonic::Code::NotFound);
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(
+        e.message().contains("no device `cuda:7`"),
+        "{}",
+        e.message()
+    );
+    server.shutdown().await;
+}
+
+/// A server with two CPU devices: buffers, Translate and Execute name their device; another
+/// device's buffer and an unknown device are refused, naming them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_devices_are_named_per_request() {
+    let host = Host::builder().device("cpu:0,cpu:1").build().unwrap();
+    let server = Server::start(host, quiet()).await;
+    let mut c = DeviceClient::new(server.channel().await);
+    let on = |device: &str, bytes| CreateBufferRequest {
+        device: device.into(),
+        bytes,
+    };
+    let ha = c
+        .create_buffer(on("", 16))
+        .await
+        .unwrap()
+        .into_inner()
+        .handle;
+    let hb = c
+        .create_buffer(on("cpu:1", 16))
+        .await
+        .unwrap()
+        .into_inner()
+        .handle;
+    let x = data::encode(Dtype::F32, &[1.0, -2.0, 3.0, -4.0]);
+    write(&mut c, &ha, &x, 1 << 20).await; // default device
+    let chunk = WriteChunk {
+        device: "cpu:1".into(),
+        handle: hb.clone(),
+        data: x.clone(),
+        ..Default::default()
+    };
+    let r = c.write_buffer(tokio_stream::iter([chunk])).await.unwrap();
+    assert_eq!(r.into_inner().status, 0);
+    let info = c
+        .info(InfoRequest {
+            device: "cpu:1".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.device, "cpu:1");
+    assert!(info.allocated_bytes >= 16);
+
+    // Translate for a device; Execute on it.
+    let mut t = TranslatorClient::new(server.channel().await);
+    let relu = TranslateRequest {
+        device: "cpu:1".into(),
+        ..req("Relu", vec![desc(&[4], "f32")], 7)
+    };
+    let tr = t.translate(relu.clone()).await.unwrap().into_inner();
+    assert_eq!(tr.status, 0, "{}", tr.msg);
+    let run = |inputs: Vec<String>, device: &str| ExecuteRequest {
+        device: device.into(),
+        command_buffer: tr.command_buffer.clone(),
+        seal: tr.seal.clone(),
+        inputs,
+        wait: true,
+        ..Default::default()
+    };
+    let r = c.execute(run(vec![hb.clone()], "cpu:1")).await.unwrap();
+    let r = r.into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+    let out = c
+        .read_buffer(ReadRequest {
+            device: "cpu:1".into(),
+            handle: r.outputs[0].clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .message()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(data::decode(Dtype::F32, &out.data), [1.0, 0.0, 3.0, 0.0]);
+    // An op to translate on the execution's device.
+    let r = c
+        .execute(ExecuteRequest {
+            device: "cpu:1".into(),
+            op: Some(req("Relu", vec![desc(&[4], "f32")], 0)),
+            inputs: vec![hb.clone()],
+            wait: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+
+    // The default device's buffer on cpu:1: refused, naming cpu:1.
+    let r = c.execute(run(vec![ha.clone()], "cpu:1")).await.unwrap();
+    let r = r.into_inner();
+    assert_eq!(r.status, 3, "{}", r.msg);
+    assert!(
+        r.msg.contains("does not belong to device `cpu:1`"),
+        "{}",
+        r.msg
+    );
+    let e = c
+        .free_buffer(BufferRequest {
+            device: "cpu:1".into(),
+            handle: ha.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(e.message().contains("`cpu:1`"), "{}", e.message());
+    assert_eq!(
+        read(&mut c, &ha).await,
+        x,
+        "a refused free leaves the buffer"
+    );
+
+    // Unknown devices: INVALID_ARGUMENT naming it (status 3 in the Translator protocol).
+    let e = c.create_buffer(on("cpu:5", 16)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(
+        e.message().contains("no device `cpu:5`") && e.message().contains("`cpu:1`"),
+        "{}",
+        e.message()
+    );
+    let tr = t
+        .translate(TranslateRequest {
+            device: "cuda:3".into(),
+            ..relu.clone()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(tr.status, 3, "{}", tr.msg);
+    assert!(tr.msg.contains("no device `cuda:3`"), "{}", tr.msg);
+    // SubmitBatch items name their device too.
+    let items = [
+        relu.clone(),
+        TranslateRequest {
+            device: "gpu".into(),
+            ..relu.clone()
+        },
+    ];
+    let mut s = t
+        .submit_batch(tokio_stream::iter(
+            items.map(|r| SubmitRequest { request: Some(r) }),
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = s.message().await.unwrap().unwrap().response.unwrap();
+    let second = s.message().await.unwrap().unwrap().response.unwrap();
+    assert_eq!((first.status, second.status), (0, 3), "{}", second.msg);
+    assert!(second.msg.contains("no device `gpu`"), "{}", second.msg);
     server.shutdown().await;
 }
 

@@ -100,6 +100,10 @@ pub enum Error {
     CommandBuffer(#[from] CmdError),
     #[error("device: {0}")]
     Device(#[from] DeviceError),
+    /// A command buffer whose module no loaded plugin build provides (its build was replaced
+    /// and is no longer held, or it was never loaded here).
+    #[error("command buffer: {0}")]
+    Build(#[from] crate::registry::ResolveError),
 }
 
 impl Error {
@@ -109,7 +113,7 @@ impl Error {
             Error::Unsupported { .. } => status::UNSUPPORTED,
             Error::Request(_) | Error::Rejected { .. } => status::INVALID_INPUT,
             Error::Plugin { .. } | Error::Load(_) => status::PLUGIN_FAULT,
-            Error::CommandBuffer(_) => status::INVALID_COMMAND_BUFFER,
+            Error::CommandBuffer(_) | Error::Build(_) => status::INVALID_COMMAND_BUFFER,
             // What the caller named or sized wrongly is the caller's error, not the device's.
             Error::Device(
                 DeviceError::UnknownBuffer(_)
@@ -119,7 +123,9 @@ impl Error {
                 | DeviceError::WrongTarget { .. }
                 | DeviceError::BindingCount { .. }
                 | DeviceError::BindingTooSmall { .. }
-                | DeviceError::InputSize { .. },
+                | DeviceError::InputSize { .. }
+                | DeviceError::ForeignBuffer { .. }
+                | DeviceError::NoSuchDevice { .. },
             ) => status::INVALID_INPUT,
             Error::Device(_) => status::DEVICE,
         }

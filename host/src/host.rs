@@ -1,15 +1,18 @@
-//! The [`Host`]: plugins + registry + translator + device, assembled by [`HostBuilder`], with the
-//! small API a client uses (translate, allocate, write, execute, synchronize, read).
+//! The [`Host`]: plugins + registry + translator + devices, assembled by [`HostBuilder`], with
+//! the small API a client uses (translate, allocate, write, execute, synchronize, read).
 //!
-//! The device is `cpu` (default) or, in builds with the `cuda` feature, `cuda:N`. Plugin
-//! admission always runs on the CPU device, the reference every GPU kernel is checked against.
+//! The devices are a list (`cpu`, `cpu:0,cpu:1`, `cuda:0,cuda:1,cpu`; `cuda:N` in builds with
+//! the `cuda` feature); the first is the default ([`Host::device`]), others are picked by name
+//! ([`Host::device_named`]). Plugin admission always runs on a CPU device (the first listed, or
+//! a private one), the reference every GPU kernel is checked against. Every launch runs the
+//! exact plugin build that planned it ([`Registry::resolve`]), checked before submit.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::cmdbuf::{LaunchCmd, ModuleRef};
+use crate::cmdbuf::{CommandBuffer, LaunchCmd, ModuleRef};
 use crate::device::cpu::CpuDevice;
 use crate::device::{
     BoundMemory, BufferId, CpuKernelMode, CpuKernels, Device, DeviceError, DeviceSpec, Fence,
@@ -23,7 +26,7 @@ use crate::plugin::kernel_call::{
 };
 use crate::plugin::{LoadedPlugin, Runtime, SandboxLimits, component_files, wit};
 use crate::registry::Registry;
-use crate::target::Target;
+use crate::target::{CPU_ARCH, Target};
 use crate::tensor::TensorDesc;
 use crate::translate::{OpRequest, Translation, Translator};
 
@@ -123,14 +126,15 @@ impl HostBuilder {
         self.artifact_dir = dir;
         self
     }
-    /// Most bytes the CPU device's buffers may hold at once.
+    /// Most bytes each CPU device's buffers may hold at once.
     pub fn device_memory(mut self, bytes: u64) -> Self {
         self.device_memory = bytes;
         self
     }
 
-    /// The device to run on: `cpu` (default) or `cuda:N` (builds with the `cuda` feature).
-    /// Checked by [`build`](Self::build).
+    /// The devices to run on, comma-separated: `cpu` (default, = `cpu:0`), `cpu:N`, `cuda:N`
+    /// (builds with the `cuda` feature); the first is the default. Checked by
+    /// [`build`](Self::build).
     pub fn device(mut self, spec: &str) -> Self {
         self.device = spec.to_string();
         self
@@ -157,23 +161,31 @@ impl HostBuilder {
     /// [`Host::plugin_status`] and does not stop the others; a device that cannot be opened is
     /// an error saying why.
     pub fn build(self) -> Result<Host> {
-        let spec: DeviceSpec = self.device.parse()?;
+        let specs = DeviceSpec::parse_list(&self.device)?;
         let runtime = Runtime::new(self.limits, self.artifact_dir.clone())?;
         let registry = Arc::new(Registry::default());
         let kernels = Arc::new(RegistryKernels(registry.clone(), self.cpu_in_place));
-        let reference =
-            CpuDevice::with_threads(kernels.clone(), self.device_memory, self.cpu_threads);
-        let device = self.open(spec, kernels, &reference)?;
+        let devices = specs
+            .iter()
+            .map(|spec| self.open(*spec, kernels.clone()))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let reference = devices
+            .iter()
+            .find(|d| d.target().name == CPU_ARCH)
+            .cloned()
+            .unwrap_or_else(|| {
+                CpuDevice::named("cpu", kernels.clone(), self.device_memory, self.cpu_threads)
+            });
         let translator = Translator::new(
             registry.clone(),
-            device.target().clone(),
+            devices[0].target().clone(),
             self.cache_capacity,
         );
         let host = Host {
             runtime,
             registry,
             translator,
-            device,
+            devices,
             reference,
             failures: Mutex::new(Vec::new()),
             plugin_dirs: self.plugin_dirs,
@@ -201,10 +213,14 @@ impl HostBuilder {
         &self,
         spec: DeviceSpec,
         kernels: Arc<RegistryKernels>,
-        cpu: &Arc<CpuDevice>,
     ) -> std::result::Result<Arc<dyn Device>, DeviceError> {
         match spec {
-            DeviceSpec::Cpu => Ok(cpu.clone()),
+            DeviceSpec::Cpu(_) => Ok(CpuDevice::named(
+                &spec.to_string(),
+                kernels,
+                self.device_memory,
+                self.cpu_threads,
+            )),
             #[cfg(feature = "cuda")]
             DeviceSpec::Cuda(index) => Ok(crate::device::cuda::CudaDevice::open(
                 index,
@@ -228,13 +244,14 @@ pub fn default_kernel_dir() -> Option<PathBuf> {
     ArtifactCache::default_dir().map(|d| d.with_file_name("kernels"))
 }
 
-/// The host: plugins, registry, translator and device.
+/// The host: plugins, registry, translator and devices.
 pub struct Host {
     runtime: Arc<Runtime>,
     registry: Arc<Registry>,
     translator: Translator,
-    device: Arc<dyn Device>,
-    /// The CPU device: runs admission (the reference); the same as `device` on `cpu`.
+    /// At least one; the first is the default.
+    devices: Vec<Arc<dyn Device>>,
+    /// A CPU device: runs admission (the reference); the first CPU device listed, if any.
     reference: Arc<dyn Device>,
     /// Plugin files that were refused, most recent last.
     failures: Mutex<Vec<PluginStatus>>,
@@ -246,8 +263,20 @@ impl Host {
         HostBuilder::default()
     }
 
+    /// Translates for the request's target, or the default device's.
     pub fn translate(&self, req: &OpRequest) -> Result<Arc<Translation>> {
         self.translator.translate(req)
+    }
+
+    /// Translates for `device`'s target unless the request names one (devices of one target
+    /// share cached translations).
+    pub fn translate_for(&self, device: &dyn Device, req: &OpRequest) -> Result<Arc<Translation>> {
+        match &req.target {
+            None if device.target() != self.translator.default_target() => self
+                .translator
+                .translate(&req.clone().target(device.target().clone())),
+            _ => self.translator.translate(req),
+        }
     }
 
     pub fn translator(&self) -> &Translator {
@@ -256,8 +285,8 @@ impl Host {
     pub fn registry(&self) -> &Arc<Registry> {
         &self.registry
     }
-    /// The device code of `module` for `target`, from the plugin named by the module (what a
-    /// GPU device fetches; `umd plugins compile` and `source` use it without one).
+    /// The device code of `module` for `target`, from the exact plugin build that planned it
+    /// (what a GPU device fetches; `umd plugins compile` and `source` use it without one).
     pub fn kernel_source(
         &self,
         module: &ModuleRef,
@@ -268,11 +297,35 @@ impl Host {
     pub fn runtime(&self) -> &Arc<Runtime> {
         &self.runtime
     }
+    /// The default device (the first listed).
     pub fn device(&self) -> &Arc<dyn Device> {
-        &self.device
+        &self.devices[0]
     }
-    /// The CPU device, the reference plugins are admitted on (the same as
-    /// [`device`](Self::device) when that is `cpu`).
+    /// Every device, the default first.
+    pub fn devices(&self) -> &[Arc<dyn Device>] {
+        &self.devices
+    }
+    /// The device named `name` (`cpu`, `cpu:0` = `cpu`, `cpu:1`, `cuda:0`); empty names the
+    /// default. An unknown name is an error naming it and the devices there are.
+    pub fn device_named(&self, name: &str) -> std::result::Result<&Arc<dyn Device>, DeviceError> {
+        if name.is_empty() {
+            return Ok(self.device());
+        }
+        let canonical = name.parse::<DeviceSpec>().map(|s| s.to_string());
+        self.devices
+            .iter()
+            .find(|d| canonical.as_deref() == Ok(d.name()))
+            .ok_or_else(|| DeviceError::NoSuchDevice {
+                name: name.chars().take(64).collect(),
+                available: self
+                    .devices
+                    .iter()
+                    .map(|d| format!("`{}`", d.name()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+    /// The CPU device plugins are admitted on (the default device when that is `cpu`).
     pub fn reference_device(&self) -> &Arc<dyn Device> {
         &self.reference
     }
@@ -371,36 +424,62 @@ impl Host {
         self.registry.remove(name)
     }
 
-    /// A device buffer large enough for `desc`.
+    /// A buffer of the default device large enough for `desc`.
     pub fn alloc(&self, desc: &TensorDesc) -> Result<BufferId> {
         let bytes = desc
             .byte_size()
             .ok_or_else(|| crate::error::RequestError::Shape(format!("tensor {desc} overflows")))?;
-        Ok(self.device.alloc(bytes)?)
+        Ok(self.device().alloc(bytes)?)
     }
     pub fn free(&self, b: BufferId) -> Result<()> {
-        Ok(self.device.free(b)?)
+        Ok(self.device().free(b)?)
     }
     pub fn write(&self, b: BufferId, data: &[u8]) -> Result<()> {
-        Ok(self.device.write(b, 0, data)?)
+        Ok(self.device().write(b, 0, data)?)
     }
     pub fn read(&self, b: BufferId) -> Result<Vec<u8>> {
-        let size = self.device.size(b)?;
-        Ok(self.device.read(b, 0, size)?)
+        let size = self.device().size(b)?;
+        Ok(self.device().read(b, 0, size)?)
     }
 
-    /// Queues a translation on `stream` with one buffer per binding (inputs, outputs, workspace).
+    /// Queues a translation on the default device's `stream` with one buffer per binding
+    /// (inputs, outputs, workspace).
     pub fn execute(
         &self,
         t: &Translation,
         bindings: &[BufferId],
         stream: StreamId,
     ) -> Result<Fence> {
-        Ok(self.device.submit(stream, t.cmdbuf.clone(), bindings)?)
+        self.submit(&**self.device(), stream, &t.cmdbuf, bindings)
+    }
+
+    /// Queues a command buffer on `device`'s `stream`, after checking that every module it
+    /// launches resolves to the exact plugin build that planned it.
+    pub fn submit(
+        &self,
+        device: &dyn Device,
+        stream: StreamId,
+        cmd: &Arc<CommandBuffer>,
+        bindings: &[BufferId],
+    ) -> Result<Fence> {
+        // A command buffer for another target is the device's to refuse (`WrongTarget`).
+        if cmd.target == device.target().name {
+            self.check_builds(cmd, device.target())?;
+        }
+        Ok(device.submit(stream, cmd.clone(), bindings)?)
+    }
+
+    /// Checks that every module `cmd` launches resolves to a loaded build for `target` (the
+    /// build that planned it: the module hash says which).
+    pub fn check_builds(&self, cmd: &CommandBuffer, target: &Target) -> Result<()> {
+        for l in &cmd.launches {
+            self.registry.resolve(&l.module, &target.arch)?;
+        }
+        Ok(())
     }
 
     pub fn synchronize(&self, stream: StreamId) -> Result<()> {
-        Ok(self.device.synchronize(stream)?)
+        Ok(self.device().synchronize(stream)?)
     }
 
     /// Translates and runs one op on host data; returns each output's description and bytes.
@@ -434,14 +513,14 @@ impl Host {
             .fill_values(&mut req, |i, _| Ok::<_, Error>(data[i].clone()))?;
         let t = self.translate(&req)?;
         let data: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
-        let outputs = crate::device::run_once(&*self.device, &t.cmdbuf, &data)?;
+        let outputs = crate::device::run_once(&**self.device(), &t.cmdbuf, &data)?;
         Ok(t.outputs.iter().cloned().zip(outputs).collect())
     }
 }
 
-/// Runs CPU launches and fetches GPU kernel sources through the registry: the plugin named by
-/// the launch's module.
-/// The registry as the devices' kernel provider; the flag: whether 1.3 kernels run in place.
+/// Runs CPU launches and fetches GPU kernel sources through the registry: the exact plugin build
+/// that planned the launch's module (never another build of the same `name@version`). The flag:
+/// whether ABI 1.3 kernels run in place.
 struct RegistryKernels(Arc<Registry>, bool);
 
 impl KernelSources for RegistryKernels {
@@ -452,8 +531,8 @@ impl KernelSources for RegistryKernels {
     ) -> std::result::Result<KernelSource, String> {
         let plugin = self
             .0
-            .find_label(&module.plugin)
-            .ok_or_else(|| format!("plugin {} is no longer loaded", module.plugin))?;
+            .resolve(module, &target.arch)
+            .map_err(|e| e.to_string())?;
         let target = convert::target_to_wit(target);
         let fault = |fault| {
             Error::Plugin {
@@ -513,10 +592,11 @@ impl KernelSources for RegistryKernels {
 }
 
 impl RegistryKernels {
+    /// The exact build that planned `launch`.
     fn plugin(&self, launch: &LaunchCmd) -> std::result::Result<Arc<LoadedPlugin>, String> {
         self.0
-            .find_label(&launch.module.plugin)
-            .ok_or_else(|| format!("plugin {} is no longer loaded", launch.module.plugin))
+            .resolve(&launch.module, CPU_ARCH)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -678,5 +758,45 @@ mod tests {
         let host = builder().build().unwrap();
         assert_eq!(host.device().name(), "cpu");
         assert!(Arc::ptr_eq(host.device(), host.reference_device()));
+    }
+
+    #[test]
+    fn several_cpu_devices_are_named_and_picked() {
+        let host = builder().device("cpu:0,cpu:1").build().unwrap();
+        let names: Vec<&str> = host.devices().iter().map(|d| d.name()).collect();
+        assert_eq!(names, ["cpu", "cpu:1"]);
+        assert!(Arc::ptr_eq(host.device(), host.reference_device()));
+        for (name, index) in [("", 0), ("cpu", 0), ("cpu:0", 0), ("CPU:1", 1)] {
+            let d = host.device_named(name).unwrap();
+            assert!(Arc::ptr_eq(d, &host.devices()[index]), "{name}");
+        }
+        let e = host
+            .device_named("cpu:2")
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            e.contains("no device `cpu:2`") && e.contains("`cpu:1`"),
+            "{e}"
+        );
+        // A buffer belongs to the device that made it.
+        let b = host.devices()[1].alloc(16).unwrap();
+        let e = host.device().read(b, 0, 16).unwrap_err();
+        assert!(matches!(e, DeviceError::ForeignBuffer { .. }), "{e}");
+        assert!(
+            e.to_string().contains("does not belong to device `cpu`"),
+            "{e}"
+        );
+        assert_eq!(host.devices()[1].size(b), Ok(16));
+    }
+
+    #[test]
+    fn duplicate_devices_are_refused() {
+        let e = builder()
+            .device("cpu,cpu:0")
+            .build()
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains("`cpu` is named twice"), "{e}");
     }
 }

@@ -4,15 +4,62 @@
 //! request that started on a plugin version finishes on it even if the registry changes. Every
 //! change bumps the generation, which is part of every translation-cache key. Owns no wasmtime
 //! state beyond the `Arc<LoadedPlugin>`s it lists.
+//!
+//! It also resolves a command buffer's [`ModuleRef`] to the exact plugin *build* that planned it
+//! ([`Registry::resolve`]): the module hash folds in the build's `wasm_hash`, so a rebuilt plugin
+//! with an unchanged `name@version`, or the version a hot swap replaced, is never mistaken for
+//! another build.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use arc_swap::ArcSwap;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
+use sha2::{Digest, Sha256};
+use thiserror::Error;
 
+use crate::cmdbuf::ModuleRef;
 use crate::plugin::LoadedPlugin;
 use crate::target::Target;
+
+/// Most module hashes [`Registry::resolve`] remembers; past it the memo starts over.
+const MAX_RESOLVED: usize = 4096;
+/// Most builds remembered for work they planned (live or retired); past it the entries whose
+/// builds are gone are dropped first, then the oldest.
+const MAX_KNOWN: usize = 256;
+
+/// The identity of a module: which plugin build provides it (its `wasm_hash`), which module, for
+/// which target architecture. What a command buffer's [`ModuleRef::hash`] holds.
+pub fn module_hash(plugin: &LoadedPlugin, module_id: &str, arch: &str) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(plugin.wasm_hash());
+    h.update(module_id.as_bytes());
+    h.update([0]);
+    h.update(arch.as_bytes());
+    h.finalize().into()
+}
+
+/// Why a module could not be resolved to a loaded build.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ResolveError {
+    #[error("plugin {plugin} is no longer loaded (module `{module}`)")]
+    Unloaded { plugin: String, module: String },
+    #[error(
+        "module `{module}` (hash {hash}…) was planned by a build of {plugin} that is no longer \
+         loaded (loaded builds of {plugin}: {loaded}); translate again"
+    )]
+    BuildGone {
+        plugin: String,
+        module: String,
+        hash: String,
+        loaded: String,
+    },
+}
+
+/// The first 12 hex digits of a hash: enough to tell builds apart in a message.
+pub fn short_hash(h: &[u8; 32]) -> String {
+    h[..6].iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// One plugin able to serve one op.
 #[derive(Clone, Debug)]
@@ -86,9 +133,12 @@ pub struct Registry {
     current: ArcSwap<Snapshot>,
     /// Serializes writers; readers never take it.
     write: Mutex<()>,
-    /// Every version ever inserted, by label, while something (a translation, a call in
-    /// flight) still holds it: work planned by a replaced version still runs on it.
-    known: Mutex<HashMap<String, Weak<LoadedPlugin>>>,
+    /// Every build inserted or being admitted, while something (a translation, a call in
+    /// flight) still holds it: work planned by a replaced build still runs on it. Two builds
+    /// may share a label (a rebuild without a version bump).
+    known: Mutex<Vec<Weak<LoadedPlugin>>>,
+    /// Module hash → the build it was resolved to (a memo; checked against the label).
+    resolved: RwLock<HashMap<[u8; 32], Weak<LoadedPlugin>>>,
 }
 
 impl Default for Registry {
@@ -96,7 +146,8 @@ impl Default for Registry {
         Registry {
             current: ArcSwap::from_pointee(Snapshot::default()),
             write: Mutex::new(()),
-            known: Mutex::new(HashMap::new()),
+            known: Mutex::new(Vec::new()),
+            resolved: RwLock::new(HashMap::new()),
         }
     }
 }
@@ -106,19 +157,86 @@ impl Registry {
         self.current.load_full()
     }
 
-    /// The plugin `name@version`: the live one, or a replaced one still held by earlier work.
-    pub fn find_label(&self, label: &str) -> Option<Arc<LoadedPlugin>> {
-        if let Some(p) = self.snapshot().by_label(label) {
-            return Some(p.clone());
+    /// Every build labelled `name@version` that is still held: the live one first.
+    pub fn builds(&self, label: &str) -> Vec<Arc<LoadedPlugin>> {
+        let mut out: Vec<Arc<LoadedPlugin>> = self
+            .snapshot()
+            .by_label(label)
+            .cloned()
+            .into_iter()
+            .collect();
+        for p in self.known.lock().iter().filter_map(Weak::upgrade) {
+            if p.label() == label && !out.iter().any(|o| Arc::ptr_eq(o, &p)) {
+                out.push(p);
+            }
         }
-        self.known.lock().get(label).and_then(Weak::upgrade)
+        out
     }
 
-    /// Makes a plugin findable by label (for work it planned) without offering its ops.
+    /// The exact build that planned `module` for a target of architecture `arch`: the build
+    /// whose [`module_hash`] is the module's hash, among the builds labelled `module.plugin`
+    /// still held. Never another build of the same label.
+    pub fn resolve(
+        &self,
+        module: &ModuleRef,
+        arch: &str,
+    ) -> Result<Arc<LoadedPlugin>, ResolveError> {
+        if let Some(p) = self
+            .resolved
+            .read()
+            .get(&module.hash)
+            .and_then(Weak::upgrade)
+            && p.label() == module.plugin
+        {
+            return Ok(p);
+        }
+        let builds = self.builds(&module.plugin);
+        if builds.is_empty() {
+            return Err(ResolveError::Unloaded {
+                plugin: module.plugin.clone(),
+                module: module.id.clone(),
+            });
+        }
+        let found = builds
+            .iter()
+            .find(|p| module_hash(p, &module.id, arch) == module.hash)
+            .cloned()
+            .ok_or_else(|| ResolveError::BuildGone {
+                plugin: module.plugin.clone(),
+                module: module.id.clone(),
+                hash: short_hash(&module.hash),
+                loaded: builds
+                    .iter()
+                    .map(|p| format!("wasm {}…", short_hash(p.wasm_hash())))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+        let mut memo = self.resolved.write();
+        if memo.len() >= MAX_RESOLVED {
+            memo.retain(|_, w| w.strong_count() > 0);
+            if memo.len() >= MAX_RESOLVED {
+                memo.clear();
+            }
+        }
+        memo.insert(module.hash, Arc::downgrade(&found));
+        Ok(found)
+    }
+
+    /// Makes a build resolvable (for work it planned, e.g. its admission self-tests) without
+    /// offering its ops.
     pub fn remember(&self, plugin: &Arc<LoadedPlugin>) {
         let mut known = self.known.lock();
-        known.retain(|_, w| w.strong_count() > 0);
-        known.insert(plugin.label().to_string(), Arc::downgrade(plugin));
+        known.retain(|w| w.strong_count() > 0);
+        if known
+            .iter()
+            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(plugin)))
+        {
+            return;
+        }
+        if known.len() >= MAX_KNOWN {
+            known.remove(0);
+        }
+        known.push(Arc::downgrade(plugin));
     }
 
     /// Adds a plugin; one with the same name is replaced (its in-flight calls finish on it).

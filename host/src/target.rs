@@ -59,6 +59,9 @@ impl TargetLimits {
     }
 }
 
+/// The CPU target's architecture (and name).
+pub const CPU_ARCH: &str = "cpu";
+
 /// A device a plan is made for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Target {
@@ -74,8 +77,8 @@ impl Target {
     pub fn cpu() -> Target {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         Target {
-            name: "cpu".into(),
-            arch: "cpu".into(),
+            name: CPU_ARCH.into(),
+            arch: CPU_ARCH.into(),
             limits: TargetLimits::cuda(cores, 48 * 1024),
         }
     }

@@ -7,8 +7,6 @@
 
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
-
 use crate::cache::TranslationCache;
 use crate::cmdbuf::{Binding, CommandBuffer, LaunchCmd, ModuleRef, Role};
 use crate::error::{Error, PluginFault, RequestError, Result};
@@ -641,7 +639,7 @@ fn build_command_buffer(
         .map(|l| LaunchCmd {
             module: ModuleRef {
                 plugin: plugin.label().to_string(),
-                hash: module_hash(plugin, &l.module_id, target),
+                hash: crate::registry::module_hash(plugin, &l.module_id, &target.arch),
                 id: l.module_id,
             },
             entry_point: l.entry_point,
@@ -675,15 +673,4 @@ fn build_command_buffer(
         }
     }
     Ok(cb)
-}
-
-/// The identity of a module: which plugin build provides it, which module, for which target.
-/// (GPU devices key their compiled-module cache by the kernel source itself.)
-fn module_hash(plugin: &LoadedPlugin, module_id: &str, target: &Target) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update(plugin.wasm_hash());
-    h.update(module_id.as_bytes());
-    h.update([0]);
-    h.update(target.arch.as_bytes());
-    h.finalize().into()
 }

@@ -1,5 +1,5 @@
-//! Criterion benches: translate (cache miss and hit) and plugin load (compile, artifact cache).
-//! CPU-device execution is in `cpu_device.rs`.
+//! Criterion benches: translate (cache miss and hit), resolving a module to its plugin build,
+//! and plugin load (compile, artifact cache). CPU-device execution is in `cpu_device.rs`.
 //!
 //! Run: `cargo bench -p umd-tests --bench translate`. Figures go in BENCHMARKS.md.
 
@@ -25,6 +25,12 @@ fn translate(c: &mut Criterion) {
     cached.translate(&req).unwrap();
     g.bench_function("add_cache_hit", |b| {
         b.iter(|| cached.translate(black_box(&req)).unwrap())
+    });
+    // What every launch (and every checked submit) pays to find the exact plugin build.
+    let t = cached.translate(&req).unwrap();
+    let module = &t.cmdbuf.launches[0].module;
+    g.bench_function("resolve_build_hit", |b| {
+        b.iter(|| cached.registry().resolve(black_box(module), "cpu").unwrap())
     });
     g.finish();
 }

@@ -143,7 +143,10 @@ class Translator:
 
 
 class DeviceStub:
-    """Remote execution. Every request names its device ("cpu"; "" means the server's device).
+    """Remote execution. Every request names its device ("cpu", "cpu:1", "cuda:0"; "" means the
+    server's default device; `umd serve --device cpu:0,cpu:1` serves several). An unknown device
+    is INVALID_ARGUMENT, naming it. A buffer belongs to the device it was created on: naming it
+    with another device is INVALID_ARGUMENT.
     Buffers are named by unguessable handles returned only to the client that created them.
     A buffer belongs to the connection that created it: its handle works only on that
     connection, it is freed when the connection closes, and each connection holds at most
@@ -194,7 +197,10 @@ class DeviceStub:
 
 
 class DeviceServicer:
-    """Remote execution. Every request names its device ("cpu"; "" means the server's device).
+    """Remote execution. Every request names its device ("cpu", "cpu:1", "cuda:0"; "" means the
+    server's default device; `umd serve --device cpu:0,cpu:1` serves several). An unknown device
+    is INVALID_ARGUMENT, naming it. A buffer belongs to the device it was created on: naming it
+    with another device is INVALID_ARGUMENT.
     Buffers are named by unguessable handles returned only to the client that created them.
     A buffer belongs to the connection that created it: its handle works only on that
     connection, it is freed when the connection closes, and each connection holds at most
@@ -293,7 +299,10 @@ def add_DeviceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Device:
-    """Remote execution. Every request names its device ("cpu"; "" means the server's device).
+    """Remote execution. Every request names its device ("cpu", "cpu:1", "cuda:0"; "" means the
+    server's default device; `umd serve --device cpu:0,cpu:1` serves several). An unknown device
+    is INVALID_ARGUMENT, naming it. A buffer belongs to the device it was created on: naming it
+    with another device is INVALID_ARGUMENT.
     Buffers are named by unguessable handles returned only to the client that created them.
     A buffer belongs to the connection that created it: its handle works only on that
     connection, it is freed when the connection closes, and each connection holds at most

@@ -38,8 +38,10 @@ struct HostArgs {
     /// Do not load the plugins built into the binary.
     #[arg(long, global = true)]
     no_bundled: bool,
-    /// Device to run on: `cpu`, or `cuda:N` (builds with the `cuda` feature; `umd devices`
-    /// lists the GPUs).
+    /// Devices to open, comma-separated, the first the default: `cpu` (= `cpu:0`), `cpu:N`,
+    /// `cuda:N` (builds with the `cuda` feature; `umd devices` lists the GPUs). `umd serve`
+    /// serves them all (requests pick one by its `device` field); other commands run on the
+    /// first.
     #[arg(long, global = true, default_value = "cpu")]
     device: String,
     /// Worker threads the CPU device splits one launch across (0: one per core).

@@ -60,10 +60,11 @@ pub fn run(host: Host, args: &ServeArgs) -> anyhow::Result<()> {
         let listener = TcpListener::bind(args.addr)
             .await
             .with_context(|| format!("binding {}", args.addr))?;
+        let names: Vec<&str> = host.devices().iter().map(|d| d.name()).collect();
         eprintln!(
             "umd serving on {} (device {})",
             listener.local_addr()?,
-            host.device().name()
+            names.join(", ")
         );
         let host = Arc::new(host);
         let _watcher = if args.watch {

@@ -101,7 +101,9 @@ pub struct ModuleRef {
     /// `name@version` of the plugin.
     pub plugin: String,
     pub id: String,
-    /// SHA-256 of the module's identity (kernel source for GPU targets).
+    /// SHA-256 of the module's identity: the planning plugin build's wasm hash, the module id
+    /// and the target architecture (`umd::registry::module_hash`). It names the exact build:
+    /// two builds of one `name@version` give different hashes.
     pub hash: [u8; 32],
 }
 

@@ -9,6 +9,9 @@
 //! a reader and/or writer; queued work waits for the earlier work it conflicts with on any
 //! stream, and the host's `read`, `write` and the
 //! return of a freed buffer's memory wait for it. Owns buffers and threads; never plans.
+//!
+//! A host may open several (`cpu`, `cpu:1`, …): each has its own buffers and streams; a stream
+//! can wait on another device's event and copy from another CPU device's buffer, in stream order.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,7 +27,7 @@ use super::sync::{Fence, FenceGuard};
 use super::table::BufferTable;
 use super::{
     BoundMemory, BufferId, BufferMemory, CpuKernelMode, CpuKernels, Device, DeviceError, StreamId,
-    check_submit,
+    check_copy, check_submit,
 };
 use crate::cmdbuf::{Access, CommandBuffer, LaunchCmd};
 use crate::target::Target;
@@ -108,7 +111,16 @@ enum Job {
         fence: FenceGuard,
     },
     Event(Fence),
+    /// Host work in stream order (a cross-device wait or copy); `fence` gets its result.
+    Host {
+        work: Box<dyn FnOnce() -> Result<(), DeviceError> + Send>,
+        fence: FenceGuard,
+    },
 }
+
+/// The stream a cross-device copy is recorded under on the source's buffer (never one of the
+/// source device's streams).
+const FOREIGN_STREAM: StreamId = StreamId(u32::MAX);
 
 /// Submissions one stream holds queued or running; past it `submit` answers
 /// [`DeviceError::QueueFull`] (one client cannot make everyone's queue unbounded).
@@ -122,6 +134,7 @@ struct Stream {
 
 /// The CPU device.
 pub struct CpuDevice {
+    name: String,
     target: Target,
     alloc: Allocator,
     /// Rounding waste of live buffers.
@@ -143,14 +156,16 @@ struct Exec {
 const MIN_PART_BYTES: u64 = 128 << 10;
 
 impl CpuDevice {
-    /// A CPU device whose buffers may hold `memory_limit` bytes at once, with a worker thread
-    /// per core.
+    /// A CPU device named `cpu` whose buffers may hold `memory_limit` bytes at once, with a
+    /// worker thread per core.
     pub fn new(kernels: Arc<dyn CpuKernels>, memory_limit: u64) -> Arc<CpuDevice> {
-        Self::with_threads(kernels, memory_limit, 0)
+        Self::named("cpu", kernels, memory_limit, 0)
     }
 
-    /// A CPU device splitting launches across `threads` workers (0: one per core).
-    pub fn with_threads(
+    /// A CPU device named `name` (`cpu:1`) whose buffers may hold `memory_limit` bytes at once,
+    /// splitting launches across `threads` workers (0: one per core).
+    pub fn named(
+        name: &str,
         kernels: Arc<dyn CpuKernels>,
         memory_limit: u64,
         threads: usize,
@@ -161,12 +176,13 @@ impl CpuDevice {
             .build()
             .expect("spawning the CPU device's worker threads");
         let dev = Arc::new(CpuDevice {
+            name: name.to_string(),
             target: Target::cpu(),
             alloc: Arc::new(Mutex::new(CachingAllocator::new(HostRaw::new(
                 memory_limit,
             )))),
             waste: Arc::default(),
-            buffers: BufferTable::default(),
+            buffers: BufferTable::for_device(name),
             streams: Mutex::new(Vec::new()),
             submit_order: Mutex::new(()),
             exec: Arc::new(Exec { kernels, workers }),
@@ -186,11 +202,44 @@ impl CpuDevice {
             .ok_or(DeviceError::UnknownStream(stream))?;
         s.tx.send(job).map_err(|_| DeviceError::ShutDown)
     }
+
+    /// Takes a slot in `stream`'s bounded queue (its worker gives it back).
+    fn take_slot(&self, stream: StreamId) -> Result<(), DeviceError> {
+        let streams = self.streams.lock();
+        let s = streams
+            .get(stream.0 as usize)
+            .ok_or(DeviceError::UnknownStream(stream))?;
+        s.pending
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < STREAM_QUEUE_DEPTH).then_some(n + 1)
+            })
+            .map(drop)
+            .map_err(|depth| DeviceError::QueueFull { stream, depth })
+    }
+
+    /// Queues host `work` on `stream` (a slot of its bounded queue) with `fence` for its result.
+    fn queue_host(
+        &self,
+        stream: StreamId,
+        fence: Fence,
+        work: impl FnOnce() -> Result<(), DeviceError> + Send + 'static,
+    ) -> Result<(), DeviceError> {
+        self.take_slot(stream)?;
+        let job = Job::Host {
+            work: Box::new(work),
+            fence: FenceGuard(fence.clone()),
+        };
+        if let Err(e) = self.send(stream, job) {
+            fence.signal(Err(e.clone()));
+            return Err(e);
+        }
+        Ok(())
+    }
 }
 
 impl Device for CpuDevice {
     fn name(&self) -> &str {
-        "cpu"
+        &self.name
     }
 
     fn target(&self) -> &Target {
@@ -294,17 +343,7 @@ impl Device for CpuDevice {
             .collect::<Result<Vec<_>, _>>()?;
         // Validate before any side effect: a fence left on the buffers must always be signalled.
         // A slot in the stream's bounded queue is taken here and given back by its worker.
-        {
-            let streams = self.streams.lock();
-            let s = streams
-                .get(stream.0 as usize)
-                .ok_or(DeviceError::UnknownStream(stream))?;
-            s.pending
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < STREAM_QUEUE_DEPTH).then_some(n + 1)
-                })
-                .map_err(|depth| DeviceError::QueueFull { stream, depth })?;
-        }
+        self.take_slot(stream)?;
         // Hazards are recorded and the job queued under one lock: submissions are ordered, and
         // each waits only for earlier ones (no cycle).
         let access = cmd.binding_access();
@@ -328,6 +367,66 @@ impl Device for CpuDevice {
     fn record_event(&self, stream: StreamId) -> Result<Fence, DeviceError> {
         let fence = Fence::new();
         self.send(stream, Job::Event(fence.clone()))?;
+        Ok(fence)
+    }
+
+    /// Queued: the stream's worker waits for `event` (nothing else blocks).
+    fn wait_event(&self, stream: StreamId, event: &Fence) -> Result<(), DeviceError> {
+        let event = event.clone();
+        self.queue_host(stream, Fence::new(), move || {
+            // A failed event's error went to its submitter; the work after it still runs.
+            let _ = event.wait();
+            Ok(())
+        })
+    }
+
+    /// Queued when `from` is a CPU device: the work writing `src` and `dst` when this is called
+    /// is waited for when the copy runs (captured now, so later work cannot make it wait on
+    /// itself); host reads and writes of `dst` wait for the copy. Other devices: on the host.
+    fn copy_from(
+        &self,
+        stream: StreamId,
+        dst: BufferId,
+        from: &Arc<dyn Device>,
+        src: BufferId,
+    ) -> Result<Fence, DeviceError> {
+        let Some(cpu) = (&**from as &dyn std::any::Any).downcast_ref::<CpuDevice>() else {
+            let len = from.size(src)?;
+            check_copy(dst, self.size(dst)?, len)?;
+            self.synchronize(stream)?;
+            let data = from.read(src, 0, len)?;
+            self.write(dst, 0, &data)?;
+            return Ok(Fence::done(Ok(())));
+        };
+        let (s, d) = (cpu.buffer(src)?, self.buffer(dst)?);
+        check_copy(dst, d.size, s.size)?;
+        // The copy reads `src` and writes `dst`: recorded as hazards like a submission (the
+        // source's own device numbers its streams apart, so there it is a foreign stream).
+        let src_stream = if std::ptr::eq(cpu, self) {
+            stream
+        } else {
+            FOREIGN_STREAM
+        };
+        let fence = Fence::new();
+        let waits = {
+            let _order = self.submit_order.lock();
+            let mut waits = Vec::new();
+            s.hazards
+                .lock()
+                .record(src_stream, (true, false), &fence, &mut waits);
+            d.hazards
+                .lock()
+                .record(stream, (false, true), &fence, &mut waits);
+            waits
+        };
+        self.queue_host(stream, fence.clone(), move || {
+            for f in waits {
+                let _ = f.wait();
+            }
+            let data = s.segment.read_recursive()[s.offset..s.offset + s.size as usize].to_vec();
+            d.segment.write()[d.offset..d.offset + data.len()].copy_from_slice(&data);
+            Ok(())
+        })?;
         Ok(fence)
     }
 
@@ -366,6 +465,12 @@ fn worker(rx: mpsc::Receiver<Job>, exec: Arc<Exec>, pending: Arc<AtomicUsize>) {
     while let Some(job) = next_job(&rx) {
         match job {
             Job::Event(f) => f.signal(Ok(())),
+            Job::Host { work, fence } => {
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+                    .unwrap_or_else(|_| Err(DeviceError::Invalid("host work panicked".into())));
+                pending.fetch_sub(1, Ordering::AcqRel);
+                fence.0.signal(result);
+            }
             Job::Run {
                 cmd,
                 buffers,

@@ -90,8 +90,20 @@ pub enum DeviceError {
     },
     #[error("device is shut down")]
     ShutDown,
-    #[error("unknown device `{0}` (expected `cpu` or `cuda:N`)")]
+    #[error("unknown device `{0}` (expected `cpu`, `cpu:N` or `cuda:N`, comma-separated)")]
     UnknownDevice(String),
+    /// A device list naming one device twice (`cpu,cpu:0`) or too many devices.
+    #[error("device list `{list}`: {reason}")]
+    DeviceList { list: String, reason: String },
+    /// A request named a device this host does not have.
+    #[error("no device `{name}` on this host (it has {available})")]
+    NoSuchDevice { name: String, available: String },
+    /// A buffer handle given to a device that did not make it.
+    #[error(
+        "{buffer:?} does not belong to device `{device}` (a buffer is used only on the device \
+         that allocated it; copy it across with `copy_from`)"
+    )]
+    ForeignBuffer { buffer: BufferId, device: String },
     /// The device cannot be opened: no driver, no such device, versions that do not fit, or a
     /// build without its backend. The message says which and what to do.
     #[error("{0}")]
@@ -107,12 +119,43 @@ pub enum DeviceError {
     Lost(String),
 }
 
-/// Which device a host runs on: `cpu` or `cuda:N`.
+/// One device of a host: `cpu` (= `cpu:0`), `cpu:N` or `cuda:N`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeviceSpec {
-    Cpu,
+    /// A CPU device; `0` is named `cpu`, others `cpu:N`.
+    Cpu(usize),
     /// The CUDA device with this ordinal.
     Cuda(usize),
+}
+
+/// Most devices one host opens.
+pub const MAX_DEVICES: usize = 16;
+
+impl DeviceSpec {
+    /// Parses a comma-separated device list (`cpu:0,cpu:1`, `cuda:0,cuda:1,cpu`): the first is
+    /// the default. Empty items, duplicates (`cpu,cpu:0`) and more than [`MAX_DEVICES`] are
+    /// refused.
+    pub fn parse_list(list: &str) -> Result<Vec<DeviceSpec>, DeviceError> {
+        let bad = |reason: String| DeviceError::DeviceList {
+            list: list.chars().take(200).collect(),
+            reason,
+        };
+        let mut out: Vec<DeviceSpec> = Vec::new();
+        for item in list.split(',') {
+            if item.trim().is_empty() {
+                return Err(bad("an empty item".into()));
+            }
+            let spec: DeviceSpec = item.parse()?;
+            if out.contains(&spec) {
+                return Err(bad(format!("`{spec}` is named twice")));
+            }
+            if out.len() == MAX_DEVICES {
+                return Err(bad(format!("more than {MAX_DEVICES} devices")));
+            }
+            out.push(spec);
+        }
+        Ok(out)
+    }
 }
 
 impl FromStr for DeviceSpec {
@@ -121,20 +164,26 @@ impl FromStr for DeviceSpec {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let spec = s.trim().to_ascii_lowercase();
         if spec == "cpu" {
-            return Ok(DeviceSpec::Cpu);
+            return Ok(DeviceSpec::Cpu(0));
         }
-        spec.strip_prefix("cuda:")
-            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|n| n.parse().ok())
-            .map(DeviceSpec::Cuda)
-            .ok_or_else(|| DeviceError::UnknownDevice(s.to_string()))
+        let ordinal = |prefix: &str| {
+            spec.strip_prefix(prefix)
+                .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|n| *n < 1 << 16)
+        };
+        ordinal("cpu:")
+            .map(DeviceSpec::Cpu)
+            .or_else(|| ordinal("cuda:").map(DeviceSpec::Cuda))
+            .ok_or_else(|| DeviceError::UnknownDevice(s.chars().take(200).collect()))
     }
 }
 
 impl fmt::Display for DeviceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DeviceSpec::Cpu => f.write_str("cpu"),
+            DeviceSpec::Cpu(0) => f.write_str("cpu"),
+            DeviceSpec::Cpu(n) => write!(f, "cpu:{n}"),
             DeviceSpec::Cuda(n) => write!(f, "cuda:{n}"),
         }
     }
@@ -295,6 +344,33 @@ pub trait Device: Any + Send + Sync {
     fn synchronize(&self, stream: StreamId) -> Result<(), DeviceError> {
         self.record_event(stream)?.wait()
     }
+    /// Makes work queued on `stream` after this call wait until `event` (a fence or event of
+    /// any device, this one or another) has signalled. A failed event does not fail that work
+    /// (its error went to its own submitter). The default waits on the host, in this call:
+    /// correct ordering, but the caller blocks (the CUDA backend uses it).
+    fn wait_event(&self, _stream: StreamId, event: &Fence) -> Result<(), DeviceError> {
+        let _ = event.wait();
+        Ok(())
+    }
+    /// Copies all of `src`, a buffer of the device `from` (another device, or this one), into
+    /// `dst` of this device, ordered on `stream`: after the work queued on it so far (e.g. a
+    /// [`wait_event`](Self::wait_event) on `from`'s work), before the work queued after it.
+    /// The bytes are `src`'s once the work writing it has finished. The default runs on the
+    /// host, in this call.
+    fn copy_from(
+        &self,
+        stream: StreamId,
+        dst: BufferId,
+        from: &Arc<dyn Device>,
+        src: BufferId,
+    ) -> Result<Fence, DeviceError> {
+        let len = from.size(src)?;
+        check_copy(dst, self.size(dst)?, len)?;
+        self.synchronize(stream)?;
+        let data = from.read(src, 0, len)?;
+        self.write(dst, 0, &data)?;
+        Ok(Fence::done(Ok(())))
+    }
 
     fn pool_stats(&self) -> PoolStats;
     /// Releases cached, unused memory.
@@ -371,6 +447,19 @@ pub fn check_submit(
     check_bindings(cmd, bindings, size_of)
 }
 
+/// Refuses a copy of `len` bytes into `dst` of `dst_size` bytes.
+pub fn check_copy(dst: BufferId, dst_size: u64, len: u64) -> Result<(), DeviceError> {
+    if len > dst_size {
+        return Err(DeviceError::OutOfBounds {
+            buffer: dst,
+            offset: 0,
+            end: len,
+            size: dst_size,
+        });
+    }
+    Ok(())
+}
+
 /// Checks the buffers bound to a command buffer: one per binding, each large enough.
 pub fn check_bindings(
     cmd: &CommandBuffer,
@@ -404,10 +493,17 @@ mod tests {
 
     #[test]
     fn device_specs_parse() {
-        assert_eq!("cpu".parse::<DeviceSpec>(), Ok(DeviceSpec::Cpu));
+        assert_eq!("cpu".parse::<DeviceSpec>(), Ok(DeviceSpec::Cpu(0)));
+        assert_eq!("cpu:0".parse::<DeviceSpec>(), Ok(DeviceSpec::Cpu(0)));
+        assert_eq!("cpu:3".parse::<DeviceSpec>(), Ok(DeviceSpec::Cpu(3)));
+        assert_eq!(DeviceSpec::Cpu(0).to_string(), "cpu");
+        assert_eq!(DeviceSpec::Cpu(1).to_string(), "cpu:1");
         assert_eq!(" CUDA:1 ".parse::<DeviceSpec>(), Ok(DeviceSpec::Cuda(1)));
         assert_eq!(DeviceSpec::Cuda(0).to_string(), "cuda:0");
         for bad in [
+            "cpu:",
+            "cpu:x",
+            "cpu:99999999",
             "cuda",
             "cuda:",
             "cuda:-1",
@@ -421,5 +517,34 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn device_lists_parse() {
+        use DeviceSpec::*;
+        assert_eq!(DeviceSpec::parse_list("cpu"), Ok(vec![Cpu(0)]));
+        assert_eq!(
+            DeviceSpec::parse_list("cpu:0, cpu:1"),
+            Ok(vec![Cpu(0), Cpu(1)])
+        );
+        assert_eq!(
+            DeviceSpec::parse_list("cuda:0,cuda:1,cpu"),
+            Ok(vec![Cuda(0), Cuda(1), Cpu(0)])
+        );
+        for (bad, says) in [
+            ("cpu,cpu:0", "`cpu` is named twice"),
+            ("cpu,,cpu:1", "an empty item"),
+            ("", "an empty item"),
+            ("cpu,tpu", "unknown device `tpu`"),
+        ] {
+            let e = DeviceSpec::parse_list(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        let many = (0..=MAX_DEVICES)
+            .map(|i| format!("cpu:{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let e = DeviceSpec::parse_list(&many).unwrap_err().to_string();
+        assert!(e.contains("more than 16 devices"), "{e}");
     }
 }

@@ -13,7 +13,7 @@ use rand::Rng;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use super::convert::{message, request_from_proto, tensor_to_proto};
+use super::convert::{message, tensor_to_proto};
 use super::metrics::Metrics;
 use super::proto::{self, *};
 use super::session::Session;
@@ -28,7 +28,8 @@ const READ_CHUNK: u64 = 1 << 20;
 /// 64 M messages).
 const MIN_READ_CHUNK: u64 = 64 << 10;
 
-/// One client buffer: the device buffer, its size and the session that owns it.
+/// One client buffer: the device buffer, its size and the session that owns it. (The device
+/// is the one whose table tagged `id`: another device refuses it, naming itself.)
 #[derive(Clone, Copy)]
 struct Owned {
     id: BufferId,
@@ -101,8 +102,8 @@ impl Buffers {
         self.map.lock().len()
     }
 
-    /// Frees every buffer of a session that ended.
-    pub fn free_session(&self, owner: Session, dev: &dyn crate::device::Device) {
+    /// Frees every buffer of a session that ended, each on the device of `devices` that made it.
+    pub fn free_session(&self, owner: Session, devices: &[Arc<dyn crate::device::Device>]) {
         let gone: Vec<Owned> = {
             let mut map = self.map.lock();
             let handles: Vec<String> = map
@@ -113,14 +114,23 @@ impl Buffers {
             handles.iter().filter_map(|h| map.remove(h)).collect()
         };
         for b in gone {
-            let _ = dev.free(b.id);
+            free_anywhere(devices, b.id);
         }
     }
 
     /// Frees every buffer (shutdown).
-    pub fn free_all(&self, dev: &dyn crate::device::Device) {
+    pub fn free_all(&self, devices: &[Arc<dyn crate::device::Device>]) {
         for (_, b) in self.map.lock().drain() {
-            let _ = dev.free(b.id);
+            free_anywhere(devices, b.id);
+        }
+    }
+}
+
+/// Frees `id` on the device that made it (the others refuse it without side effects).
+fn free_anywhere(devices: &[Arc<dyn crate::device::Device>], id: BufferId) {
+    for d in devices {
+        if d.free(id).is_ok() {
+            return;
         }
     }
 }
@@ -160,17 +170,9 @@ impl DeviceService {
         self
     }
 
-    /// Checks the device a request names (empty = the server's).
+    /// The device a request names (empty = the server's default).
     fn device(&self, name: &str) -> Result<Arc<dyn crate::device::Device>, Status> {
-        let dev = self.host.device();
-        if name.is_empty() || name == dev.name() {
-            Ok(dev.clone())
-        } else {
-            Err(Status::not_found(format!(
-                "no device `{name}` (this server has `{}`)",
-                dev.name()
-            )))
-        }
+        self.host.device_named(name).cloned().map_err(device_status)
     }
 
     async fn blocking<T: Send + 'static>(
@@ -189,6 +191,7 @@ impl DeviceService {
         mut req: crate::OpRequest,
         handles: &[String],
         owner: Session,
+        dev: Arc<dyn crate::device::Device>,
     ) -> Result<crate::OpRequest, Error> {
         if self.host.translator().missing_values(&req).is_empty() {
             return Ok(req);
@@ -200,7 +203,6 @@ impl DeviceService {
             .map_err(status_error)?;
         let host = self.host.clone();
         tokio::task::spawn_blocking(move || {
-            let dev = host.device().clone();
             host.translator()
                 .fill_values(&mut req, |i, size| -> Result<Vec<u8>, Error> {
                     let id = *ids.get(i).ok_or_else(|| {
@@ -227,12 +229,11 @@ impl DeviceService {
         r: ExecuteRequest,
         owner: Session,
     ) -> Result<ExecuteResponse, Error> {
-        let dev = self.host.device().clone();
+        let dev = self.host.device_named(&r.device)?.clone();
         let (cmd, kernel_name) = match (&r.op, r.command_buffer.is_empty()) {
             (Some(op), true) => {
-                let req = self
-                    .with_values(request_from_proto(op)?, &r.inputs, owner)
-                    .await?;
+                let req = super::translator::request_for(&self.host, op, &r.device)?;
+                let req = self.with_values(req, &r.inputs, owner, dev.clone()).await?;
                 let t = super::translator::translate(&self.host, req).await?;
                 (t.cmdbuf.clone(), t.kernel_name.clone())
             }
@@ -310,7 +311,9 @@ impl DeviceService {
                 outputs.push(handle);
             }
         }
-        let fence = dev.submit(StreamId(r.stream), cmd.clone(), &bindings)?;
+        let fence = self
+            .host
+            .submit(&*dev, StreamId(r.stream), &cmd, &bindings)?;
         if r.wait {
             fence.wait_async().await?;
         }
@@ -414,6 +417,9 @@ fn device_status(e: DeviceError) -> Status {
             Status::resource_exhausted(e.to_string())
         }
         DeviceError::OutOfBounds { .. } => Status::out_of_range(e.to_string()),
+        DeviceError::NoSuchDevice { .. } | DeviceError::ForeignBuffer { .. } => {
+            Status::invalid_argument(e.to_string())
+        }
         _ => Status::failed_precondition(e.to_string()),
     }
 }
@@ -472,7 +478,9 @@ impl proto::device_server::Device for DeviceService {
         let owner = Session::of(&request);
         let r = request.into_inner();
         let dev = self.device(&r.device)?;
-        self.buffers.get(owner, &r.handle)?;
+        let (id, _) = self.buffers.get(owner, &r.handle)?;
+        // Another device's buffer is refused before its handle is dropped.
+        dev.size(id).map_err(device_status)?;
         let (id, _) = self
             .buffers
             .remove(owner, &r.handle)

@@ -75,15 +75,17 @@ impl graph_server::Graph for GraphService {
         let mut bytes = Vec::new();
         while let Some(c) = chunks.next().await {
             let c = c?;
-            if !c.device.is_empty() && c.device != self.host.device().name() {
-                return Ok(Response::new(load_error(
-                    status::INVALID_INPUT,
-                    format!(
-                        "no device `{}` (this server has `{}`)",
-                        c.device,
-                        self.host.device().name()
-                    ),
-                )));
+            let why = match self.host.device_named(&c.device) {
+                Ok(d) if Arc::ptr_eq(d, self.host.device()) => None,
+                Ok(d) => Some(format!(
+                    "models run on the default device `{}`, not `{}`",
+                    self.host.device().name(),
+                    d.name()
+                )),
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(why) = why {
+                return Ok(Response::new(load_error(status::INVALID_INPUT, why)));
             }
             if bytes.len() + c.data.len() > MAX_MODEL_BYTES {
                 return Ok(Response::new(load_error(

@@ -142,20 +142,26 @@ impl Metrics {
                 escape(&p.origin)
             ));
         }
-        let s = host.device().pool_stats();
-        let dev = escape(host.device().name());
-        line(format!(
-            "umd_pool_bytes_in_use{{device=\"{dev}\"}} {}",
-            s.allocated_bytes
-        ));
-        line(format!(
-            "umd_pool_bytes_cached{{device=\"{dev}\"}} {}",
-            s.cached_bytes
-        ));
-        line(format!(
-            "umd_pool_bytes_peak{{device=\"{dev}\"}} {}",
-            s.peak_bytes
-        ));
+        // One group per metric (the text format wants a family's lines together).
+        let pools: Vec<_> = host
+            .devices()
+            .iter()
+            .map(|d| (escape(d.name()), d.pool_stats()))
+            .collect();
+        type Field = fn(&crate::device::PoolStats) -> u64;
+        let fields: [(&str, Field); 3] = [
+            ("in_use", |s| s.allocated_bytes),
+            ("cached", |s| s.cached_bytes),
+            ("peak", |s| s.peak_bytes),
+        ];
+        for (name, value) in fields {
+            for (dev, s) in &pools {
+                line(format!(
+                    "umd_pool_bytes_{name}{{device=\"{dev}\"}} {}",
+                    value(s)
+                ));
+            }
+        }
         out
     }
 }

@@ -126,10 +126,11 @@ pub async fn serve(
     background.push(tokio::spawn(async move {
         while let Some(s) = closed_rx.recv().await {
             let (b, h) = (b.clone(), h.clone());
-            let _ = tokio::task::spawn_blocking(move || b.free_session(s, &**h.device())).await;
+            let _ = tokio::task::spawn_blocking(move || b.free_session(s, h.devices())).await;
         }
     }));
-    tracing::info!(addr = %local, device = host.device().name(), admin = config.admin, "umd serving");
+    let names: Vec<&str> = host.devices().iter().map(|d| d.name()).collect();
+    tracing::info!(addr = %local, devices = %names.join(","), admin = config.admin, "umd serving");
     let incoming = tokio_stream::StreamExt::map(
         TcpIncoming::from(listener).with_nodelay(Some(true)),
         move |conn| conn.map(|s| session::Tracked::new(s, closed_tx.clone())),
@@ -162,11 +163,14 @@ pub async fn serve(
     }
     let host2 = host.clone();
     tokio::task::spawn_blocking(move || {
-        let dev = host2.device();
-        let _ = dev.synchronize(dev.default_stream());
-        buffers.free_all(&**dev);
+        for dev in host2.devices() {
+            let _ = dev.synchronize(dev.default_stream());
+        }
+        buffers.free_all(host2.devices());
         graph.unload_all();
-        dev.trim();
+        for dev in host2.devices() {
+            dev.trim();
+        }
     })
     .await?;
     tracing::info!("umd stopped");

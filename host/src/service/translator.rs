@@ -52,11 +52,50 @@ pub async fn translate(host: &Arc<Host>, req: crate::OpRequest) -> Result<Arc<Tr
         )
 }
 
+/// The request `r` asks for, planned for the device it names (or, when it names none, for
+/// `device`: an Execute request's; empty = the default). A `target` that is not that device's,
+/// an `r.device` that differs from `device`, or an unknown device is refused, naming it.
+pub fn request_for(
+    host: &Host,
+    r: &TranslateRequest,
+    device: &str,
+) -> Result<crate::OpRequest, Error> {
+    let name = match (r.device.as_str(), device) {
+        (a, b) if !a.is_empty() && !b.is_empty() && a != b => {
+            return Err(RequestError::Other(format!(
+                "the op names device `{a:.64}`, the execution `{b:.64}`"
+            ))
+            .into());
+        }
+        ("", b) => b,
+        (a, _) => a,
+    };
+    let mut req = request_from_proto(r)?;
+    if name.is_empty() {
+        return Ok(req);
+    }
+    let dev = host.device_named(name)?;
+    if let Some(t) = req.target.as_ref().filter(|t| t.name != dev.target().name) {
+        return Err(RequestError::Target(format!(
+            "`{}` is not the target of device `{}` (`{}`)",
+            t.name,
+            dev.name(),
+            dev.target().name
+        ))
+        .into());
+    }
+    // The device's own target (its real limits); `None` for the default's, as before.
+    req.target = (dev.target() != host.translator().default_target())
+        .then(|| dev.target().clone())
+        .or(req.target);
+    Ok(req)
+}
+
 impl TranslatorService {
     async fn translate_one(&self, r: TranslateRequest) -> TranslateResponse {
         let start = Instant::now();
-        let resp = match request_from_proto(&r) {
-            Err(e) => error_response(&e.into(), r.request_id),
+        let resp = match request_for(&self.host, &r, "") {
+            Err(e) => error_response(&e, r.request_id),
             Ok(req) => match translate(&self.host, req).await {
                 Ok(t) => translation_response(&t, r.request_id),
                 Err(e) => error_response(&e, r.request_id),

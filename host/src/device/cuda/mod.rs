@@ -217,6 +217,7 @@ impl CudaDevice {
         let uploads = Mutex::new(ctx.new_stream()?);
         let cache = KernelCache::new(compiler, kernel_cache);
         tracing::info!(device = %info, "CUDA device opened");
+        let buffers = BufferTable::for_device(&name);
         Ok(Arc::new(CudaDevice {
             target: info.target(),
             name,
@@ -226,7 +227,7 @@ impl CudaDevice {
                 lost.clone(),
             )))),
             waste: Arc::new(AtomicU64::new(0)),
-            buffers: BufferTable::default(),
+            buffers,
             streams: RwLock::new(vec![stream]),
             uploads,
             modules: Modules::new(ctx.clone(), cache),
