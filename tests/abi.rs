@@ -180,3 +180,44 @@ fn a_replacement_failing_its_self_test_leaves_the_old_version_serving() {
         "v1 keeps serving"
     );
 }
+
+#[test]
+fn a_1_3_plugin_ships_its_cuda_module_as_ptx() {
+    let dir = fixture_dir(&["ptxkit"]);
+    let host = Host::builder()
+        .bundled_plugins(false)
+        .plugin_dir(dir.path())
+        .build()
+        .unwrap();
+    assert!(
+        host.plugin_status().iter().all(|p| p.status.is_ok()),
+        "{:?}",
+        host.plugin_status()
+    );
+    let target = umd::Target::cuda("sm_90");
+    let x = umd::TensorDesc::new("x", vec![1000], Dtype::F32);
+    let t = host
+        .translate(&umd::OpRequest::new("Twice", vec![x]).target(target.clone()))
+        .unwrap();
+    let src = host
+        .kernel_source(&t.cmdbuf.launches[0].module, &target)
+        .unwrap();
+    assert_eq!(src.form, umd::device::SourceForm::Ptx { cubin: None });
+    assert!(
+        src.code.contains(".visible .entry twice_f32("),
+        "{}",
+        src.code
+    );
+    assert_eq!(src.entry_points, vec!["twice_f32".to_string()]);
+    // Its CPU kernel serves the CPU device as usual.
+    let out = host
+        .run(
+            "Twice",
+            &[(
+                umd::TensorDesc::new("x", vec![2], Dtype::F32),
+                data::encode(Dtype::F32, &[1.5, -2.0]),
+            )],
+        )
+        .unwrap();
+    assert_eq!(data::decode(Dtype::F32, &out[0].1), vec![3.0, -4.0]);
+}

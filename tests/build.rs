@@ -18,6 +18,7 @@ fn main() {
         "abi11",
         "vendor",
         "brokencuda",
+        "ptxkit",
     ] {
         build = build.plugin(format!("tests/fixtures/{f}"));
     }

@@ -58,3 +58,38 @@ pub fn find(component: &Component, abi: &semver::Version) -> Option<ComponentExp
     let iface = component.get_export_index(None, &*format!("umd:plugin/device-code@{abi}"))?;
     component.get_export_index(Some(&iface), "device-module")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(ptx: &str, entries: &[&str]) -> ModuleImage {
+        ModuleImage {
+            ptx: ptx.into(),
+            cubin: None,
+            entry_points: entries.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn images_are_checked_before_a_device_sees_them() {
+        let ptx =
+            ".version 9.0\n.target sm_80\n.visible .entry k(\n.param .u64 k_param_0\n)\n{ ret; }";
+        assert!(image(ptx, &["k"]).check().is_ok());
+        assert!(
+            image(ptx, &[])
+                .check()
+                .unwrap_err()
+                .contains("no entry point")
+        );
+        assert!(
+            image(ptx, &["k", "j"])
+                .check()
+                .unwrap_err()
+                .contains("`.entry j`")
+        );
+        let mut big = image(ptx, &["k"]);
+        big.cubin = Some(vec![0; MAX_IMAGE_BYTES + 1]);
+        assert!(big.check().unwrap_err().contains("over"));
+    }
+}
