@@ -109,6 +109,25 @@ impl HeapMemory {
         ))
     }
 
+    /// The buffers of a plan's bindings (`contents[i]` is binding `i`) that `launch` names,
+    /// each with the access the launch gives it, and their sizes as a call lists them.
+    pub fn for_launch(launch: &crate::Launch, contents: Vec<Vec<u8>>) -> (Self, Vec<BoundBuffer>) {
+        let named = |b: u32| launch.relocations.iter().any(|r| r.binding == b);
+        let held: Vec<(u32, Access, Vec<u8>)> = (0..)
+            .zip(contents)
+            .filter(|(b, _)| named(*b))
+            .map(|(b, d)| (b, binding_access(&launch.relocations, b), d))
+            .collect();
+        let sizes = held
+            .iter()
+            .map(|(binding, _, d)| BoundBuffer {
+                binding: *binding,
+                size: d.len() as u64,
+            })
+            .collect();
+        (HeapMemory::new(held), sizes)
+    }
+
     /// The contents of every binding a kernel wrote, as `run-cpu` returns them.
     pub fn into_writes(self) -> Vec<CpuWrite> {
         self.buffers
@@ -195,6 +214,27 @@ pub fn binding_access(relocations: &[crate::Relocation], binding: u32) -> Access
 }
 
 impl KernelCall {
+    /// The call running blocks `blocks` of `launch` (from a plan) over buffers `buffers`.
+    pub fn for_launch(
+        launch: &crate::Launch,
+        buffers: &[BoundBuffer],
+        blocks: std::ops::Range<u64>,
+    ) -> Self {
+        KernelCall {
+            module_id: launch.module_id.clone(),
+            entry_point: launch.entry_point.clone(),
+            grid: launch.grid,
+            block: launch.block,
+            params: launch.params.clone(),
+            relocations: launch.relocations.clone(),
+            buffers: buffers.to_vec(),
+            blocks: BlockRange {
+                first: blocks.start,
+                count: blocks.end - blocks.start,
+            },
+        }
+    }
+
     /// Blocks in the whole grid.
     pub fn grid_blocks(&self) -> u64 {
         self.grid.volume()
@@ -311,6 +351,63 @@ pub fn run_via_cpu_call<P: Plugin + ?Sized>(
         mem.write(w.binding, 0, &w.data)?;
     }
     Ok(())
+}
+
+/// One access a [`Recorder`] saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Touch {
+    pub write: bool,
+    pub binding: u32,
+    /// Bytes of the binding.
+    pub range: std::ops::Range<u64>,
+}
+
+/// A [`Memory`] that records every access before passing it on (tests: which bytes a block
+/// range reads and writes).
+pub struct Recorder<'a> {
+    inner: &'a mut dyn Memory,
+    pub log: Vec<Touch>,
+}
+
+impl<'a> Recorder<'a> {
+    pub fn new(inner: &'a mut dyn Memory) -> Self {
+        Recorder {
+            inner,
+            log: Vec::new(),
+        }
+    }
+
+    /// The writes seen, in order.
+    pub fn writes(&self) -> impl Iterator<Item = &Touch> + Clone {
+        self.log.iter().filter(|t| t.write)
+    }
+}
+
+impl Memory for Recorder<'_> {
+    fn read(&mut self, binding: u32, offset: u64, len: usize) -> Result<Vec<u8>, OpError> {
+        self.log.push(Touch {
+            write: false,
+            binding,
+            range: offset..offset.saturating_add(len as u64),
+        });
+        self.inner.read(binding, offset, len)
+    }
+
+    fn write(&mut self, binding: u32, offset: u64, data: &[u8]) -> Result<(), OpError> {
+        self.log.push(Touch {
+            write: true,
+            binding,
+            range: offset..offset.saturating_add(data.len() as u64),
+        });
+        self.inner.write(binding, offset, data)
+    }
+}
+
+/// Part `p` of `0..blocks` cut into `parts` near-equal contiguous ranges.
+pub fn part(blocks: u64, parts: u64, p: u64) -> std::ops::Range<u64> {
+    let parts = parts.max(1) as u128;
+    let at = |i: u64| (blocks as u128 * i as u128 / parts) as u64;
+    at(p)..at(p + 1)
 }
 
 /// Calls `f(lo, hi)` for consecutive pieces of `range` of at most `step` items (at least one).

@@ -29,101 +29,57 @@ pub fn execute_kernels<P: Plugin>(
     plan: &OpPlan,
     inputs: &[Vec<u8>],
 ) -> Result<Vec<Vec<u8>>, OpError> {
-    use crate::kernel::{HeapMemory, binding_access};
-    use crate::{BlockRange, BoundBuffer, KernelCall};
-    let mut buffers: Vec<Vec<u8>> = inputs.to_vec();
-    for o in &plan.outputs {
-        buffers.push(vec![0; shape::byte_size(&o.shape, o.dtype)? as usize]);
-    }
-    if plan.workspace_bytes > 0 {
-        buffers.push(vec![0; plan.workspace_bytes as usize]);
-    }
+    use crate::KernelCall;
+    use crate::kernel::{HeapMemory, part};
+    let mut buffers = bind(plan, inputs)?;
     for l in &plan.launches {
-        let mut bound: Vec<u32> = l.relocations.iter().map(|r| r.binding).collect();
-        bound.sort_unstable();
-        bound.dedup();
-        let mut held = Vec::with_capacity(bound.len());
-        for &b in &bound {
-            let data = buffers.get_mut(b as usize).ok_or_else(|| {
-                OpError::internal(format!(
-                    "relocation names binding {b}, which does not exist"
-                ))
-            })?;
-            held.push((b, binding_access(&l.relocations, b), std::mem::take(data)));
-        }
-        let call = |first: u64, count: u64| KernelCall {
-            module_id: l.module_id.clone(),
-            entry_point: l.entry_point.clone(),
-            grid: l.grid,
-            block: l.block,
-            params: l.params.clone(),
-            relocations: l.relocations.clone(),
-            buffers: held
-                .iter()
-                .map(|(b, _, d)| BoundBuffer {
-                    binding: *b,
-                    size: d.len() as u64,
-                })
-                .collect(),
-            blocks: BlockRange { first, count },
-        };
+        check_relocations(l, buffers.len())?;
+        let (mut mem, sizes) = HeapMemory::for_launch(l, buffers.clone());
         let blocks = l.grid.volume();
-        let mut mem = HeapMemory::new(held.iter().map(|(b, a, d)| (*b, *a, d.clone())));
-        if P::splittable(&l.module_id, &l.entry_point) && blocks > 1 {
-            // Three uneven parts, last first.
-            let cuts = [0, blocks / 3, blocks / 3 + blocks / 2, blocks];
-            for w in cuts.windows(2).rev().filter(|w| w[1] > w[0]) {
-                P::run_kernel(&call(w[0], w[1] - w[0]), &mut mem)?;
-            }
+        let parts = if P::splittable(&l.module_id, &l.entry_point) && blocks > 1 {
+            3
         } else {
-            P::run_kernel(&call(0, blocks), &mut mem)?;
+            1
+        };
+        // Reversed order: a kernel whose blocks are not independent shows up as a wrong result.
+        for p in (0..parts).rev() {
+            let call = KernelCall::for_launch(l, &sizes, part(blocks, parts, p));
+            P::run_kernel(&call, &mut mem)?;
         }
-        for (b, _, _) in &held {
-            buffers[*b as usize] = mem.contents(*b).unwrap_or_default().to_vec();
+        for b in &sizes {
+            buffers[b.binding as usize] = mem.contents(b.binding).unwrap_or_default().to_vec();
         }
     }
-    let first_output = inputs.len();
-    Ok(buffers
-        .into_iter()
-        .skip(first_output)
-        .take(plan.outputs.len())
-        .collect())
+    Ok(outputs(plan, inputs.len(), buffers))
 }
 
-/// Runs `plan` on `inputs` with the CPU kernel entry `run_cpu`; returns every output's bytes.
+/// Runs `plan` on `inputs` with the `run-cpu` style kernel entry `run_cpu` (ABI 1.0–1.2: each
+/// launch gets the contents of the buffers it reads and returns every buffer it writes, whole);
+/// returns every output's bytes.
 pub fn execute(
     plan: &OpPlan,
     inputs: &[Vec<u8>],
     run_cpu: impl Fn(CpuCall) -> Result<Vec<CpuWrite>, OpError>,
 ) -> Result<Vec<Vec<u8>>, OpError> {
-    let mut buffers: Vec<Vec<u8>> = inputs.to_vec();
-    for o in &plan.outputs {
-        buffers.push(vec![0; shape::byte_size(&o.shape, o.dtype)? as usize]);
-    }
-    if plan.workspace_bytes > 0 {
-        buffers.push(vec![0; plan.workspace_bytes as usize]);
-    }
+    let mut buffers = bind(plan, inputs)?;
     for l in &plan.launches {
+        check_relocations(l, buffers.len())?;
         let mut bound: Vec<u32> = l.relocations.iter().map(|r| r.binding).collect();
         bound.sort_unstable();
         bound.dedup();
-        let mut call_buffers = Vec::with_capacity(bound.len());
-        for &b in &bound {
-            let data = buffers.get(b as usize).ok_or_else(|| {
-                OpError::internal(format!(
-                    "relocation names binding {b}, which does not exist"
-                ))
-            })?;
-            let reads = l
-                .relocations
-                .iter()
-                .any(|r| r.binding == b && r.access != crate::Access::Write);
-            call_buffers.push(CpuBuffer {
-                binding: b,
-                size: data.len() as u64,
-                data: if reads { data.clone() } else { Vec::new() },
-            });
-        }
+        let call_buffers = bound
+            .iter()
+            .map(|&b| {
+                let data = &buffers[b as usize];
+                let reads =
+                    crate::kernel::binding_access(&l.relocations, b) != crate::Access::Write;
+                CpuBuffer {
+                    binding: b,
+                    size: data.len() as u64,
+                    data: if reads { data.clone() } else { Vec::new() },
+                }
+            })
+            .collect();
         let writes = run_cpu(CpuCall {
             module_id: l.module_id.clone(),
             entry_point: l.entry_point.clone(),
@@ -151,12 +107,43 @@ pub fn execute(
             *target = w.data;
         }
     }
-    let first_output = inputs.len();
-    Ok(buffers
+    Ok(outputs(plan, inputs.len(), buffers))
+}
+
+/// The buffers of a plan's bindings: the inputs, zeroed outputs, the workspace.
+fn bind(plan: &OpPlan, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, OpError> {
+    let mut buffers: Vec<Vec<u8>> = inputs.to_vec();
+    for o in &plan.outputs {
+        buffers.push(vec![0; shape::byte_size(&o.shape, o.dtype)? as usize]);
+    }
+    if plan.workspace_bytes > 0 {
+        buffers.push(vec![0; plan.workspace_bytes as usize]);
+    }
+    Ok(buffers)
+}
+
+/// Refuses a launch naming a binding the plan does not have.
+fn check_relocations(l: &crate::Launch, bindings: usize) -> Result<(), OpError> {
+    match l
+        .relocations
+        .iter()
+        .find(|r| r.binding as usize >= bindings)
+    {
+        Some(r) => Err(OpError::internal(format!(
+            "relocation names binding {}, which does not exist",
+            r.binding
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The outputs' contents among all bindings' (inputs first).
+fn outputs(plan: &OpPlan, inputs: usize, buffers: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    buffers
         .into_iter()
-        .skip(first_output)
+        .skip(inputs)
         .take(plan.outputs.len())
-        .collect())
+        .collect()
 }
 
 /// A `cuda:sm_XY` target with the common CUDA limits (for planning in tests).

@@ -153,7 +153,7 @@ struct Exec {
 }
 
 /// Least bound bytes per part of a split launch: below it, a thread costs more than it gains.
-const MIN_PART_BYTES: u64 = 128 << 10;
+const MIN_PART_BYTES: u64 = 1 << 20;
 
 impl CpuDevice {
     /// A CPU device named `cpu` whose buffers may hold `memory_limit` bytes at once, with a
@@ -391,12 +391,7 @@ impl Device for CpuDevice {
         src: BufferId,
     ) -> Result<Fence, DeviceError> {
         let Some(cpu) = (&**from as &dyn std::any::Any).downcast_ref::<CpuDevice>() else {
-            let len = from.size(src)?;
-            check_copy(dst, self.size(dst)?, len)?;
-            self.synchronize(stream)?;
-            let data = from.read(src, 0, len)?;
-            self.write(dst, 0, &data)?;
-            return Ok(Fence::done(Ok(())));
+            return super::copy_on_host(self, stream, dst, &**from, src);
         };
         let (s, d) = (cpu.buffer(src)?, self.buffer(dst)?);
         check_copy(dst, d.size, s.size)?;

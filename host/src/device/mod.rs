@@ -364,12 +364,7 @@ pub trait Device: Any + Send + Sync {
         from: &Arc<dyn Device>,
         src: BufferId,
     ) -> Result<Fence, DeviceError> {
-        let len = from.size(src)?;
-        check_copy(dst, self.size(dst)?, len)?;
-        self.synchronize(stream)?;
-        let data = from.read(src, 0, len)?;
-        self.write(dst, 0, &data)?;
-        Ok(Fence::done(Ok(())))
+        copy_on_host(self, stream, dst, &**from, src)
     }
 
     fn pool_stats(&self) -> PoolStats;
@@ -379,6 +374,23 @@ pub trait Device: Any + Send + Sync {
     fn lost(&self) -> Option<String> {
         None
     }
+}
+
+/// [`Device::copy_from`] on the host, in the call: waits for `stream`, reads `src` from `from`,
+/// writes it into `dst` of `to`.
+pub fn copy_on_host(
+    to: &(impl Device + ?Sized),
+    stream: StreamId,
+    dst: BufferId,
+    from: &dyn Device,
+    src: BufferId,
+) -> Result<Fence, DeviceError> {
+    let len = from.size(src)?;
+    check_copy(dst, to.size(dst)?, len)?;
+    to.synchronize(stream)?;
+    let data = from.read(src, 0, len)?;
+    to.write(dst, 0, &data)?;
+    Ok(Fence::done(Ok(())))
 }
 
 /// Runs a command buffer once on `dev` with host data: allocates a buffer per binding, writes

@@ -3,24 +3,8 @@
 //! own output planes.
 
 use super::*;
-use umd_sdk::kernel::{HeapMemory, Memory, binding_access};
-use umd_sdk::{BlockRange, BoundBuffer, CpuBuffer, CpuCall, KernelCall, Plugin};
-
-struct Spy<'a> {
-    inner: &'a mut HeapMemory,
-    writes: Vec<(u32, std::ops::Range<u64>)>,
-}
-
-impl Memory for Spy<'_> {
-    fn read(&mut self, binding: u32, offset: u64, len: usize) -> Result<Vec<u8>, OpError> {
-        self.inner.read(binding, offset, len)
-    }
-    fn write(&mut self, binding: u32, offset: u64, data: &[u8]) -> Result<(), OpError> {
-        self.writes
-            .push((binding, offset..offset + data.len() as u64));
-        self.inner.write(binding, offset, data)
-    }
-}
+use umd_sdk::kernel::{HeapMemory, Recorder, part};
+use umd_sdk::{CpuBuffer, CpuCall, KernelCall, Plugin};
 
 /// Runs the one launch of `req` as `parts` block ranges, last first, on outputs prefilled
 /// with 0xAB; checks each range writes only its share of the planes (of every output).
@@ -36,43 +20,15 @@ fn run_in_parts(req: &PlanRequestExt, inputs: &[Vec<u8>], parts: u64) -> Vec<Vec
         plane_bytes.push((bufs.len() as u32, plane));
         bufs.push(vec![0xAB; (planes * plane) as usize]);
     }
-    let buffers: Vec<BoundBuffer> = bufs
-        .iter()
-        .zip(0..)
-        .map(|(d, binding)| BoundBuffer {
-            binding,
-            size: d.len() as u64,
-        })
-        .collect();
-    let mut mem = HeapMemory::new(
-        bufs.into_iter()
-            .zip(0..)
-            .map(|(d, b)| (b, binding_access(&l.relocations, b), d)),
-    );
+    let (mut mem, buffers) = HeapMemory::for_launch(l, bufs);
     let blocks = l.grid.volume();
     for p in (0..parts).rev() {
-        let (first, end) = (blocks * p / parts, blocks * (p + 1) / parts);
-        let call = KernelCall {
-            module_id: l.module_id.clone(),
-            entry_point: l.entry_point.clone(),
-            grid: l.grid,
-            block: l.block,
-            params: l.params.clone(),
-            relocations: l.relocations.clone(),
-            buffers: buffers.clone(),
-            blocks: BlockRange {
-                first,
-                count: end - first,
-            },
-        };
+        let call = KernelCall::for_launch(l, &buffers, part(blocks, parts, p));
         let share = call.share(planes);
-        let mut spy = Spy {
-            inner: &mut mem,
-            writes: Vec::new(),
-        };
+        let mut spy = Recorder::new(&mut mem);
         Conv::run_kernel(&call, &mut spy).unwrap();
         for &(y, plane) in &plane_bytes {
-            let mine = spy.writes.iter().filter(|w| w.0 == y).map(|w| &w.1);
+            let mine = spy.writes().filter(|w| w.binding == y).map(|w| &w.range);
             let total: u64 = mine.clone().map(|r| r.end - r.start).sum();
             assert_eq!(total, (share.end - share.start) * plane, "part {p}");
             for r in mine {

@@ -3,8 +3,8 @@
 //! another range's bytes.
 
 use super::*;
-use umd_sdk::kernel::{HeapMemory, Memory};
-use umd_sdk::{Access, BlockRange, BoundBuffer, KernelCall};
+use umd_sdk::KernelCall;
+use umd_sdk::kernel::{HeapMemory, Memory, part};
 
 /// Plans `Add` of `a` (n) and `b` (n or 1) and runs its one launch as `parts` block ranges.
 fn add_in_parts(n: u64, scalar_b: bool, parts: u64) -> Vec<f32> {
@@ -32,38 +32,12 @@ fn add_in_parts(n: u64, scalar_b: bool, parts: u64) -> Vec<f32> {
         l.entry_point
     );
     let enc = |v: &[f64]| encode(Dtype::F32, v).unwrap();
-    let bufs = [
-        (0, Access::Read, enc(&a)),
-        (1, Access::Read, enc(&b)),
-        (2, Access::Write, vec![0xAB; (n * 4) as usize]),
-    ];
-    let buffers: Vec<BoundBuffer> = bufs
-        .iter()
-        .map(|(binding, _, d)| BoundBuffer {
-            binding: *binding,
-            size: d.len() as u64,
-        })
-        .collect();
-    let mut mem = HeapMemory::new(bufs);
-    let blocks = l.grid.x as u64 * l.grid.y as u64 * l.grid.z as u64;
-    let mut first = 0;
+    let (mut mem, sizes) =
+        HeapMemory::for_launch(l, vec![enc(&a), enc(&b), vec![0xAB; (n * 4) as usize]]);
+    let blocks = l.grid.volume();
     for p in 0..parts {
-        let end = blocks * (p + 1) / parts;
-        let call = KernelCall {
-            module_id: l.module_id.clone(),
-            entry_point: l.entry_point.clone(),
-            grid: l.grid,
-            block: l.block,
-            params: l.params.clone(),
-            relocations: l.relocations.clone(),
-            buffers: buffers.clone(),
-            blocks: BlockRange {
-                first,
-                count: end - first,
-            },
-        };
+        let call = KernelCall::for_launch(l, &sizes, part(blocks, parts, p));
         Elementwise::run_kernel(&call, &mut mem as &mut dyn Memory).unwrap();
-        first = end;
     }
     dtype::decode_f64(Dtype::F32, mem.contents(2).unwrap())
         .into_iter()

@@ -3,28 +3,10 @@
 //! and reads only the rows of A it multiplies.
 
 use super::*;
-use std::ops::Range;
-use umd_sdk::kernel::{HeapMemory, Memory, binding_access};
+use umd_sdk::kernel::{HeapMemory, Recorder, part};
 use umd_sdk::{Access, BlockRange, BoundBuffer, KernelCall};
 
 /// A [`Memory`] that logs every access: (write, binding, byte range).
-struct Spy<'a> {
-    inner: &'a mut HeapMemory,
-    log: Vec<(bool, u32, Range<u64>)>,
-}
-
-impl Memory for Spy<'_> {
-    fn read(&mut self, binding: u32, offset: u64, len: usize) -> Result<Vec<u8>, OpError> {
-        self.log.push((false, binding, offset..offset + len as u64));
-        self.inner.read(binding, offset, len)
-    }
-    fn write(&mut self, binding: u32, offset: u64, data: &[u8]) -> Result<(), OpError> {
-        self.log
-            .push((true, binding, offset..offset + data.len() as u64));
-        self.inner.write(binding, offset, data)
-    }
-}
-
 /// One case: the request, its input values, and whether A is dense over the output's rows
 /// (row `r` of batch × M is bytes `r * K * size ..` of A).
 struct Case {
@@ -77,17 +59,7 @@ fn run_in_parts(c: &Case, parts: u64) -> Vec<u8> {
         (out.shape.iter().product::<u64>() * osize) as usize
     ]);
     let y = bufs.len() as u32 - 1;
-    let buffers: Vec<BoundBuffer> = (0..=y)
-        .map(|b| BoundBuffer {
-            binding: b,
-            size: bufs[b as usize].len() as u64,
-        })
-        .collect();
-    let mut mem = HeapMemory::new(
-        bufs.into_iter()
-            .enumerate()
-            .map(|(b, d)| (b as u32, binding_access(&l.relocations, b as u32), d)),
-    );
+    let (mut mem, buffers) = HeapMemory::for_launch(l, bufs);
     let (a_shape, _) = c.req.inputs[0].as_ref().unwrap();
     let k = *a_shape.last().unwrap();
     let n = *out.shape.last().unwrap();
@@ -98,31 +70,15 @@ fn run_in_parts(c: &Case, parts: u64) -> Vec<u8> {
     let panels = n.div_ceil(width).max(1);
     let mut owner = vec![None; (rows * n) as usize];
     for p in (0..parts).rev() {
-        let (first, end) = (blocks * p / parts, blocks * (p + 1) / parts);
-        let call = KernelCall {
-            module_id: l.module_id.clone(),
-            entry_point: l.entry_point.clone(),
-            grid: l.grid,
-            block: l.block,
-            params: l.params.clone(),
-            relocations: l.relocations.clone(),
-            buffers: buffers.clone(),
-            blocks: BlockRange {
-                first,
-                count: end - first,
-            },
-        };
-        let mut spy = Spy {
-            inner: &mut mem,
-            log: Vec::new(),
-        };
+        let call = KernelCall::for_launch(l, &buffers, part(blocks, parts, p));
+        let mut spy = Recorder::new(&mut mem);
         MatMul::run_kernel(&call, &mut spy).unwrap();
         let share = call.share(panels * rows);
         let row_bytes = k * dtype::size(c.req.inputs[0].as_ref().unwrap().1) as u64;
         let mut rows_written = std::collections::BTreeSet::new();
-        for (write, b, r) in spy.log.iter().filter(|e| e.0) {
-            assert!(*write);
-            assert_eq!(*b, y, "writes only Y");
+        for t in spy.writes() {
+            let r = &t.range;
+            assert_eq!(t.binding, y, "writes only Y");
             for e in r.start / osize..r.end / osize {
                 let (row, col) = (e / n, e % n);
                 let item = col / width * rows + row;
@@ -138,7 +94,12 @@ fn run_in_parts(c: &Case, parts: u64) -> Vec<u8> {
         }
         if c.dense_a {
             let mut a_read = 0;
-            for (_, _, r) in spy.log.iter().filter(|e| !e.0 && e.1 == 0) {
+            for r in spy
+                .log
+                .iter()
+                .filter(|t| !t.write && t.binding == 0)
+                .map(|t| &t.range)
+            {
                 let row = r.start / row_bytes;
                 assert!(rows_written.contains(&row), "part {p}: read A row {row}");
                 a_read += r.end - r.start;

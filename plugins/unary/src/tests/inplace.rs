@@ -3,8 +3,8 @@
 //! own share of the output.
 
 use super::*;
-use umd_sdk::kernel::{HeapMemory, Memory, binding_access};
-use umd_sdk::{BlockRange, BoundBuffer, KernelCall};
+use umd_sdk::KernelCall;
+use umd_sdk::kernel::{HeapMemory, Recorder, part};
 
 /// Runs the one launch of `req` on `inputs` as `parts` block ranges, last first, on an output
 /// prefilled with 0xAB; checks that each range writes only its share of the elements.
@@ -18,45 +18,18 @@ fn run_in_parts(req: &PlanRequestExt, inputs: &[Vec<u8>], parts: u64) -> Vec<u8>
     let mut bufs = inputs.to_vec();
     bufs.push(vec![0xAB; (n * so) as usize]);
     let y = bufs.len() as u32 - 1;
-    let buffers: Vec<BoundBuffer> = bufs
-        .iter()
-        .zip(0..)
-        .map(|(d, binding)| BoundBuffer {
-            binding,
-            size: d.len() as u64,
-        })
-        .collect();
-    let mut mem = HeapMemory::new(
-        bufs.into_iter()
-            .zip(0..)
-            .map(|(d, b)| (b, binding_access(&l.relocations, b), d)),
-    );
+    let (mut mem, buffers) = HeapMemory::for_launch(l, bufs);
     let blocks = l.grid.volume();
     for p in (0..parts).rev() {
-        let (first, end) = (blocks * p / parts, blocks * (p + 1) / parts);
-        let call = KernelCall {
-            module_id: l.module_id.clone(),
-            entry_point: l.entry_point.clone(),
-            grid: l.grid,
-            block: l.block,
-            params: l.params.clone(),
-            relocations: l.relocations.clone(),
-            buffers: buffers.clone(),
-            blocks: BlockRange {
-                first,
-                count: end - first,
-            },
-        };
+        let call = KernelCall::for_launch(l, &buffers, part(blocks, parts, p));
         let share = call.share(n);
-        let mut spy = Spy {
-            inner: &mut mem,
-            writes: Vec::new(),
-        };
+        let mut spy = Recorder::new(&mut mem);
         Unary::run_kernel(&call, &mut spy).unwrap();
-        let written: u64 = spy.writes.iter().map(|(_, r)| r.end - r.start).sum();
+        let written: u64 = spy.writes().map(|t| t.range.end - t.range.start).sum();
         assert_eq!(written, (share.end - share.start) * so, "part {p}");
-        for (b, r) in &spy.writes {
-            assert_eq!(*b, y);
+        for t in spy.writes() {
+            let r = &t.range;
+            assert_eq!(t.binding, y);
             assert!(
                 r.start >= share.start * so && r.end <= share.end * so,
                 "part {p}: {r:?}"
@@ -64,22 +37,6 @@ fn run_in_parts(req: &PlanRequestExt, inputs: &[Vec<u8>], parts: u64) -> Vec<u8>
         }
     }
     mem.contents(y).unwrap().to_vec()
-}
-
-struct Spy<'a> {
-    inner: &'a mut HeapMemory,
-    writes: Vec<(u32, std::ops::Range<u64>)>,
-}
-
-impl Memory for Spy<'_> {
-    fn read(&mut self, binding: u32, offset: u64, len: usize) -> Result<Vec<u8>, OpError> {
-        self.inner.read(binding, offset, len)
-    }
-    fn write(&mut self, binding: u32, offset: u64, data: &[u8]) -> Result<(), OpError> {
-        self.writes
-            .push((binding, offset..offset + data.len() as u64));
-        self.inner.write(binding, offset, data)
-    }
 }
 
 #[test]
