@@ -15,9 +15,11 @@
 use crate::bindings::exports::umd::plugin::cpu_kernel::{BlockRange, BoundBuffer, KernelCall};
 use crate::{Access, CpuBuffer, CpuCall, CpuWrite, OpError, Plugin};
 
-/// A good size for one read or write: large enough that the per-call cost vanishes, small
-/// enough that a chunk of each operand stays in the core's cache.
-pub const CHUNK_BYTES: usize = 64 * 1024;
+/// A good size for one read or write: large enough that the per-call cost (a few µs: the host
+/// call, an allocation and a copy on each side) vanishes, small enough that a chunk of three
+/// operands stays in a core's 1 MiB L2. Measured: 64 KiB chunks made Add of 64 Ki f32 slower
+/// in place than through `run-cpu`; 256 KiB chunks make it even (BENCHMARKS.md).
+pub const CHUNK_BYTES: usize = 256 * 1024;
 
 /// The buffers of the launch being run.
 pub trait Memory {
