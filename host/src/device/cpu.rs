@@ -443,17 +443,19 @@ const POLL_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_micros(
 
 /// The next job: polled for a moment, then waited for; `None` once the stream is gone.
 fn next_job(rx: &mpsc::Receiver<Job>) -> Option<Job> {
-    let until = std::time::Instant::now() + POLL_BEFORE_SLEEP;
-    loop {
-        match rx.try_recv() {
-            Ok(job) => return Some(job),
-            Err(mpsc::TryRecvError::Disconnected) => return None,
-            Err(mpsc::TryRecvError::Empty) if std::time::Instant::now() < until => {
-                std::hint::spin_loop()
-            }
-            Err(mpsc::TryRecvError::Empty) => return rx.recv().ok(),
+    let mut next = None;
+    super::sync::spin(POLL_BEFORE_SLEEP, || match rx.try_recv() {
+        Ok(job) => {
+            next = Some(Some(job));
+            true
         }
-    }
+        Err(mpsc::TryRecvError::Disconnected) => {
+            next = Some(None);
+            true
+        }
+        Err(mpsc::TryRecvError::Empty) => false,
+    });
+    next.unwrap_or_else(|| rx.recv().ok())
 }
 
 fn worker(rx: mpsc::Receiver<Job>, exec: Arc<Exec>, pending: Arc<AtomicUsize>) {

@@ -23,6 +23,22 @@ struct Inner {
 /// How long [`Fence::wait`] spins before it sleeps.
 const SPIN_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_micros(20);
 
+/// Spins until `ready` or `limit` has passed (the clock read every 64 turns); whether ready.
+pub fn spin(limit: std::time::Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        for _ in 0..64 {
+            if ready() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if std::time::Instant::now() >= until {
+            return ready();
+        }
+    }
+}
+
 /// Signals once, when the work it tracks has finished (with its result).
 #[derive(Clone)]
 pub struct Fence(Arc<Inner>);
@@ -87,10 +103,7 @@ impl Fence {
     /// Blocks until signalled. Spins for a few microseconds first: short work finishes
     /// before a sleeping thread would even be woken.
     pub fn wait(&self) -> Result<(), DeviceError> {
-        let spin_until = std::time::Instant::now() + SPIN_BEFORE_SLEEP;
-        while !self.is_done() && std::time::Instant::now() < spin_until {
-            std::hint::spin_loop();
-        }
+        spin(SPIN_BEFORE_SLEEP, || self.is_done());
         let mut s = self.0.state.lock();
         loop {
             if let State::Done(r) = &*s {
