@@ -180,6 +180,7 @@ async fn a_1000_item_stream_keeps_order_and_survives_a_bad_item() {
             let dtype = if i == 500 { "not-a-dtype" } else { "float32" };
             SubmitRequest {
                 request: Some(req("Add", vec![desc(&[4, 4], dtype), desc(&[4], dtype)], i)),
+                fuse: None,
             }
         })
         .collect();
@@ -525,7 +526,10 @@ async fn two_devices_are_named_per_request() {
     ];
     let mut s = t
         .submit_batch(tokio_stream::iter(
-            items.map(|r| SubmitRequest { request: Some(r) }),
+            items.map(|r| SubmitRequest {
+                request: Some(r),
+                fuse: None,
+            }),
         ))
         .await
         .unwrap()

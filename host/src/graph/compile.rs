@@ -44,7 +44,21 @@ pub struct PlanStats {
 /// Where a graph output comes from.
 enum Source {
     Const(Tensor),
-    Buffer(TensorDesc, BufferId),
+    /// A buffer holding only this output: a device-bound run binds the caller's buffer in its
+    /// place (no copy).
+    Own(TensorDesc, BufferId),
+    /// A buffer shared with other values (a pooled block, a graph input, another output): a
+    /// device-bound run copies it out with `copy` (an `Identity` launch; `None`: through the
+    /// host, when no plugin plans one).
+    Shared(TensorDesc, BufferId, Option<Arc<CommandBuffer>>),
+}
+
+/// A declared input of a run: bytes written into the plan's input buffer, or a caller's device
+/// buffer bound in its place.
+#[derive(Clone, Copy)]
+pub(super) enum Feed<'a> {
+    Bytes(&'a [u8]),
+    Buffer(BufferId),
 }
 
 /// One node with launches: for `--profile` and error messages.
@@ -159,14 +173,88 @@ impl Compiled {
         for ((_, buf), data) in self.inputs.iter().zip(inputs) {
             self.dev.write(*buf, 0, data)?;
         }
+        self.submit_all(&[])?;
+        self.read_outputs()
+    }
+
+    /// The outputs' descriptions, in declared order.
+    pub fn output_descs(&self) -> Vec<TensorDesc> {
+        self.outputs
+            .iter()
+            .map(|(name, src)| {
+                let mut d = match src {
+                    Source::Const(t) => t.desc.clone(),
+                    Source::Own(d, _) | Source::Shared(d, _, _) => d.clone(),
+                };
+                d.name = name.clone();
+                d
+            })
+            .collect()
+    }
+
+    /// A run on device buffers: each input's bytes or the caller's buffer (bound in place of the
+    /// plan's), each output into the caller's buffer `outputs[k]` (bound in place of the plan's
+    /// when the output has a buffer of its own, else copied on the device). The buffers were
+    /// checked by the caller (this device's, large enough). Returns when the outputs are written.
+    pub fn run_bound(&self, inputs: &[Feed], outputs: &[BufferId]) -> Result<(), GraphError> {
+        let _guard = self.lock.lock();
+        let mut subst: Vec<(BufferId, BufferId)> = Vec::new();
+        for ((_, buf), feed) in self.inputs.iter().zip(inputs) {
+            match feed {
+                Feed::Bytes(data) => self.dev.write(*buf, 0, data)?,
+                Feed::Buffer(b) => subst.push((*buf, *b)),
+            }
+        }
+        for ((_, src), dst) in self.outputs.iter().zip(outputs) {
+            if let Source::Own(_, b) = src {
+                subst.push((*b, *dst));
+            }
+        }
+        self.submit_all(&subst)?;
+        let mapped = |b: BufferId| subst.iter().find(|(p, _)| *p == b).map_or(b, |(_, c)| *c);
+        let stream = self.dev.default_stream();
+        let mut fences = Vec::new();
+        for ((_, src), dst) in self.outputs.iter().zip(outputs) {
+            match src {
+                Source::Own(..) => {}
+                Source::Const(t) => self.dev.write(*dst, 0, &t.data)?,
+                Source::Shared(_, b, Some(copy)) => {
+                    fences.push(self.dev.submit(stream, copy.clone(), &[mapped(*b), *dst])?);
+                }
+                Source::Shared(d, b, None) => {
+                    let data = self.dev.read(mapped(*b), 0, d.byte_size().unwrap_or(0))?;
+                    self.dev.write(*dst, 0, &data)?;
+                }
+            }
+        }
+        for f in fences {
+            f.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Submits every fused command buffer back to back on one stream, with the buffers of
+    /// `subst` (plan's, caller's) swapped in, and waits once.
+    fn submit_all(&self, subst: &[(BufferId, BufferId)]) -> Result<(), GraphError> {
         let stream = self.dev.default_stream();
         // The stream's queue is bounded (and shared): when it is full, wait for this run's
         // oldest submission (or briefly, when none is outstanding) and submit again.
         let mut fences = std::collections::VecDeque::with_capacity(self.segments.len());
         let mut waited = 0;
         for s in &self.segments {
+            let swapped: Vec<BufferId>;
+            let buffers = if subst.is_empty() {
+                &s.buffers
+            } else {
+                swapped = s
+                    .buffers
+                    .iter()
+                    .map(|b| subst.iter().find(|(p, _)| p == b).map_or(*b, |(_, c)| *c))
+                    .collect();
+                &swapped
+            };
             loop {
-                match self.dev.submit(stream, s.cmd.clone(), &s.buffers) {
+                match self.dev.submit(stream, s.cmd.clone(), buffers) {
                     Ok(f) => {
                         fences.push_back(f);
                         break;
@@ -188,7 +276,7 @@ impl Compiled {
                 return Err(self.blame(s, e));
             }
         }
-        self.read_outputs()
+        Ok(())
     }
 
     /// Runs node by node, waiting after each: per-node wall time in µs (the `--profile` table).
@@ -233,7 +321,7 @@ impl Compiled {
             .map(|(name, src)| {
                 let (mut desc, data) = match src {
                     Source::Const(t) => (t.desc.clone(), t.data.clone()),
-                    Source::Buffer(d, buf) => (
+                    Source::Own(d, buf) | Source::Shared(d, buf, _) => (
                         d.clone(),
                         self.dev.read(*buf, 0, d.byte_size().unwrap_or(0))?,
                     ),
@@ -291,7 +379,8 @@ impl<'a> Builder<'a> {
                     if let Store::Placed(l) = &mut self.stores[s] {
                         l.last = n_steps;
                     }
-                    Source::Buffer(v.desc.clone(), BufferId(s as u64))
+                    // The storage index for now; the buffer once placed.
+                    Source::Own(v.desc.clone(), BufferId(s as u64))
                 }
                 (_, None) => unreachable!("computed values always have a storage"),
             };
@@ -328,9 +417,27 @@ impl<'a> Builder<'a> {
         for ((s, _), b) in placed.iter().zip(&p.block_of) {
             buffer_of[*s] = Some(blocks[*b]);
         }
+        // An output whose storage is alone in its block (and is no other output's) is bound to
+        // the caller's buffer in a device-bound run; the others are copied out.
+        let mut per_block = vec![0usize; p.blocks.len()];
+        for b in &p.block_of {
+            per_block[*b] += 1;
+        }
+        let mut seen = Vec::new();
         for (_, src) in &mut outputs {
-            if let Source::Buffer(_, id) = src {
-                *id = buffer_of[id.0 as usize].expect("placed");
+            if let Source::Own(desc, id) = src {
+                let s = id.0 as usize;
+                let alone = placed
+                    .iter()
+                    .position(|(i, _)| *i == s)
+                    .is_some_and(|k| per_block[p.block_of[k]] == 1);
+                let buf = buffer_of[s].expect("placed");
+                *src = if alone && !seen.contains(&s) {
+                    Source::Own(desc.clone(), buf)
+                } else {
+                    Source::Shared(desc.clone(), buf, self.copy_cmd(desc))
+                };
+                seen.push(s);
             }
         }
         // Constants read by launches go to the device once.
@@ -373,6 +480,19 @@ impl<'a> Builder<'a> {
             stats: self.stats.clone(),
             lock: parking_lot::Mutex::new(()),
         })
+    }
+
+    /// A command buffer copying a `desc` value on the device (input → output), if a plugin
+    /// plans `Identity` for it.
+    fn copy_cmd(&self, desc: &TensorDesc) -> Option<Arc<CommandBuffer>> {
+        let t = self
+            .host
+            .translate(&OpRequest::new("Identity", vec![desc.clone()]))
+            .ok()?;
+        let ok = t.cmdbuf.bindings.len() == 2
+            && t.cmdbuf.count(Role::Input) == 1
+            && t.outputs.first().is_some_and(|o| o.shape == desc.shape);
+        ok.then(|| t.cmdbuf.clone())
     }
 
     fn push(&mut self, desc: TensorDesc, kind: Kind) -> usize {

@@ -178,6 +178,7 @@ impl proto::translator_server::Translator for TranslatorService {
                 if out_tx
                     .send(Ok(SubmitResponse {
                         response: Some(response),
+                        fused: None,
                     }))
                     .await
                     .is_err()
