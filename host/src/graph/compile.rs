@@ -12,7 +12,7 @@ use super::def::{GraphDef, Node};
 use super::place::{self, Life};
 use super::{GraphError, Tensor};
 use crate::Host;
-use crate::cmdbuf::{Binding, CommandBuffer, LaunchCmd, Role, limits};
+use crate::cmdbuf::{CommandBuffer, Role, limits};
 use crate::device::{BufferId, Device};
 use crate::tensor::{AttrValue, TensorDesc};
 use crate::translate::{OpRequest, Translation};
@@ -468,7 +468,7 @@ impl<'a> Builder<'a> {
                 buffers: bufs,
             });
         }
-        let segments = fuse(self.host, &step_vals, &steps, &self.vals)?;
+        let segments = fuse(self.host, &step_vals, &steps)?;
         self.stats.submissions = segments.len();
         Ok(Compiled {
             dev,
@@ -780,100 +780,67 @@ fn constant_attr(node: &Node) -> Result<Tensor, GraphError> {
 }
 
 /// Fuses the steps' launches into command buffers of at most the format's bindings and
-/// launches: each value one binding (an input where the segment only reads it, an output where
-/// it writes it), relocations renumbered.
+/// launches ([`super::fuse`]): each value one binding (an input where the segment only reads it,
+/// an output where it writes it).
 fn fuse(
     host: &Host,
     step_vals: &[(String, String, Arc<Translation>, Vec<usize>)],
     steps: &[Step],
-    vals: &[Val],
 ) -> Result<Vec<Segment>, GraphError> {
     let target = host.device().target();
     let mut out = Vec::new();
-    let mut keys: Vec<usize> = Vec::new();
-    let mut written: Vec<bool> = Vec::new();
-    let mut bufs: Vec<BufferId> = Vec::new();
-    let mut launches: Vec<(usize, LaunchCmd, Vec<usize>)> = Vec::new();
-    let flush = |keys: &mut Vec<usize>,
-                 written: &mut Vec<bool>,
-                 bufs: &mut Vec<BufferId>,
-                 launches: &mut Vec<(usize, LaunchCmd, Vec<usize>)>,
-                 out: &mut Vec<Segment>|
-     -> Result<(), GraphError> {
-        if launches.is_empty() {
+    let flush = |range: std::ops::Range<usize>, out: &mut Vec<Segment>| -> Result<(), GraphError> {
+        if range.is_empty() {
             return Ok(());
         }
-        // Inputs first, then outputs (the format's order).
-        let mut order: Vec<usize> = (0..keys.len()).collect();
-        order.sort_by_key(|&k| written[k]);
-        let mut index_of = vec![0u32; keys.len()];
-        for (pos, &k) in order.iter().enumerate() {
-            index_of[k] = pos as u32;
-        }
-        let bindings = order
+        let parts: Vec<super::fuse::Part> = step_vals[range.clone()]
             .iter()
-            .map(|&k| Binding {
-                role: if written[k] {
-                    Role::Output
-                } else {
-                    Role::Input
-                },
-                desc: vals[keys[k]].desc.clone(),
+            .map(|(_, _, t, keys)| super::fuse::Part {
+                cmd: &t.cmdbuf,
+                values: keys,
             })
             .collect();
-        let mut launch_nodes = Vec::with_capacity(launches.len());
-        let mut cmds = Vec::with_capacity(launches.len());
-        for (step, mut l, local) in launches.drain(..) {
-            for r in &mut l.relocations {
-                r.binding = index_of[local[r.binding as usize]];
-            }
-            launch_nodes.push(step);
-            cmds.push(l);
-        }
-        let cmd = CommandBuffer {
-            target: target.name.clone(),
-            bindings,
-            launches: cmds,
+        let fused = super::fuse::fuse(target, &parts)?;
+        // The buffer of each value: where a step of the segment binds it.
+        let buffer_of = |v: usize| {
+            range
+                .clone()
+                .find_map(|si| {
+                    let keys = &step_vals[si].3;
+                    keys.iter().position(|&k| k == v).map(|b| steps[si].buffers[b])
+                })
+                .expect("a value of the segment")
         };
-        cmd.validate(Some(&target.limits))?;
         out.push(Segment {
-            cmd: Arc::new(cmd),
-            buffers: order.iter().map(|&k| bufs[k]).collect(),
-            launch_nodes,
+            buffers: fused.values.iter().map(|&v| buffer_of(v)).collect(),
+            launch_nodes: range
+                .clone()
+                .flat_map(|si| std::iter::repeat_n(si, step_vals[si].2.cmdbuf.launches.len()))
+                .collect(),
+            cmd: Arc::new(fused.cmd),
         });
-        keys.clear();
-        written.clear();
-        bufs.clear();
         Ok(())
     };
-    for (si, ((_, _, t, step_keys), step)) in step_vals.iter().zip(steps).enumerate() {
+    let mut start = 0;
+    let mut keys: Vec<usize> = Vec::new();
+    let mut launches = 0;
+    for (si, (_, _, t, step_keys)) in step_vals.iter().enumerate() {
         let new = step_keys.iter().filter(|k| !keys.contains(k)).count();
         if keys.len() + new > limits::MAX_BINDINGS
-            || launches.len() + t.cmdbuf.launches.len() > limits::MAX_LAUNCHES
+            || launches + t.cmdbuf.launches.len() > limits::MAX_LAUNCHES
         {
-            flush(&mut keys, &mut written, &mut bufs, &mut launches, &mut out)?;
+            flush(start..si, &mut out)?;
+            start = si;
+            keys.clear();
+            launches = 0;
         }
-        // Local position of each of this step's bindings in the segment.
-        let mut local = Vec::with_capacity(step_keys.len());
-        for (b, (&k, binding)) in step_keys.iter().zip(&t.cmdbuf.bindings).enumerate() {
-            let pos = match keys.iter().position(|&x| x == k) {
-                Some(p) => p,
-                None => {
-                    keys.push(k);
-                    written.push(false);
-                    bufs.push(step.buffers[b]);
-                    keys.len() - 1
-                }
-            };
-            if binding.role != Role::Input {
-                written[pos] = true;
+        for k in step_keys {
+            if !keys.contains(k) {
+                keys.push(*k);
             }
-            local.push(pos);
         }
-        for l in &t.cmdbuf.launches {
-            launches.push((si, l.clone(), local.clone()));
-        }
+        launches += t.cmdbuf.launches.len();
     }
-    flush(&mut keys, &mut written, &mut bufs, &mut launches, &mut out)?;
+    flush(start..step_vals.len(), &mut out)?;
     Ok(out)
 }

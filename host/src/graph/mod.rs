@@ -19,6 +19,7 @@
 
 mod compile;
 pub mod def;
+pub mod fuse;
 pub mod onnx;
 mod place;
 
