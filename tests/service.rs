@@ -1036,3 +1036,109 @@ async fn model_runs_chain_on_device_buffers_and_refuse_bad_handles() {
     assert_eq!(r.outputs[0].data, f32s(&[-1.0, -2.0, -3.0, -4.0]));
     server.shutdown().await;
 }
+
+fn fused_item(r: TranslateRequest, group: &str, links: &[(u32, u32, u32)], end: bool) -> SubmitRequest {
+    SubmitRequest {
+        request: Some(r),
+        fuse: Some(FuseItem {
+            group: group.into(),
+            links: links
+                .iter()
+                .map(|&(input, item, output)| FuseLink {
+                    input,
+                    item,
+                    output,
+                })
+                .collect(),
+            end,
+        }),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_batch_fuses_a_group_into_one_command_buffer() {
+    let server = Server::default().await;
+    let channel = server.channel().await;
+    let mut t = TranslatorClient::new(channel.clone());
+    let mut dev = DeviceClient::new(channel);
+    let v4 = || desc(&[4], "f32");
+    // y = relu(x + w) * z as three ops streamed one by one; a plain item before and after.
+    let items = vec![
+        SubmitRequest {
+            request: Some(req("Neg", vec![v4()], 0)),
+            fuse: None,
+        },
+        fused_item(req("Add", vec![v4(), v4()], 1), "g", &[], false),
+        fused_item(req("Relu", vec![v4()], 2), "g", &[(0, 0, 0)], false),
+        fused_item(req("Mul", vec![v4(), v4()], 3), "g", &[(0, 1, 0)], true),
+        // Bad groups: a link to a later item; an output of another shape; an interrupted group.
+        fused_item(req("Relu", vec![v4()], 4), "bad", &[(0, 1, 0)], true),
+        fused_item(req("Relu", vec![v4()], 5), "shape", &[], false),
+        fused_item(req("Relu", vec![desc(&[2], "f32")], 6), "shape", &[(0, 0, 0)], true),
+        fused_item(req("Relu", vec![v4()], 7), "open", &[], false),
+        SubmitRequest {
+            request: Some(req("Neg", vec![v4()], 8)),
+            fuse: None,
+        },
+    ];
+    let mut out = t
+        .submit_batch(tokio_stream::iter(items))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut responses = Vec::new();
+    while let Some(r) = out.message().await.unwrap() {
+        responses.push(r);
+    }
+    assert_eq!(responses.len(), 9);
+    for (i, r) in responses.iter().enumerate() {
+        let resp = r.response.as_ref().unwrap();
+        assert_eq!((resp.status, resp.request_id), (0, i as i64), "{}", resp.msg);
+    }
+    let fused: Vec<Option<&FusedGroup>> = responses.iter().map(|r| r.fused.as_ref()).collect();
+    assert!(fused[..3].iter().all(Option::is_none));
+    let g = fused[3].expect("the group's end carries it");
+    assert_eq!((g.status, g.group.as_str(), g.items), (0, "g", 3), "{}", g.msg);
+    let bad = fused[4].unwrap();
+    assert!(bad.status == 3 && bad.msg.contains("not an earlier item"), "{}", bad.msg);
+    assert!(fused[5].is_none());
+    let shape = fused[6].unwrap();
+    assert!(shape.status == 3 && shape.msg.contains("f32[4]"), "{}", shape.msg);
+    assert!(fused[7].is_none());
+    let open = fused[8].unwrap();
+    assert!(open.status == 3 && open.group == "open", "{}", open.msg);
+
+    // One command buffer: the three unlinked inputs, then every item's output.
+    let cb = CommandBuffer::decode(&g.command_buffer).unwrap();
+    assert_eq!(cb.launches.len(), 3);
+    let kinds: Vec<(u32, i32, u32)> = g.bindings.iter().map(|b| (b.item, b.kind, b.slot)).collect();
+    use fused_binding::Kind;
+    let (i, o) = (Kind::Input as i32, Kind::Output as i32);
+    assert_eq!(
+        kinds,
+        vec![(0, i, 0), (0, i, 1), (2, i, 1), (0, o, 0), (1, o, 0), (2, o, 0)]
+    );
+    let mut inputs = Vec::new();
+    for v in [[1.0, -2.0, 3.0, -4.0], [1.0, 1.0, 1.0, 1.0], [2.0, 2.0, 3.0, 3.0]] {
+        let h = create(&mut dev, 16).await;
+        write(&mut dev, &h, &f32s(&v), 16).await;
+        inputs.push(h);
+    }
+    let r = dev
+        .execute(ExecuteRequest {
+            command_buffer: g.command_buffer.clone(),
+            seal: g.seal.clone(),
+            inputs,
+            wait: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+    assert_eq!(r.outputs.len(), 3);
+    assert_eq!(read(&mut dev, &r.outputs[0]).await, f32s(&[2.0, -1.0, 4.0, -3.0]));
+    assert_eq!(read(&mut dev, &r.outputs[1]).await, f32s(&[2.0, 0.0, 4.0, 0.0]));
+    assert_eq!(read(&mut dev, &r.outputs[2]).await, f32s(&[4.0, 0.0, 12.0, 0.0]));
+    server.shutdown().await;
+}

@@ -379,7 +379,7 @@ pub const MAX_CLIENT_WORK_BYTES: u64 = 16 << 30;
 
 /// The per-request budget of a client's command buffer: one request cannot hold a stream that
 /// every client shares for long (a big Add repeated 1,024 times).
-fn within_budget(cb: &CommandBuffer) -> Result<(), Error> {
+pub(super) fn within_budget(cb: &CommandBuffer) -> Result<(), Error> {
     let too_much = |what: &str, value: u64, max: u64| {
         Error::from(crate::cmdbuf::CmdError::TooLarge {
             what: format!("per-request budget: {what}"),
