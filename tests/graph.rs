@@ -88,8 +88,7 @@ fn runs_on_device_buffers_match_runs_by_value() {
     let mut g = diamond();
     // Outputs of every kind: `y` shares a pooled block with an earlier intermediate (copied out
     // on the device), `xi` is a view of the input, `c` is read by another node.
-    g.nodes
-        .push(Node::new("Identity", &["x"], &["xi"], vec![]));
+    g.nodes.push(Node::new("Identity", &["x"], &["xi"], vec![]));
     g.outputs.push(decl("xi", vec![Dim::Dynamic("n".into())]));
     g.outputs.push(decl("c", vec![Dim::Dynamic("n".into())]));
     let model = Model::new(h.clone(), g).unwrap();
@@ -127,7 +126,10 @@ fn runs_on_device_buffers_match_runs_by_value() {
     let mut bad = outs.clone();
     bad[1] = small;
     let e = model.run_on_device(&input, &bad).unwrap_err();
-    assert!(e.to_string().contains("output `xi`") && e.to_string().contains("has 8"), "{e}");
+    assert!(
+        e.to_string().contains("output `xi`") && e.to_string().contains("has 8"),
+        "{e}"
+    );
     let e = model
         .run_on_device(
             &[RunInput::Buffer {

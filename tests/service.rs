@@ -525,12 +525,10 @@ async fn two_devices_are_named_per_request() {
         },
     ];
     let mut s = t
-        .submit_batch(tokio_stream::iter(
-            items.map(|r| SubmitRequest {
-                request: Some(r),
-                fuse: None,
-            }),
-        ))
+        .submit_batch(tokio_stream::iter(items.map(|r| SubmitRequest {
+            request: Some(r),
+            fuse: None,
+        })))
         .await
         .unwrap()
         .into_inner();
@@ -908,7 +906,11 @@ async fn model_runs_chain_on_device_buffers_and_refuse_bad_handles() {
     let mut graph = graph_client::GraphClient::new(channel);
     // Another connection: its handles are foreign to this one.
     let mut other = DeviceClient::new(server.channel().await);
-    let add = load(&mut graph, one_node_model("Add", Some([10.0, 20.0, 30.0, 40.0]))).await;
+    let add = load(
+        &mut graph,
+        one_node_model("Add", Some([10.0, 20.0, 30.0, 40.0])),
+    )
+    .await;
     let neg = load(&mut graph, one_node_model("Neg", None)).await;
     let x = create(&mut dev, 16).await;
     write(&mut dev, &x, &f32s(&[1.0, -2.0, 3.0, -4.0]), 16).await;
@@ -953,7 +955,10 @@ async fn model_runs_chain_on_device_buffers_and_refuse_bad_handles() {
     assert_eq!(r.status, 0, "{}", r.msg);
     assert_eq!(r.output_buffers[0].handle, z);
     assert_eq!(read(&mut dev, &y).await, f32s(&[11.0, 18.0, 33.0, 36.0]));
-    assert_eq!(read(&mut dev, &z).await, f32s(&[-11.0, -18.0, -33.0, -36.0]));
+    assert_eq!(
+        read(&mut dev, &z).await,
+        f32s(&[-11.0, -18.0, -33.0, -36.0])
+    );
 
     // Refusals, each before any side effect (no buffer is created, z keeps its bytes).
     let foreign = create(&mut other, 16).await;
@@ -1017,8 +1022,15 @@ async fn model_runs_chain_on_device_buffers_and_refuse_bad_handles() {
         "not an output",
     )
     .await;
-    assert_eq!(live(&mut dev).await, before, "a refused run creates nothing");
-    assert_eq!(read(&mut dev, &z).await, f32s(&[-11.0, -18.0, -33.0, -36.0]));
+    assert_eq!(
+        live(&mut dev).await,
+        before,
+        "a refused run creates nothing"
+    );
+    assert_eq!(
+        read(&mut dev, &z).await,
+        f32s(&[-11.0, -18.0, -33.0, -36.0])
+    );
     // The server keeps serving: by value, as before.
     let r = graph
         .run(RunModelRequest {
@@ -1037,7 +1049,12 @@ async fn model_runs_chain_on_device_buffers_and_refuse_bad_handles() {
     server.shutdown().await;
 }
 
-fn fused_item(r: TranslateRequest, group: &str, links: &[(u32, u32, u32)], end: bool) -> SubmitRequest {
+fn fused_item(
+    r: TranslateRequest,
+    group: &str,
+    links: &[(u32, u32, u32)],
+    end: bool,
+) -> SubmitRequest {
     SubmitRequest {
         request: Some(r),
         fuse: Some(FuseItem {
@@ -1074,7 +1091,12 @@ async fn submit_batch_fuses_a_group_into_one_command_buffer() {
         // Bad groups: a link to a later item; an output of another shape; an interrupted group.
         fused_item(req("Relu", vec![v4()], 4), "bad", &[(0, 1, 0)], true),
         fused_item(req("Relu", vec![v4()], 5), "shape", &[], false),
-        fused_item(req("Relu", vec![desc(&[2], "f32")], 6), "shape", &[(0, 0, 0)], true),
+        fused_item(
+            req("Relu", vec![desc(&[2], "f32")], 6),
+            "shape",
+            &[(0, 0, 0)],
+            true,
+        ),
         fused_item(req("Relu", vec![v4()], 7), "open", &[], false),
         SubmitRequest {
             request: Some(req("Neg", vec![v4()], 8)),
@@ -1093,17 +1115,35 @@ async fn submit_batch_fuses_a_group_into_one_command_buffer() {
     assert_eq!(responses.len(), 9);
     for (i, r) in responses.iter().enumerate() {
         let resp = r.response.as_ref().unwrap();
-        assert_eq!((resp.status, resp.request_id), (0, i as i64), "{}", resp.msg);
+        assert_eq!(
+            (resp.status, resp.request_id),
+            (0, i as i64),
+            "{}",
+            resp.msg
+        );
     }
     let fused: Vec<Option<&FusedGroup>> = responses.iter().map(|r| r.fused.as_ref()).collect();
     assert!(fused[..3].iter().all(Option::is_none));
     let g = fused[3].expect("the group's end carries it");
-    assert_eq!((g.status, g.group.as_str(), g.items), (0, "g", 3), "{}", g.msg);
+    assert_eq!(
+        (g.status, g.group.as_str(), g.items),
+        (0, "g", 3),
+        "{}",
+        g.msg
+    );
     let bad = fused[4].unwrap();
-    assert!(bad.status == 3 && bad.msg.contains("not an earlier item"), "{}", bad.msg);
+    assert!(
+        bad.status == 3 && bad.msg.contains("not an earlier item"),
+        "{}",
+        bad.msg
+    );
     assert!(fused[5].is_none());
     let shape = fused[6].unwrap();
-    assert!(shape.status == 3 && shape.msg.contains("f32[4]"), "{}", shape.msg);
+    assert!(
+        shape.status == 3 && shape.msg.contains("f32[4]"),
+        "{}",
+        shape.msg
+    );
     assert!(fused[7].is_none());
     let open = fused[8].unwrap();
     assert!(open.status == 3 && open.group == "open", "{}", open.msg);
@@ -1111,15 +1151,30 @@ async fn submit_batch_fuses_a_group_into_one_command_buffer() {
     // One command buffer: the three unlinked inputs, then every item's output.
     let cb = CommandBuffer::decode(&g.command_buffer).unwrap();
     assert_eq!(cb.launches.len(), 3);
-    let kinds: Vec<(u32, i32, u32)> = g.bindings.iter().map(|b| (b.item, b.kind, b.slot)).collect();
+    let kinds: Vec<(u32, i32, u32)> = g
+        .bindings
+        .iter()
+        .map(|b| (b.item, b.kind, b.slot))
+        .collect();
     use fused_binding::Kind;
     let (i, o) = (Kind::Input as i32, Kind::Output as i32);
     assert_eq!(
         kinds,
-        vec![(0, i, 0), (0, i, 1), (2, i, 1), (0, o, 0), (1, o, 0), (2, o, 0)]
+        vec![
+            (0, i, 0),
+            (0, i, 1),
+            (2, i, 1),
+            (0, o, 0),
+            (1, o, 0),
+            (2, o, 0)
+        ]
     );
     let mut inputs = Vec::new();
-    for v in [[1.0, -2.0, 3.0, -4.0], [1.0, 1.0, 1.0, 1.0], [2.0, 2.0, 3.0, 3.0]] {
+    for v in [
+        [1.0, -2.0, 3.0, -4.0],
+        [1.0, 1.0, 1.0, 1.0],
+        [2.0, 2.0, 3.0, 3.0],
+    ] {
         let h = create(&mut dev, 16).await;
         write(&mut dev, &h, &f32s(&v), 16).await;
         inputs.push(h);
@@ -1137,8 +1192,17 @@ async fn submit_batch_fuses_a_group_into_one_command_buffer() {
         .into_inner();
     assert_eq!(r.status, 0, "{}", r.msg);
     assert_eq!(r.outputs.len(), 3);
-    assert_eq!(read(&mut dev, &r.outputs[0]).await, f32s(&[2.0, -1.0, 4.0, -3.0]));
-    assert_eq!(read(&mut dev, &r.outputs[1]).await, f32s(&[2.0, 0.0, 4.0, 0.0]));
-    assert_eq!(read(&mut dev, &r.outputs[2]).await, f32s(&[4.0, 0.0, 12.0, 0.0]));
+    assert_eq!(
+        read(&mut dev, &r.outputs[0]).await,
+        f32s(&[2.0, -1.0, 4.0, -3.0])
+    );
+    assert_eq!(
+        read(&mut dev, &r.outputs[1]).await,
+        f32s(&[2.0, 0.0, 4.0, 0.0])
+    );
+    assert_eq!(
+        read(&mut dev, &r.outputs[2]).await,
+        f32s(&[4.0, 0.0, 12.0, 0.0])
+    );
     server.shutdown().await;
 }

@@ -36,11 +36,17 @@ mod memory {
 }
 
 fn op(i: usize) -> &'static str {
-    if i % 2 == 0 { "Neg" } else { "Relu" }
+    if i.is_multiple_of(2) { "Neg" } else { "Relu" }
 }
 
 fn chain(n: usize) -> GraphDef {
-    let name = |i: usize| if i == 0 { "x".to_string() } else { format!("v{i}") };
+    let name = |i: usize| {
+        if i == 0 {
+            "x".to_string()
+        } else {
+            format!("v{i}")
+        }
+    };
     let mut nodes: Vec<Node> = (0..n)
         .map(|i| Node::new(op(i), &[&name(i)], &[&name(i + 1)], vec![]))
         .collect();
@@ -139,7 +145,11 @@ fn main() {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let lens = if lens.is_empty() { vec![16, 64, 256] } else { lens };
+    let lens = if lens.is_empty() {
+        vec![16, 64, 256]
+    } else {
+        lens
+    };
     let host = Arc::new(Host::builder().cpu_threads(1).build().unwrap());
     let dev = host.device().clone();
     let reps = 400;
@@ -162,7 +172,9 @@ fn main() {
         let (graph, graph_best) = timed(reps, || {
             model.run(std::slice::from_ref(&x)).unwrap();
         });
-        let kernels: f64 = (0..n).map(|i| if op(i) == "Neg" { k_neg } else { k_relu }).sum();
+        let kernels: f64 = (0..n)
+            .map(|i| if op(i) == "Neg" { k_neg } else { k_relu })
+            .sum();
         // Today's per-op path: per node a cached translation, a submission, a wait.
         let bufs: Vec<_> = (0..=n).map(|_| dev.alloc(LEN * 4).unwrap()).collect();
         let reqs: Vec<OpRequest> = (0..n)

@@ -807,7 +807,9 @@ fn fuse(
                 .clone()
                 .find_map(|si| {
                     let keys = &step_vals[si].3;
-                    keys.iter().position(|&k| k == v).map(|b| steps[si].buffers[b])
+                    keys.iter()
+                        .position(|&k| k == v)
+                        .map(|b| steps[si].buffers[b])
                 })
                 .expect("a value of the segment")
         };

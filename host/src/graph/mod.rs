@@ -225,7 +225,10 @@ impl Model {
 
     /// Runs the model on `inputs` (one per declared input, by name, any order).
     pub fn run(&self, inputs: &[Tensor]) -> Result<RunOutput, GraphError> {
-        let given: Vec<_> = inputs.iter().map(|t| (&t.desc, Some(&t.data[..]))).collect();
+        let given: Vec<_> = inputs
+            .iter()
+            .map(|t| (&t.desc, Some(&t.data[..])))
+            .collect();
         let (plan, data) = self.plan_for(&given)?;
         let outputs = plan.run(&data)?;
         Ok(RunOutput {
@@ -236,7 +239,10 @@ impl Model {
 
     /// Runs node by node, each waited for: the time of each node with launches.
     pub fn profile(&self, inputs: &[Tensor]) -> Result<Vec<NodeTime>, GraphError> {
-        let given: Vec<_> = inputs.iter().map(|t| (&t.desc, Some(&t.data[..]))).collect();
+        let given: Vec<_> = inputs
+            .iter()
+            .map(|t| (&t.desc, Some(&t.data[..])))
+            .collect();
         let (plan, data) = self.plan_for(&given)?;
         let times = plan.profile(&data)?;
         Ok(plan
@@ -289,12 +295,12 @@ impl Model {
             .inputs
             .iter()
             .zip(&data)
-            .map(|(decl, bytes)| {
-                match inputs.iter().find(|i| i.desc().name == decl.name) {
+            .map(
+                |(decl, bytes)| match inputs.iter().find(|i| i.desc().name == decl.name) {
                     Some(RunInput::Buffer { buffer, .. }) => compile::Feed::Buffer(*buffer),
                     _ => compile::Feed::Bytes(bytes),
-                }
-            })
+                },
+            )
             .collect();
         plan.run_bound(&feeds, outputs)?;
         Ok(plan.stats.clone())

@@ -341,7 +341,11 @@ pub(super) struct Created {
 }
 
 impl Created {
-    pub(super) fn new(buffers: Arc<Buffers>, dev: Arc<dyn crate::device::Device>, owner: Session) -> Self {
+    pub(super) fn new(
+        buffers: Arc<Buffers>,
+        dev: Arc<dyn crate::device::Device>,
+        owner: Session,
+    ) -> Self {
         Created {
             buffers,
             dev,

@@ -23,7 +23,6 @@ use crate::device::BufferId;
 use crate::error::status;
 use crate::graph::{Dim, GraphError, Model, RunInput, Tensor, ValueDecl};
 
-
 /// Largest model accepted over the wire (1 GiB).
 pub const MAX_MODEL_BYTES: usize = 1 << 30;
 /// Most models loaded at once on one server.
@@ -103,9 +102,10 @@ impl GraphService {
             outputs: Vec::with_capacity(outputs.len()),
         };
         for t in inputs {
-            let desc = t.desc.as_ref().ok_or_else(|| {
-                GraphError::Input("an input buffer without a description".into())
-            })?;
+            let desc = t
+                .desc
+                .as_ref()
+                .ok_or_else(|| GraphError::Input("an input buffer without a description".into()))?;
             let desc =
                 tensor_from_proto(desc).map_err(|e| GraphError::Input(format!("input: {e}")))?;
             let (id, _) = handle("input", &desc.name, &t.handle)?;
@@ -125,9 +125,7 @@ impl GraphService {
                 )));
             }
             if bound.outputs.iter().any(|o| o.0 == name) {
-                return Err(GraphError::Input(format!(
-                    "output `{name}` is given twice"
-                )));
+                return Err(GraphError::Input(format!("output `{name}` is given twice")));
             }
             let (id, bytes) = handle("output", name, &t.handle)?;
             bound
@@ -152,27 +150,26 @@ impl Bound {
         let inputs: Vec<RunInput> = values
             .iter()
             .map(RunInput::Value)
-            .chain(
-                self.inputs
-                    .iter()
-                    .map(|(desc, buffer)| RunInput::Buffer {
-                        desc,
-                        buffer: *buffer,
-                    }),
-            )
+            .chain(self.inputs.iter().map(|(desc, buffer)| RunInput::Buffer {
+                desc,
+                buffer: *buffer,
+            }))
             .collect();
         let descs = model.output_descs(&inputs)?;
         for (name, id, bytes, _) in &self.outputs {
-            let d = descs.iter().find(|d| d.name == *name).expect("checked name");
+            let d = descs
+                .iter()
+                .find(|d| d.name == *name)
+                .expect("checked name");
             let needed = d.byte_size().unwrap_or(u64::MAX);
             if *bytes < needed {
                 return Err(GraphError::Input(format!(
                     "output `{name}` is {d} ({needed} bytes); its buffer has {bytes}"
                 )));
             }
-            host.device().size(*id).map_err(|e| {
-                GraphError::Input(format!("output `{name}`: not usable here: {e}"))
-            })?;
+            host.device()
+                .size(*id)
+                .map_err(|e| GraphError::Input(format!("output `{name}`: not usable here: {e}")))?;
         }
         let dev = host.device().clone();
         let mut created = Created::new(buffers.clone(), dev.clone(), owner);

@@ -159,7 +159,10 @@ impl Fuser {
     ) -> Option<FusedGroup> {
         let Some(f) = fuse.filter(|f| !f.group.is_empty()) else {
             return self.open.take().map(|g| {
-                failed(&g.name, "an item outside the group came before its end".into())
+                failed(
+                    &g.name,
+                    "an item outside the group came before its end".into(),
+                )
             });
         };
         if let Some(g) = self.open.take_if(|g| g.name != f.group) {
@@ -235,7 +238,9 @@ fn fuse_group(host: &Host, g: &Group) -> Result<FusedGroup, String> {
             ));
         }
         let n_in = cmd.count(Role::Input);
-        let mut v: Vec<usize> = (0..cmd.bindings.len()).map(|b| k * MAX_BINDINGS + b).collect();
+        let mut v: Vec<usize> = (0..cmd.bindings.len())
+            .map(|b| k * MAX_BINDINGS + b)
+            .collect();
         for l in &item.links {
             let (input, from, output) = (l.input as usize, l.item as usize, l.output as usize);
             let bad = |why: String| Err(format!("item {k}, link of input {input}: {why}"));
@@ -258,7 +263,9 @@ fn fuse_group(host: &Host, g: &Group) -> Result<FusedGroup, String> {
             };
             let (have, want) = (&src.bindings[b].desc, &cmd.bindings[input].desc);
             if have.shape != want.shape || have.dtype != want.dtype {
-                return bad(format!("output {output} of item {from} is {have}, the input {want}"));
+                return bad(format!(
+                    "output {output} of item {from} is {have}, the input {want}"
+                ));
             }
             v[input] = values[from][b];
         }
