@@ -140,6 +140,14 @@ fn runs_on_device_buffers_match_runs_by_value() {
         )
         .unwrap_err();
     assert!(e.to_string().contains("input `x`"), "{e}");
+    let e = model
+        .run_on_device(&input, &[outs[0], xb, outs[2]])
+        .unwrap_err();
+    assert!(e.to_string().contains("also an input's"), "{e}");
+    let e = model
+        .run_on_device(&input, &[outs[0], outs[1], outs[0]])
+        .unwrap_err();
+    assert!(e.to_string().contains("also another output's"), "{e}");
     let e = model.run_on_device(&input, &outs[..2]).unwrap_err();
     assert!(e.to_string().contains("3 outputs"), "{e}");
     for b in outs.into_iter().chain([xb, small]) {

@@ -286,8 +286,24 @@ impl Model {
                 descs.len()
             )));
         }
-        for (d, b) in descs.iter().zip(outputs) {
+        for (k, (d, b)) in descs.iter().zip(outputs).enumerate() {
             self.check_buffer("output", d, *b)?;
+            // Outputs are written while inputs are still read: no buffer may be both, or two
+            // outputs.
+            let input = inputs
+                .iter()
+                .any(|i| matches!(i, RunInput::Buffer { buffer, .. } if buffer == b));
+            if input || outputs[..k].contains(b) {
+                return Err(GraphError::Input(format!(
+                    "output `{}`: its buffer is also {}",
+                    d.name,
+                    if input {
+                        "an input's"
+                    } else {
+                        "another output's"
+                    }
+                )));
+            }
         }
         // Declared order, as the plan's inputs are.
         let feeds: Vec<compile::Feed> = self
