@@ -156,6 +156,34 @@ fn main() {
     let k_neg = kernel_alone(&host, "Neg", reps * 10);
     let k_relu = kernel_alone(&host, "Relu", reps * 10);
     println!("kernel alone (cpu-kernel.run, f32[{LEN}]): Neg {k_neg:.2} µs, Relu {k_relu:.2} µs");
+    // Two pieces of the CPU device's per-launch dispatch (both run for every launch).
+    let t = host
+        .translate(&OpRequest::new(
+            "Neg",
+            vec![TensorDesc::new("x", vec![LEN], Dtype::F32)],
+        ))
+        .unwrap();
+    let l = &t.cmdbuf.launches[0];
+    let resolve = timed(reps * 10, || {
+        std::hint::black_box(
+            host.registry()
+                .resolve(&l.module, umd::target::CPU_ARCH)
+                .unwrap(),
+        );
+    })
+    .0;
+    let plugin = host
+        .registry()
+        .resolve(&l.module, umd::target::CPU_ARCH)
+        .unwrap();
+    let splittable = timed(reps * 10, || {
+        std::hint::black_box(plugin.splittable(&l.module.id, &l.entry_point).unwrap());
+    })
+    .0;
+    println!(
+        "per-launch dispatch pieces: registry.resolve {:.3} µs, plugin.splittable {:.3} µs",
+        resolve, splittable
+    );
     println!("medians (best in brackets):");
     println!(
         "{:>5} {:>16} {:>10} {:>22} {:>20}",
