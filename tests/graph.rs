@@ -82,6 +82,80 @@ fn a_diamond_runs_in_one_submission_and_reuses_memory() {
 }
 
 #[test]
+fn runs_on_device_buffers_match_runs_by_value() {
+    use umd::graph::RunInput;
+    let h = host();
+    let mut g = diamond();
+    // Outputs of every kind: `y` shares a pooled block with an earlier intermediate (copied out
+    // on the device), `xi` is a view of the input, `c` is read by another node.
+    g.nodes.push(Node::new("Identity", &["x"], &["xi"], vec![]));
+    g.outputs.push(decl("xi", vec![Dim::Dynamic("n".into())]));
+    g.outputs.push(decl("c", vec![Dim::Dynamic("n".into())]));
+    let model = Model::new(h.clone(), g).unwrap();
+    let x = tensor("x", vec![5], &[1.0, -2.0, 3.0, -4.0, 0.5]);
+    let by_value = model.run(std::slice::from_ref(&x)).unwrap().outputs;
+    let dev = h.device();
+    let xb = dev.alloc(20).unwrap();
+    dev.write(xb, 0, &x.data).unwrap();
+    let input = [RunInput::Buffer {
+        desc: &x.desc,
+        buffer: xb,
+    }];
+    let descs = model.output_descs(&input).unwrap();
+    assert_eq!(
+        descs.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+        ["y", "xi", "c"]
+    );
+    // Output buffers larger than needed are fine; the bytes past the output stay.
+    let outs: Vec<_> = (0..3).map(|_| dev.alloc(24).unwrap()).collect();
+    for o in &outs {
+        dev.write(*o, 0, &[0xAB; 24]).unwrap();
+    }
+    for _ in 0..2 {
+        model.run_on_device(&input, &outs).unwrap();
+        for (o, want) in outs.iter().zip(&by_value) {
+            let got = dev.read(*o, 0, 24).unwrap();
+            assert_eq!(&got[..20], &want.data[..], "{}", want.desc.name);
+            assert_eq!(&got[20..], &[0xAB; 4], "{}", want.desc.name);
+        }
+    }
+    // The input buffer was read in place, not written.
+    assert_eq!(dev.read(xb, 0, 20).unwrap(), x.data);
+    // Too small or unknown buffers: refused, naming them, before anything runs.
+    let small = dev.alloc(8).unwrap();
+    let mut bad = outs.clone();
+    bad[1] = small;
+    let e = model.run_on_device(&input, &bad).unwrap_err();
+    assert!(
+        e.to_string().contains("output `xi`") && e.to_string().contains("has 8"),
+        "{e}"
+    );
+    let e = model
+        .run_on_device(
+            &[RunInput::Buffer {
+                desc: &x.desc,
+                buffer: umd::device::BufferId(u64::MAX - 7),
+            }],
+            &outs,
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("input `x`"), "{e}");
+    let e = model
+        .run_on_device(&input, &[outs[0], xb, outs[2]])
+        .unwrap_err();
+    assert!(e.to_string().contains("also an input's"), "{e}");
+    let e = model
+        .run_on_device(&input, &[outs[0], outs[1], outs[0]])
+        .unwrap_err();
+    assert!(e.to_string().contains("also another output's"), "{e}");
+    let e = model.run_on_device(&input, &outs[..2]).unwrap_err();
+    assert!(e.to_string().contains("3 outputs"), "{e}");
+    for b in outs.into_iter().chain([xb, small]) {
+        dev.free(b).unwrap();
+    }
+}
+
+#[test]
 fn constant_subgraphs_fold_and_reshapes_are_views() {
     let ints = |v: &[i64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
     let g = GraphDef {

@@ -720,7 +720,14 @@ async fn a_long_submit_batch_read_as_it_is_sent_completes() {
             let n = i as i32 + 1;
             let mut r = req("Add", vec![desc(&[n], "f32"), desc(&[n], "f32")]);
             r.request_id = i as i64;
-            if tx.send(SubmitRequest { request: Some(r) }).await.is_err() {
+            if tx
+                .send(SubmitRequest {
+                    request: Some(r),
+                    fuse: None,
+                })
+                .await
+                .is_err()
+            {
                 return i;
             }
             tokio::task::yield_now().await;

@@ -180,6 +180,7 @@ async fn a_1000_item_stream_keeps_order_and_survives_a_bad_item() {
             let dtype = if i == 500 { "not-a-dtype" } else { "float32" };
             SubmitRequest {
                 request: Some(req("Add", vec![desc(&[4, 4], dtype), desc(&[4], dtype)], i)),
+                fuse: None,
             }
         })
         .collect();
@@ -524,9 +525,10 @@ async fn two_devices_are_named_per_request() {
         },
     ];
     let mut s = t
-        .submit_batch(tokio_stream::iter(
-            items.map(|r| SubmitRequest { request: Some(r) }),
-        ))
+        .submit_batch(tokio_stream::iter(items.map(|r| SubmitRequest {
+            request: Some(r),
+            fuse: None,
+        })))
         .await
         .unwrap()
         .into_inner();
@@ -634,6 +636,7 @@ async fn shutdown_finishes_a_stream_in_flight() {
                 vec![desc(&[8], "f32"), desc(&[i % 7 + 1, 1], "f32")],
                 i as i64,
             )),
+            fuse: None,
         })
         .collect();
     let mut stream = c
@@ -802,6 +805,404 @@ async fn health_reflection_admin_and_metrics() {
     assert!(
         text.contains("umd_pool_bytes_in_use{device=\"cpu\"}"),
         "{text}"
+    );
+    server.shutdown().await;
+}
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// An ONNX model of one node: `y = op(x[, w])`, x and y f32[4], w an f32[4] initializer.
+fn one_node_model(op: &str, w: Option<[f32; 4]>) -> Vec<u8> {
+    use prost::Message;
+    use umd::graph::onnx::proto as onnx;
+    let info = |name: &str| {
+        use onnx::tensor_shape_proto::{Dimension, dimension::Value};
+        onnx::ValueInfoProto {
+            name: Some(name.into()),
+            r#type: Some(onnx::TypeProto {
+                value: Some(onnx::type_proto::Value::TensorType(
+                    onnx::type_proto::Tensor {
+                        elem_type: Some(1),
+                        shape: Some(onnx::TensorShapeProto {
+                            dim: vec![Dimension {
+                                value: Some(Value::DimValue(4)),
+                                ..Default::default()
+                            }],
+                        }),
+                    },
+                )),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    };
+    let mut inputs = vec!["x".to_string()];
+    let mut initializer = Vec::new();
+    if let Some(w) = w {
+        inputs.push("w".into());
+        initializer.push(onnx::TensorProto {
+            name: Some("w".into()),
+            dims: vec![4],
+            data_type: Some(1),
+            raw_data: Some(f32s(&w)),
+            ..Default::default()
+        });
+    }
+    onnx::ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![onnx::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(onnx::GraphProto {
+            node: vec![onnx::NodeProto {
+                input: inputs,
+                output: vec!["y".into()],
+                op_type: Some(op.into()),
+                ..Default::default()
+            }],
+            initializer,
+            input: vec![info("x")],
+            output: vec![info("y")],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+async fn load(c: &mut graph_client::GraphClient<Channel>, model: Vec<u8>) -> String {
+    let r = c
+        .load_model(tokio_stream::iter(vec![ModelChunk {
+            device: String::new(),
+            data: model,
+        }]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+    r.handle
+}
+
+fn on_device(name: &str, handle: &str) -> DeviceTensor {
+    DeviceTensor {
+        desc: Some(TensorDesc {
+            name: name.into(),
+            shape: vec![4],
+            dtype: "f32".into(),
+        }),
+        handle: handle.into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_runs_chain_on_device_buffers_and_refuse_bad_handles() {
+    let server = Server::default().await;
+    // Buffers belong to a connection: the device and graph calls share one.
+    let channel = server.channel().await;
+    let mut dev = DeviceClient::new(channel.clone());
+    let mut graph = graph_client::GraphClient::new(channel);
+    // Another connection: its handles are foreign to this one.
+    let mut other = DeviceClient::new(server.channel().await);
+    let add = load(
+        &mut graph,
+        one_node_model("Add", Some([10.0, 20.0, 30.0, 40.0])),
+    )
+    .await;
+    let neg = load(&mut graph, one_node_model("Neg", None)).await;
+    let x = create(&mut dev, 16).await;
+    write(&mut dev, &x, &f32s(&[1.0, -2.0, 3.0, -4.0]), 16).await;
+    let live = |c: &mut DeviceClient<Channel>| {
+        let mut c = c.clone();
+        async move {
+            c.info(InfoRequest::default())
+                .await
+                .unwrap()
+                .into_inner()
+                .live_buffers
+        }
+    };
+    // Run 1: x by handle, y left on the device in a new buffer.
+    let r = graph
+        .run(RunModelRequest {
+            handle: add.clone(),
+            input_buffers: vec![on_device("x", &x)],
+            outputs_on_device: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+    assert!(r.outputs.is_empty(), "nothing by value");
+    assert_eq!(r.output_buffers.len(), 1);
+    let y = r.output_buffers[0].handle.clone();
+    assert_eq!(r.output_buffers[0].desc.as_ref().unwrap().name, "y");
+    // Run 2: that buffer is the next model's input; its output goes into a given buffer.
+    let z = create(&mut dev, 16).await;
+    let r = graph
+        .run(RunModelRequest {
+            handle: neg.clone(),
+            input_buffers: vec![on_device("x", &y)],
+            output_buffers: vec![on_device("y", &z)],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+    assert_eq!(r.output_buffers[0].handle, z);
+    assert_eq!(read(&mut dev, &y).await, f32s(&[11.0, 18.0, 33.0, 36.0]));
+    assert_eq!(
+        read(&mut dev, &z).await,
+        f32s(&[-11.0, -18.0, -33.0, -36.0])
+    );
+
+    // Refusals, each before any side effect (no buffer is created, z keeps its bytes).
+    let foreign = create(&mut other, 16).await;
+    let small = create(&mut dev, 8).await;
+    let before = live(&mut dev).await;
+    let refuse = |req: RunModelRequest, want: &'static str| {
+        let mut graph = graph.clone();
+        async move {
+            let r = graph.run(req).await.unwrap().into_inner();
+            assert_eq!(r.status, 3, "{want}: {}", r.msg);
+            assert!(r.msg.contains(want), "{want}: {}", r.msg);
+        }
+    };
+    refuse(
+        RunModelRequest {
+            handle: neg.clone(),
+            input_buffers: vec![on_device("x", &foreign)],
+            outputs_on_device: true,
+            ..Default::default()
+        },
+        "no buffer",
+    )
+    .await;
+    refuse(
+        RunModelRequest {
+            handle: neg.clone(),
+            input_buffers: vec![on_device("x", &x)],
+            output_buffers: vec![on_device("y", &foreign)],
+            ..Default::default()
+        },
+        "no buffer",
+    )
+    .await;
+    refuse(
+        RunModelRequest {
+            handle: neg.clone(),
+            input_buffers: vec![on_device("x", &small)],
+            outputs_on_device: true,
+            ..Default::default()
+        },
+        "its buffer has 8",
+    )
+    .await;
+    refuse(
+        RunModelRequest {
+            handle: neg.clone(),
+            input_buffers: vec![on_device("x", &x)],
+            output_buffers: vec![on_device("y", &small)],
+            ..Default::default()
+        },
+        "its buffer has 8",
+    )
+    .await;
+    refuse(
+        RunModelRequest {
+            handle: neg.clone(),
+            input_buffers: vec![on_device("x", &x)],
+            output_buffers: vec![on_device("nope", &z)],
+            ..Default::default()
+        },
+        "not an output",
+    )
+    .await;
+    assert_eq!(
+        live(&mut dev).await,
+        before,
+        "a refused run creates nothing"
+    );
+    assert_eq!(
+        read(&mut dev, &z).await,
+        f32s(&[-11.0, -18.0, -33.0, -36.0])
+    );
+    // The server keeps serving: by value, as before.
+    let r = graph
+        .run(RunModelRequest {
+            handle: neg,
+            inputs: vec![TensorValue {
+                desc: on_device("x", "").desc,
+                data: f32s(&[1.0, 2.0, 3.0, 4.0]),
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+    assert_eq!(r.outputs[0].data, f32s(&[-1.0, -2.0, -3.0, -4.0]));
+    server.shutdown().await;
+}
+
+fn fused_item(
+    r: TranslateRequest,
+    group: &str,
+    links: &[(u32, u32, u32)],
+    end: bool,
+) -> SubmitRequest {
+    SubmitRequest {
+        request: Some(r),
+        fuse: Some(FuseItem {
+            group: group.into(),
+            links: links
+                .iter()
+                .map(|&(input, item, output)| FuseLink {
+                    input,
+                    item,
+                    output,
+                })
+                .collect(),
+            end,
+        }),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_batch_fuses_a_group_into_one_command_buffer() {
+    let server = Server::default().await;
+    let channel = server.channel().await;
+    let mut t = TranslatorClient::new(channel.clone());
+    let mut dev = DeviceClient::new(channel);
+    let v4 = || desc(&[4], "f32");
+    // y = relu(x + w) * z as three ops streamed one by one; a plain item before and after.
+    let items = vec![
+        SubmitRequest {
+            request: Some(req("Neg", vec![v4()], 0)),
+            fuse: None,
+        },
+        fused_item(req("Add", vec![v4(), v4()], 1), "g", &[], false),
+        fused_item(req("Relu", vec![v4()], 2), "g", &[(0, 0, 0)], false),
+        fused_item(req("Mul", vec![v4(), v4()], 3), "g", &[(0, 1, 0)], true),
+        // Bad groups: a link to a later item; an output of another shape; an interrupted group.
+        fused_item(req("Relu", vec![v4()], 4), "bad", &[(0, 1, 0)], true),
+        fused_item(req("Relu", vec![v4()], 5), "shape", &[], false),
+        fused_item(
+            req("Relu", vec![desc(&[2], "f32")], 6),
+            "shape",
+            &[(0, 0, 0)],
+            true,
+        ),
+        fused_item(req("Relu", vec![v4()], 7), "open", &[], false),
+        SubmitRequest {
+            request: Some(req("Neg", vec![v4()], 8)),
+            fuse: None,
+        },
+    ];
+    let mut out = t
+        .submit_batch(tokio_stream::iter(items))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut responses = Vec::new();
+    while let Some(r) = out.message().await.unwrap() {
+        responses.push(r);
+    }
+    assert_eq!(responses.len(), 9);
+    for (i, r) in responses.iter().enumerate() {
+        let resp = r.response.as_ref().unwrap();
+        assert_eq!(
+            (resp.status, resp.request_id),
+            (0, i as i64),
+            "{}",
+            resp.msg
+        );
+    }
+    let fused: Vec<Option<&FusedGroup>> = responses.iter().map(|r| r.fused.as_ref()).collect();
+    assert!(fused[..3].iter().all(Option::is_none));
+    let g = fused[3].expect("the group's end carries it");
+    assert_eq!(
+        (g.status, g.group.as_str(), g.items),
+        (0, "g", 3),
+        "{}",
+        g.msg
+    );
+    let bad = fused[4].unwrap();
+    assert!(
+        bad.status == 3 && bad.msg.contains("not an earlier item"),
+        "{}",
+        bad.msg
+    );
+    assert!(fused[5].is_none());
+    let shape = fused[6].unwrap();
+    assert!(
+        shape.status == 3 && shape.msg.contains("f32[4]"),
+        "{}",
+        shape.msg
+    );
+    assert!(fused[7].is_none());
+    let open = fused[8].unwrap();
+    assert!(open.status == 3 && open.group == "open", "{}", open.msg);
+
+    // One command buffer: the three unlinked inputs, then every item's output.
+    let cb = CommandBuffer::decode(&g.command_buffer).unwrap();
+    assert_eq!(cb.launches.len(), 3);
+    let kinds: Vec<(u32, i32, u32)> = g
+        .bindings
+        .iter()
+        .map(|b| (b.item, b.kind, b.slot))
+        .collect();
+    use fused_binding::Kind;
+    let (i, o) = (Kind::Input as i32, Kind::Output as i32);
+    assert_eq!(
+        kinds,
+        vec![
+            (0, i, 0),
+            (0, i, 1),
+            (2, i, 1),
+            (0, o, 0),
+            (1, o, 0),
+            (2, o, 0)
+        ]
+    );
+    let mut inputs = Vec::new();
+    for v in [
+        [1.0, -2.0, 3.0, -4.0],
+        [1.0, 1.0, 1.0, 1.0],
+        [2.0, 2.0, 3.0, 3.0],
+    ] {
+        let h = create(&mut dev, 16).await;
+        write(&mut dev, &h, &f32s(&v), 16).await;
+        inputs.push(h);
+    }
+    let r = dev
+        .execute(ExecuteRequest {
+            command_buffer: g.command_buffer.clone(),
+            seal: g.seal.clone(),
+            inputs,
+            wait: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+    assert_eq!(r.outputs.len(), 3);
+    assert_eq!(
+        read(&mut dev, &r.outputs[0]).await,
+        f32s(&[2.0, -1.0, 4.0, -3.0])
+    );
+    assert_eq!(
+        read(&mut dev, &r.outputs[1]).await,
+        f32s(&[2.0, 0.0, 4.0, 0.0])
+    );
+    assert_eq!(
+        read(&mut dev, &r.outputs[2]).await,
+        f32s(&[4.0, 0.0, 12.0, 0.0])
     );
     server.shutdown().await;
 }

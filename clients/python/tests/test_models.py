@@ -344,3 +344,29 @@ def test_grpc_load_run_unload(server, tmp_path):
         m.unload()
         with pytest.raises(UmdError, match="no model"):
             m.run(feeds)
+
+
+def test_grpc_runs_chain_on_device_buffers(server):
+    from umd_client import Client, UmdError
+    double = h.make_model(h.make_graph(
+        [h.make_node("Add", ["x", "x"], ["y"])], "double",
+        [h.make_tensor_value_info("x", T.FLOAT, ["n"])], [h.make_tensor_value_info("y", T.FLOAT, ["n"])]),
+        opset_imports=[h.make_opsetid("", 17)])
+    x = np.arange(6, dtype=np.float32) - 2.5
+    with Client(server) as c:
+        m = c.load_model(double.SerializeToString())
+        y = m.run_on_device({"x": x})["y"]
+        assert y[1:] == ([6], "f32")
+        z = m.run_on_device({"x": y})["y"]  # the first run's output, still on the device
+        np.testing.assert_array_equal(c.download(*z), x * 4)
+        into = c.upload(np.zeros(6, np.float32))
+        assert m.run_on_device({"x": z}, {"y": into})["y"][0] == into
+        np.testing.assert_array_equal(c.download(into, [6], "f32"), x * 8)
+        small = c.upload(np.zeros(2, np.float32))
+        with pytest.raises(UmdError, match="its buffer has 8"):
+            m.run_on_device({"x": z}, {"y": small})
+        with pytest.raises(UmdError, match="no buffer"):
+            m.run_on_device({"x": ("buf-0", [6], "f32")})
+        for handle in (y[0], z[0], into, small):
+            c.free(handle)
+        m.unload()

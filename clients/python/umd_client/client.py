@@ -206,6 +206,31 @@ class Model:
             out[t.desc.name] = np.frombuffer(t.data, dtype=dt).reshape(tuple(t.desc.shape)).copy()
         return out
 
+    def run_on_device(self, inputs: Dict[str, object],
+                      out_buffers: Optional[Dict[str, str]] = None) -> Dict[str, tuple]:
+        """Runs the model with its outputs left on the device (no download): each input is an
+        array (sent by value) or a ``(handle, shape, dtype)`` of this client's buffers (bound as
+        it is); each output goes into ``out_buffers[name]`` where given, else into a new buffer.
+        Returns ``{name: (handle, shape, dtype)}`` — ready to be the next run's input."""
+        values, buffers = [], []
+        for name, v in inputs.items():
+            if isinstance(v, tuple):
+                handle, shape, dtype = v
+                buffers.append(pb.DeviceTensor(
+                    desc=pb.TensorDesc(name=name, shape=list(shape), dtype=dtype), handle=handle))
+            else:
+                arr = np.ascontiguousarray(v)
+                values.append(pb.TensorValue(desc=desc(arr, name=name), data=arr.tobytes()))
+        outs = [pb.DeviceTensor(desc=pb.TensorDesc(name=n), handle=h)
+                for n, h in (out_buffers or {}).items()]
+        r = self._stub.Run(pb.RunModelRequest(handle=self.handle, inputs=values,
+                                              input_buffers=buffers, output_buffers=outs,
+                                              outputs_on_device=True))
+        if r.status != STATUS_OK:
+            raise UmdError(r.status, r.msg)
+        self.peak_bytes = r.peak_bytes
+        return {t.desc.name: (t.handle, list(t.desc.shape), t.desc.dtype) for t in r.output_buffers}
+
     def unload(self) -> None:
         r = self._stub.Unload(pb.UnloadModelRequest(handle=self.handle))
         if r.status != STATUS_OK:

@@ -144,6 +144,7 @@ pub fn bench_grpc(host: Host, args: &GrpcBenchArgs) -> anyhow::Result<()> {
         let reqs: Vec<SubmitRequest> = (0..args.count)
             .map(|i| SubmitRequest {
                 request: Some(add_request(i as i64)),
+                fuse: None,
             })
             .collect();
         let mut stream = client

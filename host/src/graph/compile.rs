@@ -12,7 +12,7 @@ use super::def::{GraphDef, Node};
 use super::place::{self, Life};
 use super::{GraphError, Tensor};
 use crate::Host;
-use crate::cmdbuf::{Binding, CommandBuffer, LaunchCmd, Role, limits};
+use crate::cmdbuf::{CommandBuffer, Role, limits};
 use crate::device::{BufferId, Device};
 use crate::tensor::{AttrValue, TensorDesc};
 use crate::translate::{OpRequest, Translation};
@@ -44,7 +44,21 @@ pub struct PlanStats {
 /// Where a graph output comes from.
 enum Source {
     Const(Tensor),
-    Buffer(TensorDesc, BufferId),
+    /// A buffer holding only this output: a device-bound run binds the caller's buffer in its
+    /// place (no copy).
+    Own(TensorDesc, BufferId),
+    /// A buffer shared with other values (a pooled block, a graph input, another output): a
+    /// device-bound run copies it out with `copy` (an `Identity` launch; `None`: through the
+    /// host, when no plugin plans one).
+    Shared(TensorDesc, BufferId, Option<Arc<CommandBuffer>>),
+}
+
+/// A declared input of a run: bytes written into the plan's input buffer, or a caller's device
+/// buffer bound in its place.
+#[derive(Clone, Copy)]
+pub(super) enum Feed<'a> {
+    Bytes(&'a [u8]),
+    Buffer(BufferId),
 }
 
 /// One node with launches: for `--profile` and error messages.
@@ -159,14 +173,88 @@ impl Compiled {
         for ((_, buf), data) in self.inputs.iter().zip(inputs) {
             self.dev.write(*buf, 0, data)?;
         }
+        self.submit_all(&[])?;
+        self.read_outputs()
+    }
+
+    /// The outputs' descriptions, in declared order.
+    pub fn output_descs(&self) -> Vec<TensorDesc> {
+        self.outputs
+            .iter()
+            .map(|(name, src)| {
+                let mut d = match src {
+                    Source::Const(t) => t.desc.clone(),
+                    Source::Own(d, _) | Source::Shared(d, _, _) => d.clone(),
+                };
+                d.name = name.clone();
+                d
+            })
+            .collect()
+    }
+
+    /// A run on device buffers: each input's bytes or the caller's buffer (bound in place of the
+    /// plan's), each output into the caller's buffer `outputs[k]` (bound in place of the plan's
+    /// when the output has a buffer of its own, else copied on the device). The buffers were
+    /// checked by the caller (this device's, large enough). Returns when the outputs are written.
+    pub fn run_bound(&self, inputs: &[Feed], outputs: &[BufferId]) -> Result<(), GraphError> {
+        let _guard = self.lock.lock();
+        let mut subst: Vec<(BufferId, BufferId)> = Vec::new();
+        for ((_, buf), feed) in self.inputs.iter().zip(inputs) {
+            match feed {
+                Feed::Bytes(data) => self.dev.write(*buf, 0, data)?,
+                Feed::Buffer(b) => subst.push((*buf, *b)),
+            }
+        }
+        for ((_, src), dst) in self.outputs.iter().zip(outputs) {
+            if let Source::Own(_, b) = src {
+                subst.push((*b, *dst));
+            }
+        }
+        self.submit_all(&subst)?;
+        let mapped = |b: BufferId| subst.iter().find(|(p, _)| *p == b).map_or(b, |(_, c)| *c);
+        let stream = self.dev.default_stream();
+        let mut fences = Vec::new();
+        for ((_, src), dst) in self.outputs.iter().zip(outputs) {
+            match src {
+                Source::Own(..) => {}
+                Source::Const(t) => self.dev.write(*dst, 0, &t.data)?,
+                Source::Shared(_, b, Some(copy)) => {
+                    fences.push(self.dev.submit(stream, copy.clone(), &[mapped(*b), *dst])?);
+                }
+                Source::Shared(d, b, None) => {
+                    let data = self.dev.read(mapped(*b), 0, d.byte_size().unwrap_or(0))?;
+                    self.dev.write(*dst, 0, &data)?;
+                }
+            }
+        }
+        for f in fences {
+            f.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Submits every fused command buffer back to back on one stream, with the buffers of
+    /// `subst` (plan's, caller's) swapped in, and waits once.
+    fn submit_all(&self, subst: &[(BufferId, BufferId)]) -> Result<(), GraphError> {
         let stream = self.dev.default_stream();
         // The stream's queue is bounded (and shared): when it is full, wait for this run's
         // oldest submission (or briefly, when none is outstanding) and submit again.
         let mut fences = std::collections::VecDeque::with_capacity(self.segments.len());
         let mut waited = 0;
         for s in &self.segments {
+            let swapped: Vec<BufferId>;
+            let buffers = if subst.is_empty() {
+                &s.buffers
+            } else {
+                swapped = s
+                    .buffers
+                    .iter()
+                    .map(|b| subst.iter().find(|(p, _)| p == b).map_or(*b, |(_, c)| *c))
+                    .collect();
+                &swapped
+            };
             loop {
-                match self.dev.submit(stream, s.cmd.clone(), &s.buffers) {
+                match self.dev.submit(stream, s.cmd.clone(), buffers) {
                     Ok(f) => {
                         fences.push_back(f);
                         break;
@@ -188,7 +276,7 @@ impl Compiled {
                 return Err(self.blame(s, e));
             }
         }
-        self.read_outputs()
+        Ok(())
     }
 
     /// Runs node by node, waiting after each: per-node wall time in µs (the `--profile` table).
@@ -233,7 +321,7 @@ impl Compiled {
             .map(|(name, src)| {
                 let (mut desc, data) = match src {
                     Source::Const(t) => (t.desc.clone(), t.data.clone()),
-                    Source::Buffer(d, buf) => (
+                    Source::Own(d, buf) | Source::Shared(d, buf, _) => (
                         d.clone(),
                         self.dev.read(*buf, 0, d.byte_size().unwrap_or(0))?,
                     ),
@@ -291,7 +379,8 @@ impl<'a> Builder<'a> {
                     if let Store::Placed(l) = &mut self.stores[s] {
                         l.last = n_steps;
                     }
-                    Source::Buffer(v.desc.clone(), BufferId(s as u64))
+                    // The storage index for now; the buffer once placed.
+                    Source::Own(v.desc.clone(), BufferId(s as u64))
                 }
                 (_, None) => unreachable!("computed values always have a storage"),
             };
@@ -328,9 +417,27 @@ impl<'a> Builder<'a> {
         for ((s, _), b) in placed.iter().zip(&p.block_of) {
             buffer_of[*s] = Some(blocks[*b]);
         }
+        // An output whose storage is alone in its block (and is no other output's) is bound to
+        // the caller's buffer in a device-bound run; the others are copied out.
+        let mut per_block = vec![0usize; p.blocks.len()];
+        for b in &p.block_of {
+            per_block[*b] += 1;
+        }
+        let mut seen = Vec::new();
         for (_, src) in &mut outputs {
-            if let Source::Buffer(_, id) = src {
-                *id = buffer_of[id.0 as usize].expect("placed");
+            if let Source::Own(desc, id) = src {
+                let s = id.0 as usize;
+                let alone = placed
+                    .iter()
+                    .position(|(i, _)| *i == s)
+                    .is_some_and(|k| per_block[p.block_of[k]] == 1);
+                let buf = buffer_of[s].expect("placed");
+                *src = if alone && !seen.contains(&s) {
+                    Source::Own(desc.clone(), buf)
+                } else {
+                    Source::Shared(desc.clone(), buf, self.copy_cmd(desc))
+                };
+                seen.push(s);
             }
         }
         // Constants read by launches go to the device once.
@@ -361,7 +468,7 @@ impl<'a> Builder<'a> {
                 buffers: bufs,
             });
         }
-        let segments = fuse(self.host, &step_vals, &steps, &self.vals)?;
+        let segments = fuse(self.host, &step_vals, &steps)?;
         self.stats.submissions = segments.len();
         Ok(Compiled {
             dev,
@@ -373,6 +480,19 @@ impl<'a> Builder<'a> {
             stats: self.stats.clone(),
             lock: parking_lot::Mutex::new(()),
         })
+    }
+
+    /// A command buffer copying a `desc` value on the device (input → output), if a plugin
+    /// plans `Identity` for it.
+    fn copy_cmd(&self, desc: &TensorDesc) -> Option<Arc<CommandBuffer>> {
+        let t = self
+            .host
+            .translate(&OpRequest::new("Identity", vec![desc.clone()]))
+            .ok()?;
+        let ok = t.cmdbuf.bindings.len() == 2
+            && t.cmdbuf.count(Role::Input) == 1
+            && t.outputs.first().is_some_and(|o| o.shape == desc.shape);
+        ok.then(|| t.cmdbuf.clone())
     }
 
     fn push(&mut self, desc: TensorDesc, kind: Kind) -> usize {
@@ -660,100 +780,69 @@ fn constant_attr(node: &Node) -> Result<Tensor, GraphError> {
 }
 
 /// Fuses the steps' launches into command buffers of at most the format's bindings and
-/// launches: each value one binding (an input where the segment only reads it, an output where
-/// it writes it), relocations renumbered.
+/// launches ([`super::fuse`]): each value one binding (an input where the segment only reads it,
+/// an output where it writes it).
 fn fuse(
     host: &Host,
     step_vals: &[(String, String, Arc<Translation>, Vec<usize>)],
     steps: &[Step],
-    vals: &[Val],
 ) -> Result<Vec<Segment>, GraphError> {
     let target = host.device().target();
     let mut out = Vec::new();
-    let mut keys: Vec<usize> = Vec::new();
-    let mut written: Vec<bool> = Vec::new();
-    let mut bufs: Vec<BufferId> = Vec::new();
-    let mut launches: Vec<(usize, LaunchCmd, Vec<usize>)> = Vec::new();
-    let flush = |keys: &mut Vec<usize>,
-                 written: &mut Vec<bool>,
-                 bufs: &mut Vec<BufferId>,
-                 launches: &mut Vec<(usize, LaunchCmd, Vec<usize>)>,
-                 out: &mut Vec<Segment>|
-     -> Result<(), GraphError> {
-        if launches.is_empty() {
+    let flush = |range: std::ops::Range<usize>, out: &mut Vec<Segment>| -> Result<(), GraphError> {
+        if range.is_empty() {
             return Ok(());
         }
-        // Inputs first, then outputs (the format's order).
-        let mut order: Vec<usize> = (0..keys.len()).collect();
-        order.sort_by_key(|&k| written[k]);
-        let mut index_of = vec![0u32; keys.len()];
-        for (pos, &k) in order.iter().enumerate() {
-            index_of[k] = pos as u32;
-        }
-        let bindings = order
+        let parts: Vec<super::fuse::Part> = step_vals[range.clone()]
             .iter()
-            .map(|&k| Binding {
-                role: if written[k] {
-                    Role::Output
-                } else {
-                    Role::Input
-                },
-                desc: vals[keys[k]].desc.clone(),
+            .map(|(_, _, t, keys)| super::fuse::Part {
+                cmd: &t.cmdbuf,
+                values: keys,
             })
             .collect();
-        let mut launch_nodes = Vec::with_capacity(launches.len());
-        let mut cmds = Vec::with_capacity(launches.len());
-        for (step, mut l, local) in launches.drain(..) {
-            for r in &mut l.relocations {
-                r.binding = index_of[local[r.binding as usize]];
-            }
-            launch_nodes.push(step);
-            cmds.push(l);
-        }
-        let cmd = CommandBuffer {
-            target: target.name.clone(),
-            bindings,
-            launches: cmds,
+        let fused = super::fuse::fuse(target, &parts)?;
+        // The buffer of each value: where a step of the segment binds it.
+        let buffer_of = |v: usize| {
+            range
+                .clone()
+                .find_map(|si| {
+                    let keys = &step_vals[si].3;
+                    keys.iter()
+                        .position(|&k| k == v)
+                        .map(|b| steps[si].buffers[b])
+                })
+                .expect("a value of the segment")
         };
-        cmd.validate(Some(&target.limits))?;
         out.push(Segment {
-            cmd: Arc::new(cmd),
-            buffers: order.iter().map(|&k| bufs[k]).collect(),
-            launch_nodes,
+            buffers: fused.values.iter().map(|&v| buffer_of(v)).collect(),
+            launch_nodes: range
+                .clone()
+                .flat_map(|si| std::iter::repeat_n(si, step_vals[si].2.cmdbuf.launches.len()))
+                .collect(),
+            cmd: Arc::new(fused.cmd),
         });
-        keys.clear();
-        written.clear();
-        bufs.clear();
         Ok(())
     };
-    for (si, ((_, _, t, step_keys), step)) in step_vals.iter().zip(steps).enumerate() {
+    let mut start = 0;
+    let mut keys: Vec<usize> = Vec::new();
+    let mut launches = 0;
+    for (si, (_, _, t, step_keys)) in step_vals.iter().enumerate() {
         let new = step_keys.iter().filter(|k| !keys.contains(k)).count();
         if keys.len() + new > limits::MAX_BINDINGS
-            || launches.len() + t.cmdbuf.launches.len() > limits::MAX_LAUNCHES
+            || launches + t.cmdbuf.launches.len() > limits::MAX_LAUNCHES
         {
-            flush(&mut keys, &mut written, &mut bufs, &mut launches, &mut out)?;
+            flush(start..si, &mut out)?;
+            start = si;
+            keys.clear();
+            launches = 0;
         }
-        // Local position of each of this step's bindings in the segment.
-        let mut local = Vec::with_capacity(step_keys.len());
-        for (b, (&k, binding)) in step_keys.iter().zip(&t.cmdbuf.bindings).enumerate() {
-            let pos = match keys.iter().position(|&x| x == k) {
-                Some(p) => p,
-                None => {
-                    keys.push(k);
-                    written.push(false);
-                    bufs.push(step.buffers[b]);
-                    keys.len() - 1
-                }
-            };
-            if binding.role != Role::Input {
-                written[pos] = true;
+        for k in step_keys {
+            if !keys.contains(k) {
+                keys.push(*k);
             }
-            local.push(pos);
         }
-        for l in &t.cmdbuf.launches {
-            launches.push((si, l.clone(), local.clone()));
-        }
+        launches += t.cmdbuf.launches.len();
     }
-    flush(&mut keys, &mut written, &mut bufs, &mut launches, &mut out)?;
+    flush(start..step_vals.len(), &mut out)?;
     Ok(out)
 }

@@ -19,6 +19,7 @@
 
 mod compile;
 pub mod def;
+pub mod fuse;
 pub mod onnx;
 mod place;
 
@@ -114,6 +115,26 @@ impl GraphError {
     }
 }
 
+/// A declared input of a device-bound run ([`Model::run_on_device`]): bytes, or a buffer of the
+/// model's device holding the value (`desc` says what it holds; its name is the input's).
+#[derive(Debug, Clone, Copy)]
+pub enum RunInput<'a> {
+    Value(&'a Tensor),
+    Buffer {
+        desc: &'a TensorDesc,
+        buffer: BufferId,
+    },
+}
+
+impl RunInput<'_> {
+    fn desc(&self) -> &TensorDesc {
+        match self {
+            RunInput::Value(t) => &t.desc,
+            RunInput::Buffer { desc, .. } => desc,
+        }
+    }
+}
+
 /// One run's outputs (in declared order) and the plan's figures.
 #[derive(Debug, Clone)]
 pub struct RunOutput {
@@ -204,7 +225,11 @@ impl Model {
 
     /// Runs the model on `inputs` (one per declared input, by name, any order).
     pub fn run(&self, inputs: &[Tensor]) -> Result<RunOutput, GraphError> {
-        let (plan, data) = self.plan_for(inputs)?;
+        let given: Vec<_> = inputs
+            .iter()
+            .map(|t| (&t.desc, Some(&t.data[..])))
+            .collect();
+        let (plan, data) = self.plan_for(&given)?;
         let outputs = plan.run(&data)?;
         Ok(RunOutput {
             outputs,
@@ -214,7 +239,11 @@ impl Model {
 
     /// Runs node by node, each waited for: the time of each node with launches.
     pub fn profile(&self, inputs: &[Tensor]) -> Result<Vec<NodeTime>, GraphError> {
-        let (plan, data) = self.plan_for(inputs)?;
+        let given: Vec<_> = inputs
+            .iter()
+            .map(|t| (&t.desc, Some(&t.data[..])))
+            .collect();
+        let (plan, data) = self.plan_for(&given)?;
         let times = plan.profile(&data)?;
         Ok(plan
             .steps
@@ -229,11 +258,115 @@ impl Model {
             .collect())
     }
 
-    /// The compiled plan for `inputs`' signature (compiled now if new) and the inputs' bytes in
-    /// declared order.
+    /// The outputs' descriptions (declared order) a run on `inputs` gives; compiles the plan
+    /// for their signature if new. Buffers are checked as by [`Model::run_on_device`].
+    pub fn output_descs(&self, inputs: &[RunInput]) -> Result<Vec<TensorDesc>, GraphError> {
+        let small = self.read_small(inputs)?;
+        let given = given(inputs, &small);
+        Ok(self.plan_for(&given)?.0.output_descs())
+    }
+
+    /// Runs on device buffers: inputs by value or by buffer (bound as they are: no copy), each
+    /// output written into `outputs[k]` (declared order), a buffer of the model's device of at
+    /// least the output's size. Every buffer is checked (this device's, large enough) before
+    /// anything runs. Returns the plan's figures once the outputs are written.
+    pub fn run_on_device(
+        &self,
+        inputs: &[RunInput],
+        outputs: &[BufferId],
+    ) -> Result<PlanStats, GraphError> {
+        let small = self.read_small(inputs)?;
+        let given = given(inputs, &small);
+        let (plan, data) = self.plan_for(&given)?;
+        let descs = plan.output_descs();
+        if outputs.len() != descs.len() {
+            return Err(GraphError::Input(format!(
+                "{} output buffers given; the model has {} outputs",
+                outputs.len(),
+                descs.len()
+            )));
+        }
+        for (k, (d, b)) in descs.iter().zip(outputs).enumerate() {
+            self.check_buffer("output", d, *b)?;
+            // Outputs are written while inputs are still read: no buffer may be both, or two
+            // outputs.
+            let input = inputs
+                .iter()
+                .any(|i| matches!(i, RunInput::Buffer { buffer, .. } if buffer == b));
+            if input || outputs[..k].contains(b) {
+                return Err(GraphError::Input(format!(
+                    "output `{}`: its buffer is also {}",
+                    d.name,
+                    if input {
+                        "an input's"
+                    } else {
+                        "another output's"
+                    }
+                )));
+            }
+        }
+        // Declared order, as the plan's inputs are.
+        let feeds: Vec<compile::Feed> = self
+            .def
+            .inputs
+            .iter()
+            .zip(&data)
+            .map(
+                |(decl, bytes)| match inputs.iter().find(|i| i.desc().name == decl.name) {
+                    Some(RunInput::Buffer { buffer, .. }) => compile::Feed::Buffer(*buffer),
+                    _ => compile::Feed::Bytes(bytes),
+                },
+            )
+            .collect();
+        plan.run_bound(&feeds, outputs)?;
+        Ok(plan.stats.clone())
+    }
+
+    /// Checks that `buffer` is the model device's and holds `desc`; the bytes of buffer
+    /// inputs small enough to be planned by value (read now; the others `None`).
+    fn read_small(&self, inputs: &[RunInput]) -> Result<Vec<Option<Vec<u8>>>, GraphError> {
+        inputs
+            .iter()
+            .map(|i| match i {
+                RunInput::Value(_) => Ok(None),
+                RunInput::Buffer { desc, buffer } => {
+                    self.check_buffer("input", desc, *buffer)?;
+                    let small = desc.shape.iter().product::<u64>() <= MAX_VALUE_INPUT;
+                    let bytes = desc.byte_size().unwrap_or(0);
+                    small
+                        .then(|| self.host.device().read(*buffer, 0, bytes))
+                        .transpose()
+                        .map_err(GraphError::from)
+                }
+            })
+            .collect()
+    }
+
+    fn check_buffer(&self, what: &str, desc: &TensorDesc, b: BufferId) -> Result<(), GraphError> {
+        desc.validate()
+            .map_err(|e| GraphError::Input(format!("{what} `{}`: {e}", desc.name)))?;
+        let needed = desc.byte_size().unwrap_or(u64::MAX);
+        let size = self.host.device().size(b).map_err(|e| {
+            GraphError::Input(format!(
+                "{what} `{}`: its buffer is not usable on device `{}`: {e}",
+                desc.name,
+                self.host.device().name()
+            ))
+        })?;
+        if size < needed {
+            return Err(GraphError::Input(format!(
+                "{what} `{}` is {desc} ({needed} bytes); its buffer has {size}",
+                desc.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// The compiled plan for the given inputs' signature (compiled now if new) and the inputs'
+    /// bytes in declared order (empty for a buffer input not read).
     fn plan_for<'t>(
         &self,
-        inputs: &'t [Tensor],
+        inputs: &[(&'t TensorDesc, Option<&'t [u8]>)],
     ) -> Result<(Arc<compile::Compiled>, Vec<&'t [u8]>), GraphError> {
         let (descs, data) = self.signature(inputs)?;
         let plan = loop {
@@ -298,18 +431,19 @@ impl Model {
     }
 
     /// Checks `inputs` against the declarations: every input once, known names, dtypes, ranks,
-    /// fixed dims, data sizes. Returns the descriptions and bytes in declared order.
+    /// fixed dims, data sizes (of those given by value). Returns the descriptions and bytes in
+    /// declared order (empty where not given).
     fn signature<'t>(
         &self,
-        inputs: &'t [Tensor],
+        inputs: &[(&'t TensorDesc, Option<&'t [u8]>)],
     ) -> Result<(Vec<TensorDesc>, Vec<&'t [u8]>), GraphError> {
-        if let Some(t) = inputs
+        if let Some((t, _)) = inputs
             .iter()
-            .find(|t| !self.def.inputs.iter().any(|d| d.name == t.desc.name))
+            .find(|(t, _)| !self.def.inputs.iter().any(|d| d.name == t.name))
         {
             return Err(GraphError::Input(format!(
                 "`{}` is not an input of this model (inputs: {})",
-                t.desc.name,
+                t.name,
                 self.def
                     .inputs
                     .iter()
@@ -321,8 +455,8 @@ impl Model {
         let mut sig = Vec::with_capacity(self.def.inputs.len());
         let mut data = Vec::with_capacity(self.def.inputs.len());
         for decl in &self.def.inputs {
-            let mut given = inputs.iter().filter(|t| t.desc.name == decl.name);
-            let t = given.next().ok_or_else(|| {
+            let mut given = inputs.iter().filter(|(t, _)| t.name == decl.name);
+            let &(t, bytes_given) = given.next().ok_or_else(|| {
                 GraphError::Input(format!(
                     "input `{}` ({}) is missing",
                     decl.name,
@@ -335,29 +469,43 @@ impl Model {
                     decl.name
                 )));
             }
-            check_input(decl, &t.desc)?;
-            let bytes = t.desc.byte_size().unwrap_or(u64::MAX);
+            check_input(decl, t)?;
+            let bytes = t.byte_size().unwrap_or(u64::MAX);
             if bytes > onnx::MAX_TENSOR_BYTES {
                 return Err(GraphError::Limit(format!(
                     "input `{}` {} has {bytes} bytes; at most {}",
                     decl.name,
-                    t.desc,
+                    t,
                     onnx::MAX_TENSOR_BYTES
                 )));
             }
-            if t.data.len() as u64 != bytes {
+            let data_len = bytes_given.map_or(bytes, |d| d.len() as u64);
+            if data_len != bytes {
                 return Err(GraphError::Input(format!(
-                    "input `{}` {} needs {bytes} bytes, {} given",
-                    decl.name,
-                    t.desc,
-                    t.data.len()
+                    "input `{}` {} needs {bytes} bytes, {data_len} given",
+                    decl.name, t,
                 )));
             }
-            sig.push(t.desc.clone());
-            data.push(t.data.as_slice());
+            sig.push(t.clone());
+            data.push(bytes_given.unwrap_or(&[]));
         }
         Ok((sig, data))
     }
+}
+
+/// The inputs as (description, bytes known on the host): a value's bytes, a small buffer's read.
+fn given<'t>(
+    inputs: &[RunInput<'t>],
+    small: &'t [Option<Vec<u8>>],
+) -> Vec<(&'t TensorDesc, Option<&'t [u8]>)> {
+    inputs
+        .iter()
+        .zip(small)
+        .map(|(i, s)| match i {
+            RunInput::Value(t) => (&t.desc, Some(&t.data[..])),
+            RunInput::Buffer { desc, .. } => (*desc, s.as_deref()),
+        })
+        .collect()
 }
 
 /// Checks a given input's description against its declaration.

@@ -55,7 +55,7 @@ impl Buffers {
     }
 
     /// Checks that `owner` may hold `more` bytes beyond what it holds now.
-    fn admit(&self, owner: Session, more: u64) -> Result<(), Status> {
+    pub(super) fn admit(&self, owner: Session, more: u64) -> Result<(), Status> {
         let held: u64 = self
             .map
             .lock()
@@ -80,7 +80,7 @@ impl Buffers {
         handle
     }
 
-    fn get(&self, owner: Session, handle: &str) -> Result<(BufferId, u64), Status> {
+    pub(super) fn get(&self, owner: Session, handle: &str) -> Result<(BufferId, u64), Status> {
         match self.map.lock().get(handle) {
             Some(b) if b.owner == owner => Ok((b.id, b.bytes)),
             // Another session's handle reads exactly like an unknown one.
@@ -333,7 +333,7 @@ impl DeviceService {
 
 /// Buffers an execution created for its outputs: freed on drop unless [`Created::keep`] hands
 /// them to the client.
-struct Created {
+pub(super) struct Created {
     buffers: Arc<Buffers>,
     dev: Arc<dyn crate::device::Device>,
     owner: Session,
@@ -341,7 +341,11 @@ struct Created {
 }
 
 impl Created {
-    fn new(buffers: Arc<Buffers>, dev: Arc<dyn crate::device::Device>, owner: Session) -> Self {
+    pub(super) fn new(
+        buffers: Arc<Buffers>,
+        dev: Arc<dyn crate::device::Device>,
+        owner: Session,
+    ) -> Self {
         Created {
             buffers,
             dev,
@@ -350,13 +354,13 @@ impl Created {
         }
     }
 
-    fn insert(&mut self, id: BufferId, bytes: u64) -> String {
+    pub(super) fn insert(&mut self, id: BufferId, bytes: u64) -> String {
         let handle = self.buffers.insert(self.owner, id, bytes);
         self.handles.push(handle.clone());
         handle
     }
 
-    fn keep(mut self) {
+    pub(super) fn keep(mut self) {
         self.handles.clear();
     }
 }
@@ -379,7 +383,7 @@ pub const MAX_CLIENT_WORK_BYTES: u64 = 16 << 30;
 
 /// The per-request budget of a client's command buffer: one request cannot hold a stream that
 /// every client shares for long (a big Add repeated 1,024 times).
-fn within_budget(cb: &CommandBuffer) -> Result<(), Error> {
+pub(super) fn within_budget(cb: &CommandBuffer) -> Result<(), Error> {
     let too_much = |what: &str, value: u64, max: u64| {
         Error::from(crate::cmdbuf::CmdError::TooLarge {
             what: format!("per-request budget: {what}"),

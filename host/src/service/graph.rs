@@ -1,7 +1,10 @@
 //! `umd.Graph`: whole models over gRPC. `LoadModel` takes an ONNX model as a stream of chunks
 //! and returns an unguessable handle (given only to the client that loaded it, like buffer
 //! handles); `Run` takes named tensors by value and returns the named outputs; `Unload` drops
-//! the model and its device memory. Owns only the network side; the engine is [`crate::graph`].
+//! the model and its device memory. `Run` may also take inputs and give outputs as the
+//! connection's `umd.Device` buffer handles (zero-copy chaining of runs): every handle is checked
+//! (owner, device, size) before anything is allocated or run. Owns only the network side; the
+//! engine is [`crate::graph`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,10 +15,13 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::convert::{tensor_from_proto, tensor_to_proto};
+use super::device::{Buffers, Created};
 use super::proto::*;
+use super::session::Session;
 use crate::Host;
+use crate::device::BufferId;
 use crate::error::status;
-use crate::graph::{Dim, Model, Tensor, ValueDecl};
+use crate::graph::{Dim, GraphError, Model, RunInput, Tensor, ValueDecl};
 
 /// Largest model accepted over the wire (1 GiB).
 pub const MAX_MODEL_BYTES: usize = 1 << 30;
@@ -26,13 +32,16 @@ pub const MAX_MODELS: usize = 64;
 pub struct GraphService {
     host: Arc<Host>,
     models: Arc<Mutex<HashMap<String, Arc<Model>>>>,
+    /// The `umd.Device` handle table (runs on buffers).
+    buffers: Arc<Buffers>,
 }
 
 impl GraphService {
-    pub fn new(host: Arc<Host>) -> Self {
+    pub fn new(host: Arc<Host>, buffers: Arc<Buffers>) -> Self {
         GraphService {
             host,
             models: Arc::default(),
+            buffers,
         }
     }
 
@@ -62,6 +71,136 @@ fn load_error(status: i32, msg: String) -> LoadModelResponse {
         status,
         msg,
         ..Default::default()
+    }
+}
+
+/// A device-bound run's buffers, resolved from the connection's handles.
+struct Bound {
+    /// Inputs by buffer: description and buffer.
+    inputs: Vec<(crate::tensor::TensorDesc, BufferId)>,
+    /// Outputs named by the client: output name → (buffer, its bytes, handle).
+    outputs: Vec<(String, BufferId, u64, String)>,
+}
+
+impl GraphService {
+    /// Resolves the handles of a run (owner; known names, each once). Device and size checks
+    /// follow in [`Bound::run`], still before any side effect.
+    fn on_device(
+        &self,
+        owner: Session,
+        model: &Model,
+        inputs: &[DeviceTensor],
+        outputs: &[DeviceTensor],
+    ) -> Result<Bound, GraphError> {
+        let handle = |what: &str, name: &str, h: &str| {
+            self.buffers
+                .get(owner, h)
+                .map_err(|s| GraphError::Input(format!("{what} `{name:.64}`: {}", s.message())))
+        };
+        let mut bound = Bound {
+            inputs: Vec::with_capacity(inputs.len()),
+            outputs: Vec::with_capacity(outputs.len()),
+        };
+        for t in inputs {
+            let desc = t
+                .desc
+                .as_ref()
+                .ok_or_else(|| GraphError::Input("an input buffer without a description".into()))?;
+            let desc =
+                tensor_from_proto(desc).map_err(|e| GraphError::Input(format!("input: {e}")))?;
+            let (id, _) = handle("input", &desc.name, &t.handle)?;
+            bound.inputs.push((desc, id));
+        }
+        for t in outputs {
+            let name = t.desc.as_ref().map_or("", |d| d.name.as_str());
+            if !model.outputs().iter().any(|o| o.name == name) {
+                return Err(GraphError::Input(format!(
+                    "`{name:.64}` is not an output of this model (outputs: {})",
+                    model
+                        .outputs()
+                        .iter()
+                        .map(|o| o.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            if bound.outputs.iter().any(|o| o.0 == name) {
+                return Err(GraphError::Input(format!("output `{name}` is given twice")));
+            }
+            let (id, bytes) = handle("output", name, &t.handle)?;
+            bound
+                .outputs
+                .push((name.to_string(), id, bytes, t.handle.clone()));
+        }
+        Ok(bound)
+    }
+}
+
+impl Bound {
+    /// Checks the buffers against the plan's descriptions, creates the outputs not given (freed
+    /// again on failure), runs, and returns the outputs' buffers and the plan's peak bytes.
+    fn run(
+        self,
+        model: &Model,
+        values: &[Tensor],
+        buffers: &Arc<Buffers>,
+        host: &Arc<Host>,
+        owner: Session,
+    ) -> Result<(Vec<DeviceTensor>, u64), GraphError> {
+        let inputs: Vec<RunInput> = values
+            .iter()
+            .map(RunInput::Value)
+            .chain(self.inputs.iter().map(|(desc, buffer)| RunInput::Buffer {
+                desc,
+                buffer: *buffer,
+            }))
+            .collect();
+        let descs = model.output_descs(&inputs)?;
+        for (name, id, bytes, _) in &self.outputs {
+            let d = descs
+                .iter()
+                .find(|d| d.name == *name)
+                .expect("checked name");
+            let needed = d.byte_size().unwrap_or(u64::MAX);
+            if *bytes < needed {
+                return Err(GraphError::Input(format!(
+                    "output `{name}` is {d} ({needed} bytes); its buffer has {bytes}"
+                )));
+            }
+            host.device()
+                .size(*id)
+                .map_err(|e| GraphError::Input(format!("output `{name}`: not usable here: {e}")))?;
+        }
+        let dev = host.device().clone();
+        let mut created = Created::new(buffers.clone(), dev.clone(), owner);
+        let new_bytes: u64 = descs
+            .iter()
+            .filter(|d| !self.outputs.iter().any(|o| o.0 == d.name))
+            .map(|d| d.byte_size().unwrap_or(0).max(1))
+            .sum();
+        buffers
+            .admit(owner, new_bytes)
+            .map_err(|s| GraphError::Input(s.message().to_string()))?;
+        let mut ids = Vec::with_capacity(descs.len());
+        let mut out = Vec::with_capacity(descs.len());
+        for d in &descs {
+            let (id, handle) = match self.outputs.iter().find(|o| o.0 == d.name) {
+                Some((_, id, _, h)) => (*id, h.clone()),
+                None => {
+                    let bytes = d.byte_size().unwrap_or(0).max(1);
+                    let id = dev.alloc(bytes)?;
+                    (id, created.insert(id, bytes))
+                }
+            };
+            ids.push(id);
+            out.push(DeviceTensor {
+                desc: Some(tensor_to_proto(d)),
+                handle,
+            });
+        }
+        let stats = model.run_on_device(&inputs, &ids)?;
+        created.keep();
+        Ok((out, stats.peak_bytes))
     }
 }
 
@@ -126,6 +265,7 @@ impl graph_server::Graph for GraphService {
         &self,
         request: Request<RunModelRequest>,
     ) -> Result<Response<RunModelResponse>, Status> {
+        let owner = Session::of(&request);
         let r = request.into_inner();
         let fail = |status, msg| {
             Ok(Response::new(RunModelResponse {
@@ -156,6 +296,29 @@ impl graph_server::Graph for GraphService {
                 Err(e) => return fail(status::INVALID_INPUT, format!("input: {e}")),
             }
         }
+        if !r.input_buffers.is_empty() || !r.output_buffers.is_empty() || r.outputs_on_device {
+            let ran = match self.on_device(owner, &model, &r.input_buffers, &r.output_buffers) {
+                Ok(bound) => {
+                    let (buffers, host) = (self.buffers.clone(), self.host.clone());
+                    tokio::task::spawn_blocking(move || {
+                        bound.run(&model, &inputs, &buffers, &host, owner)
+                    })
+                    .await
+                    .map_err(|e| Status::internal(e.to_string()))?
+                }
+                Err(e) => Err(e),
+            };
+            return match ran {
+                Ok((outputs, peak_bytes)) => Ok(Response::new(RunModelResponse {
+                    status: status::OK,
+                    msg: String::new(),
+                    peak_bytes,
+                    output_buffers: outputs,
+                    ..Default::default()
+                })),
+                Err(e) => fail(e.status(), e.to_string()),
+            };
+        }
         let ran = tokio::task::spawn_blocking(move || model.run(&inputs))
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
@@ -164,6 +327,7 @@ impl graph_server::Graph for GraphService {
                 status: status::OK,
                 msg: String::new(),
                 peak_bytes: out.stats.peak_bytes,
+                output_buffers: Vec::new(),
                 outputs: out
                     .outputs
                     .into_iter()

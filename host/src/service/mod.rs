@@ -87,7 +87,7 @@ pub async fn serve(
     let translator = translator::TranslatorService::new(host.clone(), metrics.clone());
     let device = device::DeviceService::new(host.clone(), buffers.clone(), metrics.clone(), max)
         .allow_raw_command_buffers(config.allow_raw_command_buffers);
-    let graph = graph::GraphService::new(host.clone());
+    let graph = graph::GraphService::new(host.clone(), buffers.clone());
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<proto::translator_server::TranslatorServer<translator::TranslatorService>>()
