@@ -5,6 +5,19 @@
 //! Owns the network side only: request conversion, status codes, streaming, buffer handles and
 //! shutdown. Translation and execution are the [`Host`]'s.
 
+/// Accepts gzip and zstd requests and compresses responses for clients that ask (by
+/// `grpc-accept-encoding`). The decompressed size stays bounded: tonic inflates into a buffer
+/// limited to the service's `max_decoding_message_size` and answers RESOURCE_EXHAUSTED past it.
+macro_rules! compressed {
+    ($server:expr) => {
+        $server
+            .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
+            .accept_compressed(tonic::codec::CompressionEncoding::Zstd)
+            .send_compressed(tonic::codec::CompressionEncoding::Gzip)
+            .send_compressed(tonic::codec::CompressionEncoding::Zstd)
+    };
+}
+
 mod admin;
 mod convert;
 mod device;
@@ -138,17 +151,17 @@ pub async fn serve(
         .add_service(health)
         .add_service(reflection)
         .add_service(
-            proto::translator_server::TranslatorServer::new(translator)
+            compressed!(proto::translator_server::TranslatorServer::new(translator))
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
         )
         .add_service(
-            proto::device_server::DeviceServer::new(device)
+            compressed!(proto::device_server::DeviceServer::new(device))
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
         )
         .add_service(
-            proto::graph_server::GraphServer::new(graph.clone())
+            compressed!(proto::graph_server::GraphServer::new(graph.clone()))
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
         )
