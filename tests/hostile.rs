@@ -954,13 +954,23 @@ async fn compressed_messages_work_and_inflation_is_bounded() {
         })
         .await
         .unwrap();
-    let encoding = s.metadata().get("grpc-encoding").map(|v| v.to_str().unwrap());
-    assert_eq!(encoding, Some("zstd"), "the response is compressed as asked");
+    let encoding = s
+        .metadata()
+        .get("grpc-encoding")
+        .map(|v| v.to_str().unwrap());
+    assert_eq!(
+        encoding,
+        Some("zstd"),
+        "the response is compressed as asked"
+    );
     let mut back = Vec::new();
     while let Some(chunk) = s.get_mut().message().await.unwrap() {
         back.extend(chunk.data);
     }
-    assert!(back == bytes, "the buffer round-trips through gzip and zstd");
+    assert!(
+        back == bytes,
+        "the buffer round-trips through gzip and zstd"
+    );
     c.free_buffer(BufferRequest {
         handle: h,
         ..Default::default()
@@ -977,7 +987,10 @@ async fn compressed_messages_work_and_inflation_is_bounded() {
         .translate(req("Add", vec![desc(&[4], "f32"), desc(&[4], "f32")]))
         .await
         .unwrap();
-    let encoding = r.metadata().get("grpc-encoding").map(|v| v.to_str().unwrap());
+    let encoding = r
+        .metadata()
+        .get("grpc-encoding")
+        .map(|v| v.to_str().unwrap());
     assert_eq!(encoding, Some("gzip"));
     assert_eq!(r.get_ref().status, 0, "{}", r.get_ref().msg);
 
@@ -986,10 +999,17 @@ async fn compressed_messages_work_and_inflation_is_bounded() {
     for encoding in [Gzip, Zstd] {
         let mut t = TranslatorClient::new(server.channel().await).send_compressed(encoding);
         let bomb = req(&"A".repeat(8 << 20), vec![desc(&[4], "f32")]);
-        let e = within("the inflation bomb", t.translate(bomb)).await.unwrap_err();
-        assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{encoding}: {e:?}");
+        let e = within("the inflation bomb", t.translate(bomb))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.code(),
+            tonic::Code::ResourceExhausted,
+            "{encoding}: {e:?}"
+        );
         assert!(
-            e.message().contains("size limit, of 1048576 bytes, exceeded"),
+            e.message()
+                .contains("size limit, of 1048576 bytes, exceeded"),
             "{}",
             e.message()
         );

@@ -48,8 +48,11 @@ fn f32d(shape: &[u64]) -> TensorDesc {
 fn upload(host: &Host, shape: &[u64], seed: u64) -> BufferId {
     let n = shape.iter().product::<u64>() as usize;
     let b = host.alloc(&f32d(shape)).unwrap();
-    host.write(b, &data::encode(Dtype::F32, &data::random(Dtype::F32, n, seed)))
-        .unwrap();
+    host.write(
+        b,
+        &data::encode(Dtype::F32, &data::random(Dtype::F32, n, seed)),
+    )
+    .unwrap();
     b
 }
 
@@ -62,7 +65,10 @@ fn bench_op(
     shapes: &[&[u64]],
 ) {
     let t = host
-        .translate(&OpRequest::new(op, shapes.iter().map(|s| f32d(s)).collect()))
+        .translate(&OpRequest::new(
+            op,
+            shapes.iter().map(|s| f32d(s)).collect(),
+        ))
         .unwrap();
     let mut bufs: Vec<BufferId> = shapes
         .iter()
@@ -138,8 +144,11 @@ fn mlp(c: &mut Criterion) {
         let b1 = upload(host, &[h], 3);
         let w2 = upload(host, &[h, o], 4);
         let tr = |op: &str, shapes: &[&[u64]]| {
-            host.translate(&OpRequest::new(op, shapes.iter().map(|s| f32d(s)).collect()))
-                .unwrap()
+            host.translate(&OpRequest::new(
+                op,
+                shapes.iter().map(|s| f32d(s)).collect(),
+            ))
+            .unwrap()
         };
         let mm1 = tr("MatMul", &[&[b, i], &[i, h]]);
         let bias = tr("Add", &[&[b, h], &[h]]);
@@ -155,7 +164,10 @@ fn mlp(c: &mut Criterion) {
                 host.execute(&mm1, &[x, w1, hid], s).unwrap();
                 host.execute(&bias, &[hid, b1, act], s).unwrap();
                 host.execute(&relu, &[act, act2], s).unwrap();
-                host.execute(&mm2, &[act2, w2, y], s).unwrap().wait().unwrap();
+                host.execute(&mm2, &[act2, w2, y], s)
+                    .unwrap()
+                    .wait()
+                    .unwrap();
             })
         });
     }
