@@ -207,7 +207,7 @@ async fn batch_loop(addr: String, stats: Arc<Stats>, seed: usize) -> anyhow::Res
             })
             .collect();
         let t = Instant::now();
-        let client = if round % 2 == 0 { &mut c } else { &mut zc };
+        let client = if round.is_multiple_of(2) { &mut c } else { &mut zc };
         let r = async {
             let mut s = client
                 .submit_batch(tokio_stream::iter(reqs))
@@ -328,7 +328,7 @@ async fn execute_loop(addr: String, stats: Arc<Stats>) -> anyhow::Result<()> {
     let mut i = 0usize;
     while stats.running() {
         let start = Instant::now();
-        let r = execute_once(&mut c, &sealed, &x, &expect, i % 2 == 0).await;
+        let r = execute_once(&mut c, &sealed, &x, &expect, i.is_multiple_of(2)).await;
         stats.good(start.elapsed(), r);
         i += 1;
     }

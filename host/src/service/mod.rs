@@ -186,6 +186,17 @@ pub async fn serve(
     Ok(())
 }
 
+/// The service's request conversion alone, for the fuzzer in `fuzz/`: protobuf bytes →
+/// `TranslateRequest` → `OpRequest`, validated as Translate validates it; an error says why.
+#[doc(hidden)]
+pub fn check_request_bytes(bytes: &[u8]) -> Result<crate::OpRequest, String> {
+    let r =
+        <proto::TranslateRequest as prost::Message>::decode(bytes).map_err(|e| e.to_string())?;
+    let req = convert::request_from_proto(&r).map_err(|e| e.to_string())?;
+    req.validate().map_err(|e| e.to_string())?;
+    Ok(req)
+}
+
 /// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
