@@ -20,7 +20,7 @@ command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-opts=(--fuzz-dir fuzz --target-dir "$target_dir" --sanitizer "$sanitizer")
+opts=(--dev --fuzz-dir fuzz --target-dir "$target_dir" --sanitizer "$sanitizer")
 cargo +nightly fuzz build "${opts[@]}"
 for t in $targets; do
     echo "== fuzz $t for ${seconds}s"

@@ -213,8 +213,14 @@ fn a_replaced_plugin_version_is_freed_once_its_work_is_done() {
         // The cached translation of the old generation may not keep the old version alive
         // once a translation of the new one is cached.
         let t = host.translate(&req).unwrap();
-        assert_eq!(t.plugin, ["tagger@2.0.0", "tagger@1.0.0", "tagger@2.0.0"][i]);
+        assert_eq!(
+            t.plugin,
+            ["tagger@2.0.0", "tagger@1.0.0", "tagger@2.0.0"][i]
+        );
         assert_eq!(host.translator().cache().stats().entries, 1);
     }
-    assert!(old.upgrade().is_none(), "the replaced tagger@1.0.0 is still alive");
+    assert!(
+        old.upgrade().is_none(),
+        "the replaced tagger@1.0.0 is still alive"
+    );
 }

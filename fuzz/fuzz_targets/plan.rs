@@ -15,15 +15,27 @@ const DTYPES: [wit::DtypeExt; 6] = [
     wit::DtypeExt::Boolean,
     wit::DtypeExt::F8e4m3fn,
 ];
-const ACCESS: [wit::Access; 3] = [wit::Access::Read, wit::Access::Write, wit::Access::ReadWrite];
+const ACCESS: [wit::Access; 3] = [
+    wit::Access::Read,
+    wit::Access::Write,
+    wit::Access::ReadWrite,
+];
 
-fn small<T>(u: &mut Unstructured, max: usize, f: impl Fn(&mut Unstructured) -> Result<T>) -> Result<Vec<T>> {
+fn small<T>(
+    u: &mut Unstructured,
+    max: usize,
+    f: impl Fn(&mut Unstructured) -> Result<T>,
+) -> Result<Vec<T>> {
     let n = u.int_in_range(0..=max)?;
     (0..n).map(|_| f(u)).collect()
 }
 
 fn dim(u: &mut Unstructured) -> Result<wit::Dim3> {
-    Ok(wit::Dim3 { x: u.arbitrary()?, y: u.arbitrary()?, z: u.arbitrary()? })
+    Ok(wit::Dim3 {
+        x: u.arbitrary()?,
+        y: u.arbitrary()?,
+        z: u.arbitrary()?,
+    })
 }
 
 fn plan(u: &mut Unstructured) -> Result<(OpRequest, wit::OpPlanExt)> {
@@ -56,7 +68,11 @@ fn plan(u: &mut Unstructured) -> Result<(OpRequest, wit::OpPlanExt)> {
         })
     })?;
     let workspace_bytes = if u.arbitrary()? { u.arbitrary()? } else { 0 };
-    let plan = wit::OpPlanExt { outputs, launches, workspace_bytes };
+    let plan = wit::OpPlanExt {
+        outputs,
+        launches,
+        workspace_bytes,
+    };
     Ok((OpRequest::new("Fuzz", inputs), plan))
 }
 
@@ -66,7 +82,11 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(cb) = umd::translate::validate_plan(&req, &Target::cpu(), plan) {
         // An accepted plan is a valid command buffer that survives the wire.
-        cb.validate(Some(&Target::cpu().limits)).expect("an accepted plan validates");
-        assert_eq!(umd::cmdbuf::CommandBuffer::decode(&cb.encode()).as_ref(), Ok(&cb));
+        cb.validate(Some(&Target::cpu().limits))
+            .expect("an accepted plan validates");
+        assert_eq!(
+            umd::cmdbuf::CommandBuffer::decode(&cb.encode()).as_ref(),
+            Ok(&cb)
+        );
     }
 });

@@ -1,7 +1,7 @@
 //! `umd bench soak`: mixed load against the gRPC service for N minutes — Translate, Execute
 //! (ops and sealed command buffers, results checked), SubmitBatch, a plugin hot swap every ~30 s
 //! and hostile requests (oversized, inflation bombs, bad names, unknown streams and handles,
-//! unsealed command buffers) — printing per interval the process RSS, p50/p99 of good requests
+//! unsealed command buffers) — printing per interval the process RSS (mean and peak of 1 s samples), p50/p99 of good requests
 //! and error counts, then a verdict: no good request failed and RSS of the first and last
 //! interval within 10 %.
 
@@ -207,7 +207,11 @@ async fn batch_loop(addr: String, stats: Arc<Stats>, seed: usize) -> anyhow::Res
             })
             .collect();
         let t = Instant::now();
-        let client = if round.is_multiple_of(2) { &mut c } else { &mut zc };
+        let client = if round.is_multiple_of(2) {
+            &mut c
+        } else {
+            &mut zc
+        };
         let r = async {
             let mut s = client
                 .submit_batch(tokio_stream::iter(reqs))
@@ -582,9 +586,10 @@ async fn soak(host: Host, args: &SoakArgs) -> anyhow::Result<()> {
         println!("  {s}");
     }
     println!(
-        "{:>8} {:>9} {:>9} {:>8} {:>8} {:>9} {:>8} {:>10} {:>6}",
+        "{:>8} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9} {:>8} {:>10} {:>6}",
         "interval",
         "RSS MiB",
+        "peak",
         "good",
         "p50 ms",
         "p99 ms",
@@ -597,11 +602,19 @@ async fn soak(host: Host, args: &SoakArgs) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     let mut total = Window::new();
     for n in 1..=intervals {
-        tokio::time::sleep(Duration::from_secs(args.interval_secs)).await;
+        // RSS as the mean of one sample a second: a single sample swings with the transient
+        // buffers of whatever requests are in flight.
+        let mut samples = Vec::new();
+        let end = Instant::now() + Duration::from_secs(args.interval_secs);
+        while Instant::now() < end {
+            tokio::time::sleep(Duration::from_secs(1).min(end - Instant::now())).await;
+            samples.push(rss_mib());
+        }
         let w = std::mem::replace(&mut *stats.window.lock(), Window::new());
-        let rss = rss_mib();
+        let rss = samples.iter().sum::<f64>() / samples.len() as f64;
+        let peak = samples.iter().cloned().fold(0.0, f64::max);
         println!(
-            "{n:>8} {rss:>9.1} {:>9} {:>8.2} {:>8.2} {:>9} {:>8} {:>10} {:>6}",
+            "{n:>8} {rss:>9.1} {peak:>8.1} {:>9} {:>8.2} {:>8.2} {:>9} {:>8} {:>10} {:>6}",
             w.good,
             w.percentile_ms(0.5),
             w.percentile_ms(0.99),
@@ -643,7 +656,7 @@ async fn soak(host: Host, args: &SoakArgs) -> anyhow::Result<()> {
     let flat = growth.abs() <= 10.0;
     let pass = flat && total.good_errors == 0 && total.hostile_unexpected == 0;
     println!(
-        "verdict: {} — RSS {first:.1} MiB in the first interval, {last:.1} MiB in the last \
+        "verdict: {} — mean RSS {first:.1} MiB in the first interval, {last:.1} MiB in the last \
          ({growth:+.1} %, limit ±10 %); {} good requests, {} failed; {} hostile, {} not refused \
          as expected; {} hot swaps",
         if pass { "PASS" } else { "FAIL" },
