@@ -76,13 +76,16 @@ fn plan(u: &mut Unstructured) -> Result<(OpRequest, wit::OpPlanExt)> {
     Ok((OpRequest::new("Fuzz", inputs), plan))
 }
 
+/// `Target::cpu()` asks the OS for its core count: once, not per input.
+static CPU: std::sync::LazyLock<Target> = std::sync::LazyLock::new(Target::cpu);
+
 fuzz_target!(|data: &[u8]| {
     let Ok((req, plan)) = plan(&mut Unstructured::new(data)) else {
         return;
     };
-    if let Ok(cb) = umd::translate::validate_plan(&req, &Target::cpu(), plan) {
+    if let Ok(cb) = umd::translate::validate_plan(&req, &CPU, plan) {
         // An accepted plan is a valid command buffer that survives the wire.
-        cb.validate(Some(&Target::cpu().limits))
+        cb.validate(Some(&CPU.limits))
             .expect("an accepted plan validates");
         assert_eq!(
             umd::cmdbuf::CommandBuffer::decode(&cb.encode()).as_ref(),
