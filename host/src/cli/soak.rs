@@ -40,14 +40,16 @@ pub struct SoakArgs {
     /// administration, for the hot swaps). RSS is this process's either way.
     #[arg(long)]
     addr: Option<String>,
-    /// The server's largest message, in MiB (the oversized requests are just above it).
+    /// The server's largest message, in MiB (the oversized requests are just above it; `umd
+    /// serve` defaults to 64).
     #[arg(long, default_value_t = 4)]
     max_message_mib: usize,
     /// Client tasks of each good kind (Translate, Execute, SubmitBatch), each on its own
     /// connection.
     #[arg(long, default_value_t = 2)]
     clients: usize,
-    /// Seconds between plugin hot swaps (0: none).
+    /// Seconds between plugin hot swaps (0: none). Swaps go through `umd.Plugins.Load` with a
+    /// path on this machine: against `--addr`, the server must be local and serve `--admin`.
     #[arg(long, default_value_t = 30)]
     swap_secs: u64,
 }
