@@ -933,3 +933,103 @@ async fn a_flooding_client_gets_a_budget_and_a_bounded_queue() {
     back_to(&mut c, &base).await;
     server.shutdown().await;
 }
+
+// 18. gzip and zstd: accepted both ways, answered compressed when asked, and a small compressed
+// message that inflates past the server's limit is refused without hurting anyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compressed_messages_work_and_inflation_is_bounded() {
+    use tonic::codec::CompressionEncoding::{Gzip, Zstd};
+    let config = ServeConfig {
+        max_message_bytes: 1 << 20,
+        ..quiet()
+    };
+    let server = Server::start(Host::builder().build().unwrap(), config).await;
+
+    // A gzip request answered in zstd: a 512 KiB buffer written and read back.
+    let mut c = server
+        .device()
+        .await
+        .send_compressed(Gzip)
+        .accept_compressed(Zstd);
+    let base = info(&mut c).await;
+    let bytes: Vec<u8> = (0..512u32 << 10).map(|i| (i % 251) as u8).collect();
+    let h = create(&mut c, bytes.len() as u64).await;
+    write(&mut c, &h, &bytes).await;
+    let mut s = c
+        .read_buffer(ReadRequest {
+            handle: h.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let encoding = s
+        .metadata()
+        .get("grpc-encoding")
+        .map(|v| v.to_str().unwrap());
+    assert_eq!(
+        encoding,
+        Some("zstd"),
+        "the response is compressed as asked"
+    );
+    let mut back = Vec::new();
+    while let Some(chunk) = s.get_mut().message().await.unwrap() {
+        back.extend(chunk.data);
+    }
+    assert!(
+        back == bytes,
+        "the buffer round-trips through gzip and zstd"
+    );
+    c.free_buffer(BufferRequest {
+        handle: h,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    back_to(&mut c, &base).await;
+
+    // Translate in zstd, answered in gzip.
+    let mut t = TranslatorClient::new(server.channel().await)
+        .send_compressed(Zstd)
+        .accept_compressed(Gzip);
+    let r = t
+        .translate(req("Add", vec![desc(&[4], "f32"), desc(&[4], "f32")]))
+        .await
+        .unwrap();
+    let encoding = r
+        .metadata()
+        .get("grpc-encoding")
+        .map(|v| v.to_str().unwrap());
+    assert_eq!(encoding, Some("gzip"));
+    assert_eq!(r.get_ref().status, 0, "{}", r.get_ref().msg);
+
+    // 8 MiB of one letter gzips to a few KiB: under the 1 MiB limit on the wire, 8 times over
+    // it inflated. Refused while inflating (RESOURCE_EXHAUSTED), for gzip and zstd alike.
+    for encoding in [Gzip, Zstd] {
+        let mut t = TranslatorClient::new(server.channel().await).send_compressed(encoding);
+        let bomb = req(&"A".repeat(8 << 20), vec![desc(&[4], "f32")]);
+        let e = within("the inflation bomb", t.translate(bomb))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.code(),
+            tonic::Code::ResourceExhausted,
+            "{encoding}: {e:?}"
+        );
+        assert!(
+            e.message()
+                .contains("size limit, of 1048576 bytes, exceeded"),
+            "{}",
+            e.message()
+        );
+    }
+    // The same request uncompressed is refused by its length alone.
+    let mut t = TranslatorClient::new(server.channel().await);
+    let e = t
+        .translate(req(&"A".repeat(8 << 20), vec![]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::OutOfRange, "{e:?}");
+    assert!(e.message().contains("too large"), "{}", e.message());
+    within("a second client's Add", small_add_works(&server)).await;
+    server.shutdown().await;
+}

@@ -274,3 +274,34 @@ fn a_rebuild_with_the_same_version_is_told_apart() {
         .to_string();
     assert!(e.contains("no longer loaded"), "{e}");
 }
+
+#[test]
+fn a_replaced_plugin_version_is_freed_once_its_work_is_done() {
+    let dir = TempDir::new();
+    let (v1, v2) = (dir.path().join("v1.wasm"), dir.path().join("v2.wasm"));
+    install(&fixture("tagger_v1"), &v1);
+    install(&fixture("tagger_v2"), &v2);
+    let host = Host::builder().bundled_plugins(false).build().unwrap();
+    host.load_plugin(&v1).unwrap();
+    let x = TensorDesc::new("x", vec![1], Dtype::F32);
+    let req = OpRequest::new("Tag", vec![x]);
+    let t = host.translate(&req).unwrap();
+    assert_eq!(t.plugin, "tagger@1.0.0");
+    let old = Arc::downgrade(&t.planner);
+    drop(t);
+    for (i, file) in [&v2, &v1, &v2].into_iter().enumerate() {
+        host.load_plugin(file).unwrap();
+        // The cached translation of the old generation may not keep the old version alive
+        // once a translation of the new one is cached.
+        let t = host.translate(&req).unwrap();
+        assert_eq!(
+            t.plugin,
+            ["tagger@2.0.0", "tagger@1.0.0", "tagger@2.0.0"][i]
+        );
+        assert_eq!(host.translator().cache().stats().entries, 1);
+    }
+    assert!(
+        old.upgrade().is_none(),
+        "the replaced tagger@1.0.0 is still alive"
+    );
+}

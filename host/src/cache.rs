@@ -2,8 +2,9 @@
 //! generation → the same translation, without entering wasm.
 //!
 //! Bounded in entries and in bytes (a request's names, attributes and values plus its encoded
-//! translation count): when either is full it drops everything (translations are cheap to redo and a registry change
-//! makes old entries unreachable anyway). A lookup hashes the borrowed request, so a hit
+//! translation count): when either is full it drops everything (translations are cheap to redo). Entries of an
+//! older registry generation are unreachable and are dropped when the first entry of a newer one
+//! arrives: they would otherwise keep replaced plugin versions (their compiled code) alive. A lookup hashes the borrowed request, so a hit
 //! allocates nothing. Owns nothing but its map.
 
 use std::collections::HashMap;
@@ -98,6 +99,10 @@ pub struct TranslationCache {
     hits: AtomicU64,
     misses: AtomicU64,
     clears: AtomicU64,
+    /// The newest registry generation inserted: entries of older ones are unreachable (lookups
+    /// use the current generation) and are dropped when a newer one arrives, so they do not
+    /// keep replaced plugin versions alive.
+    newest: AtomicU64,
 }
 
 fn key(req: &OpRequest, target: &Target, generation: u64) -> u64 {
@@ -137,6 +142,7 @@ impl TranslationCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             clears: AtomicU64::new(0),
+            newest: AtomicU64::new(0),
         }
     }
 
@@ -193,6 +199,24 @@ impl TranslationCache {
         }
         let k = key(req, target, generation);
         let mut map = self.map.lock();
+        if generation > self.newest.load(Ordering::Relaxed) {
+            self.newest.store(generation, Ordering::Relaxed);
+            let (mut len, mut bytes) = (0u64, 0u64);
+            map.retain(|_, bucket| {
+                bucket.retain(|e| e.generation >= generation);
+                len += bucket.len() as u64;
+                bytes += bucket
+                    .iter()
+                    .map(|e| cost(&e.request, &e.translation) as u64)
+                    .sum::<u64>();
+                !bucket.is_empty()
+            });
+            self.len.store(len, Ordering::Relaxed);
+            self.bytes.store(bytes, Ordering::Relaxed);
+        } else if generation < self.newest.load(Ordering::Relaxed) {
+            // Planned under a registry that has changed since: never looked up again.
+            return;
+        }
         if self.len.load(Ordering::Relaxed) as usize >= self.capacity
             || self.bytes.load(Ordering::Relaxed) as usize + size > self.max_bytes
         {

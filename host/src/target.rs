@@ -17,8 +17,12 @@ impl Dim3 {
     pub const fn new(x: u32, y: u32, z: u32) -> Self {
         Dim3 { x, y, z }
     }
+    /// x·y·z, saturating at `u64::MAX` (three `u32`s can overflow a `u64`: found by fuzzing
+    /// plan validation, where a wrapped block volume could slip under a thread limit).
     pub fn volume(&self) -> u64 {
-        self.x as u64 * self.y as u64 * self.z as u64
+        (self.x as u64)
+            .saturating_mul(self.y as u64)
+            .saturating_mul(self.z as u64)
     }
     /// True when any dimension exceeds `max`'s.
     pub fn exceeds(&self, max: &Dim3) -> bool {
@@ -150,6 +154,21 @@ impl fmt::Display for Target {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn volume_saturates_instead_of_overflowing() {
+        assert_eq!(Dim3::new(2, 3, 4).volume(), 24);
+        assert_eq!(
+            Dim3::new(u32::MAX, u32::MAX, 1).volume(),
+            (u32::MAX as u64).pow(2)
+        );
+        assert_eq!(Dim3::new(u32::MAX, u32::MAX, u32::MAX).volume(), u64::MAX);
+        assert_eq!(
+            Dim3::new(1 << 31, 1 << 31, 4).volume(),
+            u64::MAX,
+            "2^64 is not 0"
+        );
+    }
 
     #[test]
     fn parsing_and_matching() {

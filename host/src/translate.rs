@@ -106,7 +106,7 @@ impl OpRequest {
         self
     }
 
-    fn validate(&self) -> Result<(), RequestError> {
+    pub(crate) fn validate(&self) -> Result<(), RequestError> {
         if self.op.is_empty() || self.op.len() > 128 {
             return Err(RequestError::Other(
                 "op name is empty or longer than 128 bytes".into(),
@@ -532,7 +532,8 @@ fn plan_on(
     };
     match planned.map_err(fault)? {
         Ok(plan) => {
-            let cb = build_command_buffer(p, req, target, plan).map_err(fault)?;
+            let hash = |module: &str| crate::registry::module_hash(p, module, &target.arch);
+            let cb = build_command_buffer(p.label(), &hash, req, target, plan).map_err(fault)?;
             Ok(Ok(finish(cb, p.clone(), generation)))
         }
         Err(e) => match convert::op_error(e) {
@@ -583,9 +584,22 @@ fn finish(cb: CommandBuffer, planner: Arc<LoadedPlugin>, generation: u64) -> Tra
     }
 }
 
-/// Turns a plugin's plan into a validated command buffer (DESIGN §2 step 5).
+/// Plan validation alone, as for a plan from a plugin labelled `fuzz@0.0.0` (for the fuzzer in
+/// `fuzz/`: what a hostile plugin may return must be refused, never panic).
+#[doc(hidden)]
+pub fn validate_plan(
+    req: &OpRequest,
+    target: &Target,
+    plan: wit::OpPlanExt,
+) -> std::result::Result<CommandBuffer, PluginFault> {
+    build_command_buffer("fuzz@0.0.0", &|_| [0; 32], req, target, plan)
+}
+
+/// Turns the plan of plugin `label` into a validated command buffer (DESIGN §2 step 5);
+/// `module_hash` names each module's build.
 fn build_command_buffer(
-    plugin: &LoadedPlugin,
+    label: &str,
+    module_hash: &dyn Fn(&str) -> [u8; 32],
     req: &OpRequest,
     target: &Target,
     plan: wit::OpPlanExt,
@@ -638,8 +652,8 @@ fn build_command_buffer(
         .into_iter()
         .map(|l| LaunchCmd {
             module: ModuleRef {
-                plugin: plugin.label().to_string(),
-                hash: crate::registry::module_hash(plugin, &l.module_id, &target.arch),
+                plugin: label.to_string(),
+                hash: module_hash(&l.module_id),
                 id: l.module_id,
             },
             entry_point: l.entry_point,

@@ -8,6 +8,7 @@ mod plugin_kit;
 mod plugins;
 mod run_model;
 mod serve;
+mod soak;
 
 use std::path::PathBuf;
 
@@ -133,6 +134,9 @@ enum Command {
 enum BenchCommand {
     /// N Adds as sequential unary Translate calls and as one SubmitBatch stream.
     Grpc(serve::GrpcBenchArgs),
+    /// Mixed load for N minutes (translate, execute, SubmitBatch, hot swaps, hostile requests):
+    /// RSS, p50/p99 and errors per minute, then a verdict.
+    Soak(soak::SoakArgs),
 }
 
 #[derive(Args)]
@@ -234,6 +238,7 @@ impl Cli {
             Command::Check(args) => check::run(&self.host.host()?, &args),
             Command::Serve(args) => serve::run(self.host.host()?, &args),
             Command::Bench(BenchCommand::Grpc(args)) => serve::bench_grpc(self.host.host()?, &args),
+            Command::Bench(BenchCommand::Soak(args)) => soak::run(self.host.host()?, &args),
             Command::Devices => devices(),
             Command::RunModel(args) => run_model::run(self.host.host()?, &args),
             Command::Translate {

@@ -48,7 +48,7 @@ pub fn service(
     max_message_bytes: usize,
 ) -> InterceptedService<PluginsServer<AdminService>, TokenCheck> {
     InterceptedService::new(
-        PluginsServer::new(AdminService { host })
+        compressed!(PluginsServer::new(AdminService { host }))
             .max_decoding_message_size(max_message_bytes)
             .max_encoding_message_size(max_message_bytes),
         TokenCheck {

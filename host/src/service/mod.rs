@@ -5,6 +5,19 @@
 //! Owns the network side only: request conversion, status codes, streaming, buffer handles and
 //! shutdown. Translation and execution are the [`Host`]'s.
 
+/// Accepts gzip and zstd requests and compresses responses for clients that ask (by
+/// `grpc-accept-encoding`). The decompressed size stays bounded: tonic inflates into a buffer
+/// limited to the service's `max_decoding_message_size` and answers RESOURCE_EXHAUSTED past it.
+macro_rules! compressed {
+    ($server:expr) => {
+        $server
+            .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
+            .accept_compressed(tonic::codec::CompressionEncoding::Zstd)
+            .send_compressed(tonic::codec::CompressionEncoding::Gzip)
+            .send_compressed(tonic::codec::CompressionEncoding::Zstd)
+    };
+}
+
 mod admin;
 mod convert;
 mod device;
@@ -139,17 +152,17 @@ pub async fn serve(
         .add_service(health)
         .add_service(reflection)
         .add_service(
-            proto::translator_server::TranslatorServer::new(translator)
+            compressed!(proto::translator_server::TranslatorServer::new(translator))
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
         )
         .add_service(
-            proto::device_server::DeviceServer::new(device)
+            compressed!(proto::device_server::DeviceServer::new(device))
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
         )
         .add_service(
-            proto::graph_server::GraphServer::new(graph.clone())
+            compressed!(proto::graph_server::GraphServer::new(graph.clone()))
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
         )
@@ -175,6 +188,17 @@ pub async fn serve(
     .await?;
     tracing::info!("umd stopped");
     Ok(())
+}
+
+/// The service's request conversion alone, for the fuzzer in `fuzz/`: protobuf bytes →
+/// `TranslateRequest` → `OpRequest`, validated as Translate validates it; an error says why.
+#[doc(hidden)]
+pub fn check_request_bytes(bytes: &[u8]) -> Result<crate::OpRequest, String> {
+    let r =
+        <proto::TranslateRequest as prost::Message>::decode(bytes).map_err(|e| e.to_string())?;
+    let req = convert::request_from_proto(&r).map_err(|e| e.to_string())?;
+    req.validate().map_err(|e| e.to_string())?;
+    Ok(req)
 }
 
 /// Resolves on SIGINT or SIGTERM.
