@@ -23,6 +23,7 @@ use super::caching::{AllocError, CachingAllocator};
 use super::hazard::Hazards;
 use super::host_raw::{HostRaw, Segment};
 use super::pool::PoolStats;
+use super::split::Splitter;
 use super::sync::{Fence, FenceGuard};
 use super::table::BufferTable;
 use super::{
@@ -122,6 +123,10 @@ enum Job {
 /// source device's streams).
 const FOREIGN_STREAM: StreamId = StreamId(u32::MAX);
 
+/// Bound bytes up to which a launch that is not worth splitting runs through `run-cpu` even
+/// when its plugin runs kernels in place (measured: Add of 64 Ki f32 is faster that way).
+const SMALL_LAUNCH_BYTES: u64 = 1 << 20;
+
 /// Submissions one stream holds queued or running; past it `submit` answers
 /// [`DeviceError::QueueFull`] (one client cannot make everyone's queue unbounded).
 pub const STREAM_QUEUE_DEPTH: usize = 256;
@@ -150,10 +155,9 @@ pub struct CpuDevice {
 struct Exec {
     kernels: Arc<dyn CpuKernels>,
     workers: rayon::ThreadPool,
+    /// How many parts a splittable launch is worth.
+    splitter: Splitter,
 }
-
-/// Least bound bytes per part of a split launch: below it, a thread costs more than it gains.
-const MIN_PART_BYTES: u64 = 1 << 20;
 
 impl CpuDevice {
     /// A CPU device named `cpu` whose buffers may hold `memory_limit` bytes at once, with a
@@ -185,7 +189,11 @@ impl CpuDevice {
             buffers: BufferTable::for_device(name),
             streams: Mutex::new(Vec::new()),
             submit_order: Mutex::new(()),
-            exec: Arc::new(Exec { kernels, workers }),
+            exec: Arc::new(Exec {
+                kernels,
+                workers,
+                splitter: Splitter::default(),
+            }),
         });
         dev.create_stream().expect("the default stream");
         dev
@@ -521,41 +529,49 @@ fn run_launch(
         }
     }
     let binding_size = |b: u32| cmd.bindings[b as usize].desc.byte_size().unwrap_or(0);
-    let splittable = match exec.kernels.mode(launch)? {
-        CpuKernelMode::Copy => {
-            return run_copying(&*exec.kernels, launch, buffers, &used, binding_size);
-        }
-        CpuKernelMode::InPlace { splittable } => splittable,
+    let bytes: u64 = used.iter().map(|&(b, _)| binding_size(b)).sum();
+    let (in_place, splittable) = match exec.kernels.mode(launch)? {
+        CpuKernelMode::Copy => (false, false),
+        CpuKernelMode::InPlace { splittable } => (true, splittable),
     };
-    let bound: Vec<BoundMemory> = used
-        .iter()
-        .map(|&(b, access)| BoundMemory {
-            binding: b,
-            size: binding_size(b),
-            access,
-            memory: buffers[b as usize].clone(),
-        })
-        .collect();
-    let blocks = launch.grid.volume();
-    let bytes: u64 = bound.iter().map(|b| b.size).sum();
     let parts = if splittable {
-        (exec.workers.current_num_threads() as u64)
-            .min(blocks)
-            .min(bytes / MIN_PART_BYTES)
-            .max(1)
+        exec.splitter
+            .parts(launch, exec.workers.current_num_threads())
     } else {
         1
     };
-    if parts == 1 {
-        return exec.kernels.run_in_place(launch, &bound, 0..blocks);
+    let started = std::time::Instant::now();
+    // A small launch not worth splitting is cheaper in one `run-cpu` call than in chunks (each
+    // chunk read is copied twice); 1.3 plugins serve both.
+    let result = if !in_place || (parts == 1 && bytes <= SMALL_LAUNCH_BYTES) {
+        run_copying(&*exec.kernels, launch, buffers, &used, binding_size)
+    } else {
+        let bound: Vec<BoundMemory> = used
+            .iter()
+            .map(|&(b, access)| BoundMemory {
+                binding: b,
+                size: binding_size(b),
+                access,
+                memory: buffers[b as usize].clone(),
+            })
+            .collect();
+        let blocks = launch.grid.volume();
+        if parts == 1 {
+            exec.kernels.run_in_place(launch, &bound, 0..blocks)
+        } else {
+            use rayon::prelude::*;
+            exec.workers.install(|| {
+                (0..parts).into_par_iter().try_for_each(|p| {
+                    let range = blocks * p / parts..blocks * (p + 1) / parts;
+                    exec.kernels.run_in_place(launch, &bound, range)
+                })
+            })
+        }
+    };
+    if splittable && result.is_ok() {
+        exec.splitter.record(launch, parts, started.elapsed());
     }
-    use rayon::prelude::*;
-    exec.workers.install(|| {
-        (0..parts).into_par_iter().try_for_each(|p| {
-            let range = blocks * p / parts..blocks * (p + 1) / parts;
-            exec.kernels.run_in_place(launch, &bound, range)
-        })
-    })
+    result
 }
 
 /// Runs a launch through whole-buffer copies (`run-cpu`): gathers the bindings it references,

@@ -16,6 +16,7 @@ pub mod cuda;
 pub mod hazard;
 pub mod host_raw;
 pub mod pool;
+pub mod split;
 pub mod sync;
 pub mod table;
 
