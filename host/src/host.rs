@@ -601,12 +601,12 @@ impl RegistryKernels {
 }
 
 /// The message of a failed CPU kernel call.
-fn kernel_failure(
+fn kernel_failure<T>(
     plugin: &LoadedPlugin,
-    r: std::result::Result<std::result::Result<(), wit::OpError>, crate::error::PluginFault>,
-) -> std::result::Result<(), String> {
+    r: std::result::Result<std::result::Result<T, wit::OpError>, crate::error::PluginFault>,
+) -> std::result::Result<T, String> {
     match r {
-        Ok(Ok(())) => Ok(()),
+        Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(match convert::op_error(e) {
             Declined::Unsupported(m) | Declined::Invalid(m) | Declined::Internal(m) => {
                 format!("plugin {} CPU kernel: {m}", plugin.label())
@@ -704,19 +704,8 @@ impl CpuKernels for RegistryKernels {
             relocations: &relocations,
             buffers: &buffers,
         };
-        match plugin.run_cpu(&call) {
-            Ok(Ok(writes)) => Ok(writes.into_iter().map(|w| (w.binding, w.data)).collect()),
-            Ok(Err(e)) => Err(match convert::op_error(e) {
-                Declined::Unsupported(m) | Declined::Invalid(m) | Declined::Internal(m) => {
-                    format!("plugin {} CPU kernel: {m}", plugin.label())
-                }
-            }),
-            Err(fault) => Err(Error::Plugin {
-                plugin: plugin.label().to_string(),
-                fault,
-            }
-            .to_string()),
-        }
+        let writes = kernel_failure(&plugin, plugin.run_cpu(&call))?;
+        Ok(writes.into_iter().map(|w| (w.binding, w.data)).collect())
     }
 }
 
