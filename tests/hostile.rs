@@ -853,8 +853,9 @@ async fn only_sealed_command_buffers_run() {
         .unwrap();
 }
 
-// 4. One client cannot hold the shared stream: a command buffer is held to a per-request budget,
-// and a stream's queue is bounded (a clear "resource exhausted" past it); others keep working.
+// 4. One client cannot hold a stream others use: a command buffer is held to a per-request
+// budget, a stream's queue is bounded (a clear "resource exhausted" past it), and the queue is
+// the client's own — others keep working while it is full.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flooding_client_gets_a_budget_and_a_bounded_queue() {
     let host = Host::builder().device_memory(1 << 30).build().unwrap();
@@ -915,13 +916,13 @@ async fn a_flooding_client_gets_a_budget_and_a_bounded_queue() {
     assert_eq!(r.status, 3, "{}", r.msg);
     assert!(r.msg.contains("resource exhausted"), "{}", r.msg);
     assert!(r.msg.contains("256 submissions queued"), "{}", r.msg);
-    // The queue is shared (no per-client scheduling yet): once it drains, others run again.
+    // The full queue is this client's own: another client's Add runs meanwhile.
+    within("a second client's Add", small_add_works(&server)).await;
     let s = within("Synchronize", c.synchronize(SyncRequest::default()))
         .await
         .unwrap()
         .into_inner();
     assert_eq!(s.status, 0, "{}", s.msg);
-    within("a second client's Add", small_add_works(&server)).await;
     for h in [x, y] {
         c.free_buffer(BufferRequest {
             handle: h,
@@ -931,6 +932,68 @@ async fn a_flooding_client_gets_a_budget_and_a_bounded_queue() {
         .unwrap();
     }
     back_to(&mut c, &base).await;
+    server.shutdown().await;
+}
+
+// 4. Clients never queue behind each other: while one client's stream holds seconds of work,
+// another client's small Add, sent after the first client's Synchronize, finishes first (on a
+// stream shared by both it would run after that work, and the Synchronize would return first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_never_waits_behind_another_clients_queue() {
+    let server = Server::with_memory(1 << 30).await;
+    let mut t = TranslatorClient::new(server.channel().await);
+    let n = 1 << 22; // 16 MiB per tensor: milliseconds per Add (more in a debug build)
+    let tr = t
+        .translate(req("Add", vec![desc(&[n], "f32"), desc(&[n], "f32")]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(tr.status, 0, "{}", tr.msg);
+    let mut a = server.device().await;
+    let x = create(&mut a, 16 << 20).await;
+    let y = create(&mut a, 16 << 20).await;
+    for _ in 0..64 {
+        let r = a
+            .execute(ExecuteRequest {
+                command_buffer: tr.command_buffer.clone(),
+                seal: tr.seal.clone(),
+                inputs: vec![x.clone(), x.clone()],
+                outputs: vec![y.clone()],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.status, 0, "{}", r.msg);
+    }
+    let mut a_sync = a.clone();
+    let sync = tokio::spawn(async move {
+        a_sync
+            .synchronize(SyncRequest::default())
+            .await
+            .unwrap()
+            .into_inner()
+    });
+    // Let the Synchronize reach the server first (ordering only: no timing is asserted).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    within("the other client's Add", small_add_works(&server)).await;
+    assert!(
+        !sync.is_finished(),
+        "the other client's Add waited for this client's queue"
+    );
+    let s = tokio::time::timeout(Duration::from_secs(120), sync)
+        .await
+        .expect("the flood drains")
+        .unwrap();
+    assert_eq!(s.status, 0, "{}", s.msg);
+    for h in [x, y] {
+        a.free_buffer(BufferRequest {
+            handle: h,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
     server.shutdown().await;
 }
 

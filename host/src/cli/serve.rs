@@ -44,6 +44,10 @@ pub struct ServeArgs {
     /// launch parameters are client-written bytes: on a GPU, any device address).
     #[arg(long)]
     allow_raw_command_buffers: bool,
+    /// Distinct streams leased to clients on each device: each client's streams (0 to 3) are
+    /// its own until this many are in use; past it clients share the least-held ones.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    client_streams: u64,
 }
 
 pub fn run(host: Host, args: &ServeArgs) -> anyhow::Result<()> {
@@ -55,6 +59,7 @@ pub fn run(host: Host, args: &ServeArgs) -> anyhow::Result<()> {
         log_interval: (args.log_interval > 0).then(|| Duration::from_secs(args.log_interval)),
         client_quota_bytes: args.client_quota_mib.saturating_mul(1 << 20),
         allow_raw_command_buffers: args.allow_raw_command_buffers,
+        client_streams_per_device: args.client_streams as usize,
     };
     runtime()?.block_on(async {
         let listener = TcpListener::bind(args.addr)

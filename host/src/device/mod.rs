@@ -17,6 +17,7 @@ pub mod hazard;
 pub mod host_raw;
 pub mod pool;
 pub mod split;
+pub mod streams;
 pub mod sync;
 pub mod table;
 

@@ -13,7 +13,7 @@ use super::place::{self, Life};
 use super::{GraphError, Tensor};
 use crate::Host;
 use crate::cmdbuf::{CommandBuffer, Role, limits};
-use crate::device::{BufferId, Device};
+use crate::device::{BufferId, Device, StreamId};
 use crate::tensor::{AttrValue, TensorDesc};
 use crate::translate::{OpRequest, Translation};
 
@@ -168,12 +168,12 @@ impl Compiled {
 
     /// Writes the inputs, submits every fused command buffer back to back on one stream, waits
     /// once and reads the outputs.
-    pub fn run(&self, inputs: &[&[u8]]) -> Result<Vec<Tensor>, GraphError> {
+    pub fn run(&self, stream: StreamId, inputs: &[&[u8]]) -> Result<Vec<Tensor>, GraphError> {
         let _guard = self.lock.lock();
         for ((_, buf), data) in self.inputs.iter().zip(inputs) {
             self.dev.write(*buf, 0, data)?;
         }
-        self.submit_all(&[])?;
+        self.submit_all(stream, &[])?;
         self.read_outputs()
     }
 
@@ -196,7 +196,12 @@ impl Compiled {
     /// plan's), each output into the caller's buffer `outputs[k]` (bound in place of the plan's
     /// when the output has a buffer of its own, else copied on the device). The buffers were
     /// checked by the caller (this device's, large enough). Returns when the outputs are written.
-    pub fn run_bound(&self, inputs: &[Feed], outputs: &[BufferId]) -> Result<(), GraphError> {
+    pub fn run_bound(
+        &self,
+        stream: StreamId,
+        inputs: &[Feed],
+        outputs: &[BufferId],
+    ) -> Result<(), GraphError> {
         let _guard = self.lock.lock();
         let mut subst: Vec<(BufferId, BufferId)> = Vec::new();
         for ((_, buf), feed) in self.inputs.iter().zip(inputs) {
@@ -210,9 +215,8 @@ impl Compiled {
                 subst.push((*b, *dst));
             }
         }
-        self.submit_all(&subst)?;
+        self.submit_all(stream, &subst)?;
         let mapped = |b: BufferId| subst.iter().find(|(p, _)| *p == b).map_or(b, |(_, c)| *c);
-        let stream = self.dev.default_stream();
         let mut fences = Vec::new();
         for ((_, src), dst) in self.outputs.iter().zip(outputs) {
             match src {
@@ -235,8 +239,11 @@ impl Compiled {
 
     /// Submits every fused command buffer back to back on one stream, with the buffers of
     /// `subst` (plan's, caller's) swapped in, and waits once.
-    fn submit_all(&self, subst: &[(BufferId, BufferId)]) -> Result<(), GraphError> {
-        let stream = self.dev.default_stream();
+    fn submit_all(
+        &self,
+        stream: StreamId,
+        subst: &[(BufferId, BufferId)],
+    ) -> Result<(), GraphError> {
         // The stream's queue is bounded (and shared): when it is full, wait for this run's
         // oldest submission (or briefly, when none is outstanding) and submit again.
         let mut fences = std::collections::VecDeque::with_capacity(self.segments.len());
@@ -280,12 +287,11 @@ impl Compiled {
     }
 
     /// Runs node by node, waiting after each: per-node wall time in µs (the `--profile` table).
-    pub fn profile(&self, inputs: &[&[u8]]) -> Result<Vec<f64>, GraphError> {
+    pub fn profile(&self, stream: StreamId, inputs: &[&[u8]]) -> Result<Vec<f64>, GraphError> {
         let _guard = self.lock.lock();
         for ((_, buf), data) in self.inputs.iter().zip(inputs) {
             self.dev.write(*buf, 0, data)?;
         }
-        let stream = self.dev.default_stream();
         let mut times = Vec::with_capacity(self.steps.len());
         for s in &self.steps {
             let t0 = std::time::Instant::now();

@@ -31,7 +31,7 @@ use parking_lot::Mutex;
 use thiserror::Error;
 
 use crate::Host;
-use crate::device::{BufferId, DeviceError};
+use crate::device::{BufferId, DeviceError, StreamId};
 use crate::error::status;
 use crate::tensor::TensorDesc;
 pub use compile::PlanStats;
@@ -162,6 +162,8 @@ pub struct Model {
     /// Declared inputs (by index) whose value an op needs at plan time: learnt from the first
     /// compile that needs one, then part of the signature.
     by_value: Mutex<Vec<bool>>,
+    /// The device stream runs are submitted on (default: the device's default stream).
+    stream: std::sync::atomic::AtomicU32,
 }
 
 impl Drop for Model {
@@ -204,13 +206,26 @@ impl Model {
     pub fn new(host: Arc<Host>, def: GraphDef) -> Result<Model, GraphError> {
         let def = def.sorted()?;
         let n_inputs = def.inputs.len();
+        let stream = host.device().default_stream().0.into();
         Ok(Model {
+            stream,
             host,
             def,
             uploaded: Mutex::new(HashMap::new()),
             compiled: Mutex::new(Vec::new()),
             by_value: Mutex::new(vec![false; n_inputs]),
         })
+    }
+
+    /// Submits later runs on `stream` of the model's device (the service puts each client's
+    /// models on that client's own stream, so one client's runs never queue behind another's).
+    pub fn set_stream(&self, stream: StreamId) {
+        self.stream
+            .store(stream.0, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn stream(&self) -> StreamId {
+        StreamId(self.stream.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     pub fn inputs(&self) -> &[ValueDecl] {
@@ -230,7 +245,7 @@ impl Model {
             .map(|t| (&t.desc, Some(&t.data[..])))
             .collect();
         let (plan, data) = self.plan_for(&given)?;
-        let outputs = plan.run(&data)?;
+        let outputs = plan.run(self.stream(), &data)?;
         Ok(RunOutput {
             outputs,
             stats: plan.stats.clone(),
@@ -244,7 +259,7 @@ impl Model {
             .map(|t| (&t.desc, Some(&t.data[..])))
             .collect();
         let (plan, data) = self.plan_for(&given)?;
-        let times = plan.profile(&data)?;
+        let times = plan.profile(self.stream(), &data)?;
         Ok(plan
             .steps
             .iter()
@@ -318,7 +333,7 @@ impl Model {
                 },
             )
             .collect();
-        plan.run_bound(&feeds, outputs)?;
+        plan.run_bound(self.stream(), &feeds, outputs)?;
         Ok(plan.stats.clone())
     }
 

@@ -17,9 +17,10 @@ use super::convert::{message, tensor_to_proto};
 use super::metrics::Metrics;
 use super::proto::{self, *};
 use super::session::Session;
+use super::streams::ClientStreams;
 use crate::Host;
 use crate::cmdbuf::CommandBuffer;
-use crate::device::{BufferId, DeviceError, StreamId};
+use crate::device::{BufferId, DeviceError};
 use crate::error::{Error, status};
 
 /// Default read chunk size.
@@ -139,6 +140,7 @@ fn free_anywhere(devices: &[Arc<dyn crate::device::Device>], id: BufferId) {
 pub struct DeviceService {
     host: Arc<Host>,
     buffers: Arc<Buffers>,
+    streams: Arc<ClientStreams>,
     metrics: Arc<Metrics>,
     /// Largest read chunk: what fits in one message.
     max_chunk: u64,
@@ -150,12 +152,14 @@ impl DeviceService {
     pub fn new(
         host: Arc<Host>,
         buffers: Arc<Buffers>,
+        streams: Arc<ClientStreams>,
         metrics: Arc<Metrics>,
         max_message_bytes: usize,
     ) -> Self {
         DeviceService {
             host,
             buffers,
+            streams,
             metrics,
             max_chunk: (max_message_bytes as u64)
                 .saturating_sub(1024)
@@ -262,6 +266,8 @@ impl DeviceService {
                 .into());
             }
         };
+        // The client's own stream (leased on first use): its queue is not anyone else's.
+        let stream = self.streams.stream(owner, &*dev, r.stream)?;
         let n_in = cmd.count(crate::cmdbuf::Role::Input);
         if r.inputs.len() != n_in {
             return Err(crate::error::RequestError::Other(format!(
@@ -313,7 +319,17 @@ impl DeviceService {
         }
         let fence = self
             .host
-            .submit(&*dev, StreamId(r.stream), &cmd, &bindings)?;
+            .submit(&*dev, stream, &cmd, &bindings)
+            .map_err(|e| match e {
+                // Named as the client knows its stream, not by the device stream behind it.
+                Error::Device(DeviceError::QueueFull { depth, .. }) => {
+                    Error::Device(DeviceError::QueueFull {
+                        stream: crate::device::StreamId(r.stream),
+                        depth,
+                    })
+                }
+                e => e,
+            })?;
         if r.wait {
             fence.wait_async().await?;
         }
@@ -596,11 +612,21 @@ impl proto::device_server::Device for DeviceService {
         &self,
         request: Request<SyncRequest>,
     ) -> Result<Response<StatusResponse>, Status> {
+        let owner = Session::of(&request);
         let r = request.into_inner();
         let dev = self.device(&r.device)?;
-        let fence = dev
-            .record_event(StreamId(r.stream))
-            .map_err(device_status)?;
+        // Only this client's work on its stream is waited for; a stream it never used holds none.
+        let stream = match self.streams.used(owner, &*dev, r.stream) {
+            Ok(Some(s)) => s,
+            Ok(None) => {
+                return Ok(Response::new(StatusResponse {
+                    status: status::OK,
+                    msg: String::new(),
+                }));
+            }
+            Err(e) => return Err(Status::not_found(e.to_string())),
+        };
+        let fence = dev.record_event(stream).map_err(device_status)?;
         let resp = match fence.wait_async().await {
             Ok(()) => StatusResponse {
                 status: status::OK,

@@ -18,6 +18,7 @@ use super::convert::{tensor_from_proto, tensor_to_proto};
 use super::device::{Buffers, Created};
 use super::proto::*;
 use super::session::Session;
+use super::streams::ClientStreams;
 use crate::Host;
 use crate::device::BufferId;
 use crate::error::status;
@@ -34,14 +35,17 @@ pub struct GraphService {
     models: Arc<Mutex<HashMap<String, Arc<Model>>>>,
     /// The `umd.Device` handle table (runs on buffers).
     buffers: Arc<Buffers>,
+    /// Runs go on the running client's stream 0.
+    streams: Arc<ClientStreams>,
 }
 
 impl GraphService {
-    pub fn new(host: Arc<Host>, buffers: Arc<Buffers>) -> Self {
+    pub fn new(host: Arc<Host>, buffers: Arc<Buffers>, streams: Arc<ClientStreams>) -> Self {
         GraphService {
             host,
             models: Arc::default(),
             buffers,
+            streams,
         }
     }
 
@@ -283,6 +287,12 @@ impl graph_server::Graph for GraphService {
                 ),
             );
         };
+        // On the running client's stream 0: in order with its Executes there, never queued
+        // behind another client's work.
+        match self.streams.stream(owner, &**self.host.device(), 0) {
+            Ok(stream) => model.set_stream(stream),
+            Err(e) => return fail(e.status(), e.to_string()),
+        }
         let mut inputs = Vec::with_capacity(r.inputs.len());
         for t in r.inputs {
             let Some(desc) = t.desc.as_ref() else {

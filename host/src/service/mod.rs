@@ -25,6 +25,7 @@ mod graph;
 pub mod metrics;
 mod seal;
 mod session;
+mod streams;
 mod translator;
 
 use std::net::SocketAddr;
@@ -63,6 +64,9 @@ pub struct ServeConfig {
     pub client_quota_bytes: u64,
     /// Run client command buffers that carry no seal of this server (default false: refused).
     pub allow_raw_command_buffers: bool,
+    /// Distinct streams leased to clients on each device (default 32): each client's streams
+    /// are its own until this many are in use, then clients share the least-held ones.
+    pub client_streams_per_device: usize,
 }
 
 impl Default for ServeConfig {
@@ -75,6 +79,7 @@ impl Default for ServeConfig {
             log_interval: Some(Duration::from_secs(10)),
             client_quota_bytes: 2 << 30,
             allow_raw_command_buffers: false,
+            client_streams_per_device: crate::device::streams::DEFAULT_LEASED_STREAMS,
         }
     }
 }
@@ -97,10 +102,21 @@ pub async fn serve(
     let buffers = Arc::new(device::Buffers::new(config.client_quota_bytes));
     let max = config.max_message_bytes;
 
+    let streams = Arc::new(streams::ClientStreams::new(
+        host.devices(),
+        config.client_streams_per_device,
+    ));
+
     let translator = translator::TranslatorService::new(host.clone(), metrics.clone());
-    let device = device::DeviceService::new(host.clone(), buffers.clone(), metrics.clone(), max)
-        .allow_raw_command_buffers(config.allow_raw_command_buffers);
-    let graph = graph::GraphService::new(host.clone(), buffers.clone());
+    let device = device::DeviceService::new(
+        host.clone(),
+        buffers.clone(),
+        streams.clone(),
+        metrics.clone(),
+        max,
+    )
+    .allow_raw_command_buffers(config.allow_raw_command_buffers);
+    let graph = graph::GraphService::new(host.clone(), buffers.clone(), streams.clone());
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<proto::translator_server::TranslatorServer<translator::TranslatorService>>()
@@ -133,13 +149,18 @@ pub async fn serve(
         )));
     }
 
-    // Each connection is a session owning its buffers: freed when the connection closes.
+    // Each connection is a session owning its buffers and streams: given back when the
+    // connection closes.
     let (closed_tx, mut closed_rx) = tokio::sync::mpsc::unbounded_channel();
     let (b, h) = (buffers.clone(), host.clone());
     background.push(tokio::spawn(async move {
         while let Some(s) = closed_rx.recv().await {
-            let (b, h) = (b.clone(), h.clone());
-            let _ = tokio::task::spawn_blocking(move || b.free_session(s, h.devices())).await;
+            let (b, h, st) = (b.clone(), h.clone(), streams.clone());
+            let _ = tokio::task::spawn_blocking(move || {
+                b.free_session(s, h.devices());
+                st.end(s);
+            })
+            .await;
         }
     }));
     let names: Vec<&str> = host.devices().iter().map(|d| d.name()).collect();
