@@ -209,6 +209,17 @@ fn a_1_3_plugin_ships_its_cuda_module_as_ptx() {
         src.code
     );
     assert_eq!(src.entry_points, vec!["twice_f32".to_string()]);
+    // The module the CI gate must refuse when it assembles shipped PTX: same parameters, a body
+    // that reads an undeclared register.
+    let x = umd::TensorDesc::new("x", vec![1000], Dtype::F32);
+    let t = host
+        .translate(&umd::OpRequest::new("TwiceBroken", vec![x]).target(target.clone()))
+        .unwrap();
+    let broken = host
+        .kernel_source(&t.cmdbuf.launches[0].module, &target)
+        .unwrap();
+    assert_ne!(broken.code, src.code);
+    assert!(broken.code.contains("%f1, %f9;"), "{}", broken.code);
     // Its CPU kernel serves the CPU device as usual.
     let out = host
         .run(

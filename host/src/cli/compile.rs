@@ -10,7 +10,7 @@
 //! wrong fails the run, named `plugin op dtype arch: why`.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -41,6 +41,17 @@ pub struct CompileArgs {
     /// Succeed even when no module was compiled.
     #[arg(long)]
     allow_empty: bool,
+    /// ptxas (CUDA toolkit, or the PyPI wheel `nvidia-cuda-nvcc`): also assembles modules that
+    /// plugins ship as PTX for each `--arch` (NVRTC cannot); without it they are checked, not
+    /// assembled.
+    #[arg(long, env = "UMD_PTXAS")]
+    ptxas: Option<PathBuf>,
+}
+
+/// What the gate compiles and assembles with.
+struct Tools<'a> {
+    cache: KernelCache<Nvrtc>,
+    ptxas: Option<&'a Path>,
 }
 
 /// One compiled module: its kernels' parameter lists, or why it has none.
@@ -52,8 +63,10 @@ struct Tally {
     declined: usize,
     modules: usize,
     cubins: usize,
-    /// Modules shipped as PTX without a cubin (checked, not assembled).
+    /// Modules shipped as PTX without a cubin.
     shipped_ptx: usize,
+    /// Of them, assembled by ptxas.
+    assembled_ptx: usize,
     launches: usize,
     failures: Vec<String>,
 }
@@ -63,12 +76,15 @@ pub fn run(host_args: &HostArgs, args: &CompileArgs) -> anyhow::Result<()> {
     let found = nvrtc::locate(args.nvrtc.as_deref())?;
     println!("compiler: {found}");
     let host = host_args.host()?;
-    let cache = KernelCache::new(
-        Nvrtc {
-            version: found.version,
-        },
-        args.out.clone(),
-    );
+    let cache = Tools {
+        ptxas: args.ptxas.as_deref(),
+        cache: KernelCache::new(
+            Nvrtc {
+                version: found.version,
+            },
+            args.out.clone(),
+        ),
+    };
     let mut t = Tally::default();
     for p in host.plugin_status() {
         if let Err(e) = &p.status {
@@ -111,17 +127,19 @@ pub fn run(host_args: &HostArgs, args: &CompileArgs) -> anyhow::Result<()> {
         t.modules += a.modules;
         t.cubins += a.cubins;
         t.shipped_ptx += a.shipped_ptx;
+        t.assembled_ptx += a.assembled_ptx;
         t.launches += a.launches;
         t.failures.extend(a.failures);
     }
     println!(
         "{} variant(s) planned, {} declined by their plugin, {} module(s) ({} with a cubin, {} \
-         shipped as PTX only), {} launch(es) checked in {:.1} s",
+         shipped as PTX only, {} of them assembled by ptxas), {} launch(es) checked in {:.1} s",
         t.variants,
         t.declined,
         t.modules,
         t.cubins,
         t.shipped_ptx,
+        t.assembled_ptx,
         t.launches,
         start.elapsed().as_secs_f64()
     );
@@ -147,7 +165,7 @@ pub fn run(host_args: &HostArgs, args: &CompileArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn gate_target(host: &Host, cache: &KernelCache<Nvrtc>, target: &Target) -> Tally {
+fn gate_target(host: &Host, cache: &Tools, target: &Target) -> Tally {
     let mut t = Tally::default();
     let mut modules = HashMap::new();
     for plugin in host.registry().snapshot().plugins() {
@@ -158,7 +176,7 @@ fn gate_target(host: &Host, cache: &KernelCache<Nvrtc>, target: &Target) -> Tall
 
 fn gate_plugin(
     host: &Host,
-    cache: &KernelCache<Nvrtc>,
+    cache: &Tools,
     plugin: &Arc<LoadedPlugin>,
     target: &Target,
     modules: &mut HashMap<ModuleRef, Kernels>,
@@ -237,7 +255,7 @@ fn declined(e: &Error) -> bool {
 
 fn check_launch(
     host: &Host,
-    cache: &KernelCache<Nvrtc>,
+    cache: &Tools,
     target: &Target,
     l: &LaunchCmd,
     modules: &mut HashMap<ModuleRef, Kernels>,
@@ -269,20 +287,27 @@ fn check_launch(
 
 fn compile(
     host: &Host,
-    cache: &KernelCache<Nvrtc>,
+    cache: &Tools,
     target: &Target,
     module: &ModuleRef,
     t: &mut Tally,
 ) -> Kernels {
     let source = host.kernel_source(module, target)?;
     let compiled = cache
+        .cache
         .prebuild(&source, &target.arch)
         .map_err(|e| format!("module `{}` does not compile: {e}", module.id))?;
     if compiled.cubin.is_some() {
         t.cubins += 1;
     } else if matches!(source.form, SourceForm::Ptx { .. }) {
-        // Shipped PTX is JIT-compiled by the driver; the gate checks its parameter layout.
+        // Shipped PTX is JIT-compiled by the driver; the gate checks its parameter layout and,
+        // given ptxas, assembles it for the architecture as the driver's JIT would.
         t.shipped_ptx += 1;
+        if let Some(ptxas) = cache.ptxas {
+            assemble(ptxas, &compiled.ptx, &target.arch)
+                .map_err(|e| format!("module `{}`: shipped PTX {e}", module.id))?;
+            t.assembled_ptx += 1;
+        }
     } else {
         return Err(format!(
             "module `{}`: NVRTC gave PTX but no cubin for {} (not assembled)",
@@ -305,4 +330,40 @@ fn compile(
         }
     }
     Ok(Arc::new(map))
+}
+
+/// Assembles `ptx` for `arch` with `ptxas` (into a temporary file, removed again); `Err` carries
+/// ptxas's own messages.
+fn assemble(ptxas: &Path, ptx: &str, arch: &str) -> Result<(), String> {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let base = std::env::temp_dir().join(format!("umd-gate-{}-{n}", std::process::id()));
+    let (src, out) = (base.with_extension("ptx"), base.with_extension("cubin"));
+    std::fs::write(&src, ptx).map_err(|e| format!("not written for ptxas: {e}"))?;
+    let run = std::process::Command::new(ptxas)
+        .arg(format!("-arch={arch}"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .output();
+    let _ = std::fs::remove_file(&src);
+    let _ = std::fs::remove_file(&out);
+    let run = run.map_err(|e| format!("not assembled: running {}: {e}", ptxas.display()))?;
+    if run.status.success() {
+        return Ok(());
+    }
+    let log = String::from_utf8_lossy(&run.stderr);
+    // One line (each failure is one line of the gate's report), bounded.
+    let log: String = log
+        .trim()
+        .lines()
+        .collect::<Vec<_>>()
+        .join(" | ")
+        .chars()
+        .take(2000)
+        .collect();
+    Err(format!(
+        "does not assemble for {arch} (ptxas {}): {log}",
+        run.status
+    ))
 }

@@ -4,6 +4,8 @@ mod check;
 #[cfg(feature = "cuda")]
 mod compile;
 mod demo;
+mod fair;
+mod latency;
 mod plugin_kit;
 mod plugins;
 mod run_model;
@@ -137,6 +139,9 @@ enum BenchCommand {
     /// Mixed load for N minutes (translate, execute, SubmitBatch, hot swaps, hostile requests):
     /// RSS, p50/p99 and errors per minute, then a verdict.
     Soak(soak::SoakArgs),
+    /// One client's small Adds alone and while other clients flood the device, with each
+    /// client on its own streams and all on one shared stream: p50/p99 and ratios.
+    Fair(fair::FairArgs),
 }
 
 #[derive(Args)]
@@ -239,6 +244,7 @@ impl Cli {
             Command::Serve(args) => serve::run(self.host.host()?, &args),
             Command::Bench(BenchCommand::Grpc(args)) => serve::bench_grpc(self.host.host()?, &args),
             Command::Bench(BenchCommand::Soak(args)) => soak::run(self.host.host()?, &args),
+            Command::Bench(BenchCommand::Fair(args)) => fair::run(self.host.host()?, &args),
             Command::Devices => devices(),
             Command::RunModel(args) => run_model::run(self.host.host()?, &args),
             Command::Translate {

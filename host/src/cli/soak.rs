@@ -25,6 +25,8 @@ use umd::service::proto::*;
 use umd::service::{ServeConfig, serve};
 use umd::{Dtype, Host, data};
 
+use super::latency::Histogram;
+
 #[derive(Args)]
 pub struct SoakArgs {
     /// How long to run, in minutes.
@@ -54,16 +56,9 @@ pub struct SoakArgs {
     swap_secs: u64,
 }
 
-/// Latencies in buckets 2 % wide from 1 µs (fixed memory: the soak must not grow itself).
-const BUCKETS: usize = 1200;
-fn bucket(d: Duration) -> usize {
-    let us = d.as_secs_f64() * 1e6;
-    ((us.max(1.0).ln() / 1.02f64.ln()) as usize).min(BUCKETS - 1)
-}
-
 #[derive(Clone)]
 struct Window {
-    hist: Vec<u64>,
+    hist: Histogram,
     good: u64,
     good_errors: u64,
     hostile: u64,
@@ -76,7 +71,7 @@ struct Window {
 impl Window {
     fn new() -> Window {
         Window {
-            hist: vec![0; BUCKETS],
+            hist: Histogram::new(),
             good: 0,
             good_errors: 0,
             hostile: 0,
@@ -84,22 +79,6 @@ impl Window {
             swaps: 0,
             samples: Vec::new(),
         }
-    }
-
-    fn percentile_ms(&self, p: f64) -> f64 {
-        let total: u64 = self.hist.iter().sum();
-        if total == 0 {
-            return 0.0;
-        }
-        let want = ((total as f64) * p).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (i, n) in self.hist.iter().enumerate() {
-            seen += n;
-            if seen >= want {
-                return 1.02f64.powi(i as i32 + 1) / 1e3;
-            }
-        }
-        unreachable!("the histogram holds `total` samples")
     }
 
     fn sample(&mut self, what: String) {
@@ -120,8 +99,7 @@ impl Stats {
         match result {
             Ok(()) => {
                 w.good += 1;
-                let b = bucket(took);
-                w.hist[b] += 1;
+                w.hist.record(took);
             }
             Err(e) => {
                 w.good_errors += 1;
@@ -619,8 +597,8 @@ async fn soak(host: Host, args: &SoakArgs) -> anyhow::Result<()> {
         println!(
             "{n:>8} {rss:>9.1} {peak:>8.1} {:>9} {:>8.2} {:>8.2} {:>9} {:>8} {:>10} {:>6}",
             w.good,
-            w.percentile_ms(0.5),
-            w.percentile_ms(0.99),
+            w.hist.percentile_ms(0.5),
+            w.hist.percentile_ms(0.99),
             w.good_errors,
             w.hostile,
             w.hostile_unexpected,
