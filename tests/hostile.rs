@@ -164,14 +164,7 @@ async fn small_add_works(server: &Server) {
     assert_eq!(r.status, 0, "the second client is unaffected: {}", r.msg);
     let out = data::decode(Dtype::F32, &read(&mut c, &r.outputs[0]).await);
     assert_eq!(out, vec![2.0, 4.0, 6.0, 8.0]);
-    for h in [h, r.outputs[0].clone()] {
-        c.free_buffer(BufferRequest {
-            handle: h,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    }
+    free(&mut c, vec![h, r.outputs[0].clone()]).await;
 }
 
 /// Waits (up to 5 s) for the device's allocated bytes and live buffers to come back to `base`.
@@ -194,6 +187,49 @@ async fn back_to(c: &mut DeviceClient<Channel>, base: &InfoResponse) {
         "memory not back to its baseline: {} bytes in {} buffers, was {} in {}",
         now.allocated_bytes, now.live_buffers, base.allocated_bytes, base.live_buffers
     );
+}
+
+/// `Add` of two f32[n], translated on a connection of its own: the sealed command buffer.
+async fn sealed_add(server: &Server, n: i32) -> TranslateResponse {
+    let mut t = TranslatorClient::new(server.channel().await);
+    let tr = t
+        .translate(req("Add", vec![desc(&[n], "f32"), desc(&[n], "f32")]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(tr.status, 0, "{}", tr.msg);
+    tr
+}
+
+/// Executes the sealed `tr` on `x + x → y` on stream 0, not waited for.
+async fn execute_sealed(
+    c: &mut DeviceClient<Channel>,
+    tr: &TranslateResponse,
+    x: &str,
+    y: &str,
+) -> ExecuteResponse {
+    c.execute(ExecuteRequest {
+        command_buffer: tr.command_buffer.clone(),
+        seal: tr.seal.clone(),
+        inputs: vec![x.into(), x.into()],
+        outputs: vec![y.into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .into_inner()
+}
+
+/// Frees `handles` (each must exist).
+async fn free(c: &mut DeviceClient<Channel>, handles: Vec<String>) {
+    for handle in handles {
+        c.free_buffer(BufferRequest {
+            handle,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
 }
 
 // 1. Execute on a stream that does not exist leaves no fence behind.
@@ -222,12 +258,7 @@ async fn execute_on_an_unknown_stream_wedges_nothing() {
     within("a write after the attack", write(&mut c, &h, &[1; 16])).await;
     assert_eq!(within("a read", read(&mut c, &h)).await, vec![1; 16]);
     within("a second client's Add", small_add_works(&server)).await;
-    c.free_buffer(BufferRequest {
-        handle: h,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    free(&mut c, vec![h]).await;
     back_to(&mut c, &base).await;
     server.shutdown().await;
 }
@@ -286,14 +317,7 @@ async fn outputs_of_a_failed_execute_are_freed() {
         r.set_timeout(Duration::from_millis(5));
         let _ = c.execute(r).await;
     }
-    for h in [tiny, x, in_big] {
-        c.free_buffer(BufferRequest {
-            handle: h,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    }
+    free(&mut c, vec![tiny, x, in_big]).await;
     back_to(&mut c, &base).await;
     small_add_works(&server).await;
     server.shutdown().await;
@@ -864,14 +888,7 @@ async fn a_flooding_client_gets_a_budget_and_a_bounded_queue() {
         ..quiet()
     };
     let server = Server::start(host, config).await;
-    let mut t = TranslatorClient::new(server.channel().await);
-    let n = 1 << 17;
-    let tr = t
-        .translate(req("Add", vec![desc(&[n], "f32"), desc(&[n], "f32")]))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(tr.status, 0, "{}", tr.msg);
+    let tr = sealed_add(&server, 1 << 17).await;
     let mut c = server.device().await;
     let base = info(&mut c).await;
     let x = create(&mut c, 512 << 10).await;
@@ -895,17 +912,7 @@ async fn a_flooding_client_gets_a_budget_and_a_bounded_queue() {
     // A flood of big Adds without waiting: the stream's queue fills and says so.
     let mut refused = None;
     for i in 0..4096 {
-        let r = c
-            .execute(ExecuteRequest {
-                command_buffer: tr.command_buffer.clone(),
-                seal: tr.seal.clone(),
-                inputs: vec![x.clone(), x.clone()],
-                outputs: vec![y.clone()],
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let r = execute_sealed(&mut c, &tr, &x, &y).await;
         if r.status != 0 {
             refused = Some((i, r));
             break;
@@ -923,14 +930,7 @@ async fn a_flooding_client_gets_a_budget_and_a_bounded_queue() {
         .unwrap()
         .into_inner();
     assert_eq!(s.status, 0, "{}", s.msg);
-    for h in [x, y] {
-        c.free_buffer(BufferRequest {
-            handle: h,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    }
+    free(&mut c, vec![x, y]).await;
     back_to(&mut c, &base).await;
     server.shutdown().await;
 }
@@ -941,29 +941,13 @@ async fn a_flooding_client_gets_a_budget_and_a_bounded_queue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_never_waits_behind_another_clients_queue() {
     let server = Server::with_memory(1 << 30).await;
-    let mut t = TranslatorClient::new(server.channel().await);
-    let n = 1 << 22; // 16 MiB per tensor: milliseconds per Add (more in a debug build)
-    let tr = t
-        .translate(req("Add", vec![desc(&[n], "f32"), desc(&[n], "f32")]))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(tr.status, 0, "{}", tr.msg);
+    // 16 MiB per tensor: milliseconds per Add (more in a debug build).
+    let tr = sealed_add(&server, 1 << 22).await;
     let mut a = server.device().await;
     let x = create(&mut a, 16 << 20).await;
     let y = create(&mut a, 16 << 20).await;
     for _ in 0..64 {
-        let r = a
-            .execute(ExecuteRequest {
-                command_buffer: tr.command_buffer.clone(),
-                seal: tr.seal.clone(),
-                inputs: vec![x.clone(), x.clone()],
-                outputs: vec![y.clone()],
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let r = execute_sealed(&mut a, &tr, &x, &y).await;
         assert_eq!(r.status, 0, "{}", r.msg);
     }
     let mut a_sync = a.clone();
@@ -986,14 +970,7 @@ async fn a_client_never_waits_behind_another_clients_queue() {
         .expect("the flood drains")
         .unwrap();
     assert_eq!(s.status, 0, "{}", s.msg);
-    for h in [x, y] {
-        a.free_buffer(BufferRequest {
-            handle: h,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    }
+    free(&mut a, vec![x, y]).await;
     server.shutdown().await;
 }
 
@@ -1042,12 +1019,7 @@ async fn compressed_messages_work_and_inflation_is_bounded() {
         back == bytes,
         "the buffer round-trips through gzip and zstd"
     );
-    c.free_buffer(BufferRequest {
-        handle: h,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    free(&mut c, vec![h]).await;
     back_to(&mut c, &base).await;
 
     // Translate in zstd, answered in gzip.

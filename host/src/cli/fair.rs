@@ -11,16 +11,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use tokio::net::TcpListener;
 use tonic::transport::Channel;
 
 use umd::Host;
+use umd::service::ServeConfig;
 use umd::service::proto::device_client::DeviceClient;
 use umd::service::proto::translator_client::TranslatorClient;
 use umd::service::proto::*;
-use umd::service::{ServeConfig, serve};
 
 use super::latency::Histogram;
+use super::local_server::LocalServer;
 
 #[derive(Args)]
 pub struct FairArgs {
@@ -152,17 +152,13 @@ async fn phase(
     flooders: u64,
     args: &FairArgs,
 ) -> anyhow::Result<Phase> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = format!("http://{}", listener.local_addr()?);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let config = ServeConfig {
         log_interval: None,
         client_streams_per_device: streams,
         ..Default::default()
     };
-    let server = tokio::spawn(serve(host.clone(), config, listener, async {
-        let _ = stop_rx.await;
-    }));
+    let server = LocalServer::start(host.clone(), config).await?;
+    let addr = server.addr.clone();
     let connect = || async {
         Channel::from_shared(addr.clone())?
             .connect()
@@ -197,8 +193,7 @@ async fn phase(
     for f in floods {
         f.await??;
     }
-    let _ = stop_tx.send(());
-    server.await??;
+    server.stop().await?;
     Ok(Phase {
         name,
         probe: probed?,

@@ -6,6 +6,7 @@ mod compile;
 mod demo;
 mod fair;
 mod latency;
+mod local_server;
 mod plugin_kit;
 mod plugins;
 mod run_model;

@@ -13,19 +13,19 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use parking_lot::Mutex;
-use tokio::net::TcpListener;
 use tonic::Code;
 use tonic::codec::CompressionEncoding;
 use tonic::transport::Channel;
 
+use umd::service::ServeConfig;
 use umd::service::proto::device_client::DeviceClient;
 use umd::service::proto::plugins_client::PluginsClient;
 use umd::service::proto::translator_client::TranslatorClient;
 use umd::service::proto::*;
-use umd::service::{ServeConfig, serve};
 use umd::{Dtype, Host, data};
 
 use super::latency::Histogram;
+use super::local_server::LocalServer;
 
 #[derive(Args)]
 pub struct SoakArgs {
@@ -497,19 +497,14 @@ async fn soak(host: Host, args: &SoakArgs) -> anyhow::Result<()> {
     let (addr, server) = match &args.addr {
         Some(a) => (a.clone(), None),
         None => {
-            let listener = TcpListener::bind("127.0.0.1:0").await?;
-            let addr = format!("http://{}", listener.local_addr()?);
-            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
             let config = ServeConfig {
                 log_interval: None,
                 admin: true,
                 max_message_bytes: max_message,
                 ..Default::default()
             };
-            let task = tokio::spawn(serve(Arc::new(host), config, listener, async {
-                let _ = stop_rx.await;
-            }));
-            (addr, Some((stop_tx, task)))
+            let server = LocalServer::start(Arc::new(host), config).await?;
+            (server.addr.clone(), Some(server))
         }
     };
     let stats = Arc::new(Stats {
@@ -626,9 +621,8 @@ async fn soak(host: Host, args: &SoakArgs) -> anyhow::Result<()> {
             Err(_) => anyhow::bail!("a client task did not stop within 30 s"),
         }
     }
-    if let Some((stop, task)) = server {
-        let _ = stop.send(());
-        task.await??;
+    if let Some(server) = server {
+        server.stop().await?;
     }
     let _ = std::fs::remove_dir_all(&dir);
 

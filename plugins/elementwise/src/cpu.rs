@@ -94,21 +94,24 @@ pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     Ok(vec![w])
 }
 
-/// Whether an entry point runs as independent block ranges (ABI 1.3): flat entries, where
-/// each block range computes its own share of the output.
+/// Whether an entry point runs as independent block ranges (ABI 1.3): every entry — a block
+/// range computes its own share of the output (flat: of its elements; strided: of its
+/// outermost rows).
 pub fn splittable(entry_point: &str) -> bool {
-    Entry::parse(entry_point).is_some_and(|e| e.mode == Mode::Flat)
+    Entry::parse(entry_point).is_some()
 }
 
-/// Runs the blocks of a launch in place (ABI 1.3). A flat entry computes its share of the
-/// output in cache-sized chunks: each chunk of every input is read, computed and written at
-/// once. Strided (broadcast) entries run whole through [`run`].
+/// Bytes of one outermost output row (or of the input extent it reads) past which a strided
+/// launch runs whole through [`run`] instead of row by row (a kernel-io read is bounded).
+const MAX_ROW_BYTES: u64 = 16 << 20;
+
+/// Runs the blocks of a launch in place (ABI 1.3), in cache-sized chunks: each chunk of every
+/// input is read, computed and written at once. A flat entry's share is a range of elements; a
+/// strided (broadcast) entry's is a range of outermost output rows, each input read over the
+/// extent those rows touch.
 pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError> {
     let e = Entry::parse(&call.entry_point)
         .ok_or_else(|| OpError::internal(format!("unknown entry point `{}`", call.entry_point)))?;
-    if e.mode != Mode::Flat {
-        return kernel::run_via_cpu_call::<crate::Elementwise>(call, mem);
-    }
     let k = e.kernel;
     let mut r = ParamReader::new(&call.params, &call.relocations);
     let bindings = (0..k.arity)
@@ -142,27 +145,90 @@ pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError
         )));
     }
     let widest = in_sizes.iter().copied().fold(osz, Ord::max);
-    let step = Ord::max(kernel::CHUNK_BYTES as u64 / widest, 1);
-    let mut out = Vec::new();
-    kernel::chunks(call.share(g.n), step, |lo, hi| {
-        let len = hi - lo;
-        let mut ins = Vec::with_capacity(bindings.len());
-        for (i, (&b, &sz)) in bindings.iter().zip(&in_sizes).enumerate() {
-            ins.push(if g.strides[i][0] == 0 {
-                mem.read(b, 0, sz as usize)?
-            } else {
-                mem.read(b, lo * sz, (len * sz) as usize)?
-            });
+    let op = Operands {
+        e: &e,
+        bindings: &bindings,
+        out_binding,
+        in_sizes: &in_sizes,
+        osz,
+        extra,
+    };
+    if e.mode == Mode::Flat {
+        let step = Ord::max(kernel::CHUNK_BYTES as u64 / widest, 1);
+        return kernel::chunks(call.share(g.n), step, |lo, hi| {
+            op.run_rows(mem, &g, 0, lo, hi, |i| {
+                // A scalar input (stride 0) is its one element; the others are contiguous.
+                if g.strides[i][0] == 0 { 1 } else { hi - lo }
+            })
+        });
+    }
+    // Strided: shares of the outermost dimension; an input is read from its first element
+    // under the share to the last one the share's rows touch.
+    let outer = g.rank - 1;
+    let rows = g.size[outer];
+    let row_elems = g.n / Ord::max(rows, 1);
+    let mut one_row = g.clone();
+    one_row.size[outer] = 1;
+    one_row.n = row_elems;
+    let inner: Vec<u64> = (0..k.arity)
+        .map(|i| one_row.extent(i))
+        .collect::<Result<_, _>>()?;
+    let too_wide = row_elems.saturating_mul(widest) > MAX_ROW_BYTES
+        || inner
+            .iter()
+            .zip(&in_sizes)
+            .any(|(&x, &sz)| x.saturating_mul(sz) > MAX_ROW_BYTES);
+    if too_wide {
+        return kernel::run_via_cpu_call::<crate::Elementwise>(call, mem);
+    }
+    let step = Ord::max(
+        kernel::CHUNK_BYTES as u64 / Ord::max(row_elems * widest, 1),
+        1,
+    );
+    kernel::chunks(call.share(rows), step, |a, b| {
+        op.run_rows(mem, &g, outer, a, b, |i| {
+            (b - a - 1) * g.strides[i][outer] + inner[i]
+        })
+    })
+}
+
+/// One launch's decoded operands, for running it a share at a time.
+struct Operands<'a> {
+    e: &'a Entry,
+    bindings: &'a [u32],
+    out_binding: u32,
+    in_sizes: &'a [u64],
+    osz: u64,
+    extra: u64,
+}
+
+impl Operands<'_> {
+    /// Computes indices `a..b` of dimension `dim` (the outermost one of `g`, or the only one of
+    /// a flat launch): reads each input `i` from its element `a × stride` for `len(i)`
+    /// elements, runs the kernel on the sub-geometry and writes the output's rows.
+    fn run_rows(
+        &self,
+        mem: &mut dyn Memory,
+        g: &Geometry,
+        dim: usize,
+        a: u64,
+        b: u64,
+        len: impl Fn(usize) -> u64,
+    ) -> Result<(), OpError> {
+        let mut sub = g.clone();
+        let per_index = g.n / Ord::max(g.size[dim], 1);
+        sub.size[dim] = b - a;
+        sub.n = (b - a) * per_index;
+        let mut ins = Vec::with_capacity(self.bindings.len());
+        for (i, (&binding, &sz)) in self.bindings.iter().zip(self.in_sizes).enumerate() {
+            let first = a * g.strides[i][dim];
+            ins.push(mem.read(binding, first * sz, (len(i) * sz) as usize)?);
         }
         let refs: Vec<&[u8]> = ins.iter().map(|v| &v[..]).collect();
-        let mut sub = g.clone();
-        sub.n = len;
-        sub.size[0] = len;
-        out.clear();
-        out.resize((len * osz) as usize, 0);
-        dispatch(&e, &sub, &refs, &mut out, extra)?;
-        mem.write(out_binding, lo * osz, &out)
-    })
+        let mut out = vec![0; (sub.n * self.osz) as usize];
+        dispatch(self.e, &sub, &refs, &mut out, self.extra)?;
+        mem.write(self.out_binding, a * per_index * self.osz, &out)
+    }
 }
 
 /// Runs `body` with `$T` the Rust type of numeric dtype `$dt`.

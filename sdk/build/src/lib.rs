@@ -169,9 +169,11 @@ impl PluginBuild {
             cmd.args(["-p", n]);
         }
         // SIMD lets LLVM vectorize the CPU kernels; Cranelift lowers it to SSE/AVX/NEON.
+        // Relaxed SIMD gives `umd_sdk::simd::F32x4::madd` one fused multiply-add where the host
+        // CPU has one (wasmtime enables relaxed SIMD by default).
         cmd.env(
             "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS",
-            "-C target-feature=+simd128",
+            "-C target-feature=+simd128,+relaxed-simd",
         );
         let status = cmd
             .status()

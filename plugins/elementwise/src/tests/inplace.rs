@@ -60,17 +60,76 @@ fn flat_add_gives_the_same_bytes_however_the_grid_is_split() {
     add_in_parts(1, false, 1);
 }
 
-#[test]
-fn strided_entries_run_whole_only() {
+/// Plans `Add` of `a` and `b` (broadcast) and runs its one launch as `parts` block ranges; the
+/// result must equal the numpy broadcast element by element.
+fn broadcast_add_in_parts(a_shape: &[u64], b_shape: &[u64], parts: u64) {
+    let out_shape = bcast::broadcast_all([a_shape, b_shape]).unwrap();
+    let n = |s: &[u64]| s.iter().product::<u64>();
+    let a: Vec<f64> = (0..n(a_shape)).map(|i| (i % 1013) as f64).collect();
+    let b: Vec<f64> = (0..n(b_shape)).map(|i| (i % 7) as f64 * 1000.0).collect();
     let req = request(
         "Add",
         &[
-            (vec![3, 4], Dtype::F32, vec![1.0; 12]),
-            (vec![3, 1], Dtype::F32, vec![2.0; 3]),
+            (a_shape.to_vec(), Dtype::F32, a.clone()),
+            (b_shape.to_vec(), Dtype::F32, b.clone()),
         ],
         &[],
     );
     let plan = Elementwise::plan_ext(&req).unwrap();
     let l = &plan.launches[0];
-    assert!(!Elementwise::splittable(&l.module_id, &l.entry_point));
+    assert!(l.entry_point.contains("_bcast"), "{}", l.entry_point);
+    assert!(Elementwise::splittable(&l.module_id, &l.entry_point));
+    let enc = |v: &[f64]| encode(Dtype::F32, v).unwrap();
+    let out_n = n(&out_shape);
+    let (mut mem, sizes) =
+        HeapMemory::for_launch(l, vec![enc(&a), enc(&b), vec![0xAB; (out_n * 4) as usize]]);
+    let blocks = l.grid.volume();
+    for p in (0..parts).rev() {
+        let call = KernelCall::for_launch(l, &sizes, part(blocks, parts, p));
+        Elementwise::run_kernel(&call, &mut mem as &mut dyn Memory).unwrap();
+    }
+    // The numpy broadcast, index by index.
+    let rank = out_shape.len();
+    let index = |shape: &[u64], mut flat: u64| -> u64 {
+        // `flat` in the output → the element of an input of `shape` (right-aligned).
+        let mut at = 0;
+        let mut scale = 1;
+        for d in (0..rank).rev() {
+            let coord = flat % out_shape[d];
+            flat /= out_shape[d];
+            let Some(k) = (d + shape.len()).checked_sub(rank) else {
+                continue;
+            };
+            if shape[k] != 1 {
+                at += coord * scale;
+            }
+            scale *= shape[k];
+        }
+        at
+    };
+    let got = dtype::decode_f64(Dtype::F32, mem.contents(2).unwrap());
+    for (i, x) in got.iter().enumerate() {
+        let want = a[index(a_shape, i as u64) as usize] + b[index(b_shape, i as u64) as usize];
+        assert_eq!(
+            *x, want,
+            "element {i} of {out_shape:?} = {a_shape:?} + {b_shape:?}"
+        );
+    }
+}
+
+#[test]
+fn broadcast_add_gives_the_same_bytes_however_the_grid_is_split() {
+    let cases: &[(&[u64], &[u64])] = &[
+        (&[3, 4], &[3, 1]),
+        (&[64, 512], &[512]),         // a bias: many rows
+        (&[1000, 3], &[1000, 1]),     // narrow rows, several chunks
+        (&[2, 70_001], &[1, 70_001]), // two wide rows, each several chunks' worth
+        (&[5, 1, 7], &[1, 6, 1]),     // both broadcast, rank 3
+        (&[2, 3, 4, 5], &[3, 1, 5]),
+    ];
+    for (a, b) in cases {
+        for parts in [1, 2, 3, 7] {
+            broadcast_add_in_parts(a, b, parts);
+        }
+    }
 }
