@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (cargo-fuzz, nightly) of the command-buffer decoder (`cmdbuf`), the
-# service's request conversion (`request`) and plan validation (`plan`): each target for N
+# service's request conversion (`request`), plan validation (`plan`) and the ONNX model loader
+# (`model`): each target for N
 # seconds (default 20) from its seed corpus in fuzz/corpus/<target>/. New inputs go to a scratch
 # corpus, not into the repository; a crash stops the run and leaves its input in
 # fuzz/artifacts/<target>/ (reproduce: cargo +nightly fuzz run <target> <file>).
 # Env: FUZZ_TARGET_DIR (default fuzz/target), FUZZ_SANITIZER (default none: the fuzzed code is
-# safe Rust; `address` builds slower), FUZZ_TARGETS (default: all three).
+# safe Rust; `address` builds slower), FUZZ_TARGETS (default: all four).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
-targets=${FUZZ_TARGETS:-"cmdbuf request plan"}
+targets=${FUZZ_TARGETS:-"cmdbuf request plan model"}
 target_dir=${FUZZ_TARGET_DIR:-$PWD/fuzz/target}
 sanitizer=${FUZZ_SANITIZER:-none}
 

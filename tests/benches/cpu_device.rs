@@ -1,4 +1,5 @@
-//! The CPU device against native Rust in the same run: Add f32 (a native loop), MatMul f32
+//! The CPU device against native Rust in the same run: Add f32 (a native loop; flat and a
+//! broadcast bias), MatMul f32
 //! (ndarray's `general_mat_mul`, i.e. the matrixmultiply crate) and the demo MLP, each on umd
 //! in place (ABI 1.3, the default), and through `run-cpu` whole-buffer copies on one thread
 //! (the 1.0–1.2 execution model).
@@ -109,6 +110,41 @@ fn add(c: &mut Criterion) {
     }
 }
 
+/// A bias Add: `[rows, 1024] + [1024]` (a broadcast launch), against a native loop.
+fn add_bias(c: &mut Criterion) {
+    let hosts = hosts();
+    let cols = 1024usize;
+    for rows in [64usize, 4096] {
+        let n = rows * cols;
+        let mut g = c.benchmark_group(format!("add_bias_f32_{rows}x{cols}"));
+        g.throughput(Throughput::Bytes((n * 8 + cols * 4) as u64));
+        g.sample_size(if n > 1 << 20 { 10 } else { 30 });
+        let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let bias: Vec<f32> = (0..cols).map(|i| i as f32 * 0.5).collect();
+        let mut out = vec![0f32; n];
+        g.bench_function("native_rust", |bench| {
+            bench.iter(|| {
+                for (o_row, a_row) in out.chunks_exact_mut(cols).zip(a.chunks_exact(cols)) {
+                    for ((o, x), y) in o_row.iter_mut().zip(a_row).zip(&bias) {
+                        *o = x + y;
+                    }
+                }
+                black_box(&mut out);
+            })
+        });
+        for (name, host) in &hosts {
+            bench_op(
+                &mut g,
+                name,
+                host,
+                "Add",
+                &[&[rows as u64, cols as u64], &[cols as u64]],
+            );
+        }
+        g.finish();
+    }
+}
+
 fn matmul(c: &mut Criterion) {
     let hosts = hosts();
     for n in [512usize, 1024] {
@@ -174,5 +210,5 @@ fn mlp(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, add, matmul, mlp);
+criterion_group!(benches, add, add_bias, matmul, mlp);
 criterion_main!(benches);

@@ -2,10 +2,11 @@
 //! stream no other lease holds while the device has fewer than the pool's bound of leased
 //! streams, so one user's queue never delays another's: each has its own in-order queue, and
 //! the backend interleaves streams (CPU: one worker thread per stream, the OS time-slices them;
-//! CUDA: the hardware scheduler). Past the bound, a lease shares the stream with the fewest
-//! holders (threads and queues stay bounded; fairness degrades gracefully, never correctness:
-//! hazards across streams are the device's business). A stream returns to the pool when its
-//! last lease is dropped and is reused, never destroyed.
+//! CUDA: the hardware scheduler). Past the bound, a lease takes the idle stream given back
+//! longest ago (what a former holder left queued has had the most time to drain), else shares
+//! the stream with the fewest holders (threads and queues stay bounded; fairness degrades
+//! gracefully, never correctness: hazards across streams are the device's business). Streams
+//! are reused, never destroyed.
 //!
 //! Owns the lease bookkeeping only; the streams are the device's. The device's default stream is
 //! never leased: it stays the host's own (admission, in-process callers).
@@ -23,8 +24,20 @@ pub const DEFAULT_LEASED_STREAMS: usize = 32;
 pub struct StreamPool {
     dev: Arc<dyn Device>,
     max: usize,
-    /// Every stream created for leases, with how many leases hold it now.
-    streams: Mutex<Vec<(StreamId, usize)>>,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    /// Every stream created for leases: how many leases hold it now, and when (in releases
+    /// counted by `released`) it was last given back.
+    streams: Vec<Leased>,
+    released: u64,
+}
+
+struct Leased {
+    id: StreamId,
+    holders: usize,
+    released_at: u64,
 }
 
 /// One holder's use of a stream; the stream goes back to the pool when the lease is dropped.
@@ -39,7 +52,10 @@ impl StreamPool {
         Arc::new(StreamPool {
             dev,
             max: max.max(1),
-            streams: Mutex::new(Vec::new()),
+            inner: Mutex::new(Inner {
+                streams: Vec::new(),
+                released: 0,
+            }),
         })
     }
 
@@ -48,39 +64,49 @@ impl StreamPool {
         &self.dev
     }
 
-    /// A stream for one holder: an idle one, else a new one while under the bound, else the one
-    /// with the fewest holders. Fails only when the device cannot create a stream at all.
+    /// A stream for one holder: a new one while under the bound, else the idle one given back
+    /// longest ago (work a former holder left queued has had the most time to drain), else the
+    /// one with the fewest holders. Fails only when the device cannot create a stream at all.
     pub fn lease(self: &Arc<Self>) -> Result<StreamLease, DeviceError> {
-        let mut streams = self.streams.lock();
-        let pick = match streams.iter().position(|s| s.1 == 0) {
-            Some(i) => i,
-            None if streams.len() < self.max => match self.dev.create_stream() {
-                Ok(id) => {
-                    streams.push((id, 0));
-                    streams.len() - 1
-                }
-                // Out of streams (threads, driver limits): share rather than fail.
+        let mut inner = self.inner.lock();
+        let streams = &mut inner.streams;
+        let idle = (0..streams.len())
+            .filter(|&i| streams[i].holders == 0)
+            .min_by_key(|&i| streams[i].released_at);
+        let created = if streams.len() < self.max {
+            match self.dev.create_stream() {
+                Ok(id) => Some(id),
+                // Out of streams (threads, driver limits): reuse or share rather than fail.
                 Err(e) if streams.is_empty() => return Err(e),
-                Err(_) => Self::least_held(&streams),
-            },
-            None => Self::least_held(&streams),
+                Err(_) => None,
+            }
+        } else {
+            None
         };
-        streams[pick].1 += 1;
+        let pick = match (created, idle) {
+            (Some(id), _) => {
+                streams.push(Leased {
+                    id,
+                    holders: 0,
+                    released_at: 0,
+                });
+                streams.len() - 1
+            }
+            (None, Some(i)) => i,
+            (None, None) => (0..streams.len())
+                .min_by_key(|&i| streams[i].holders)
+                .expect("a pool that cannot create streams holds some"),
+        };
+        streams[pick].holders += 1;
         Ok(StreamLease {
             pool: self.clone(),
-            stream: streams[pick].0,
+            stream: streams[pick].id,
         })
-    }
-
-    fn least_held(streams: &[(StreamId, usize)]) -> usize {
-        (0..streams.len())
-            .min_by_key(|&i| streams[i].1)
-            .expect("a pool at its bound holds streams")
     }
 
     /// How many distinct streams the pool has created (for tests and figures).
     pub fn created(&self) -> usize {
-        self.streams.lock().len()
+        self.inner.lock().streams.len()
     }
 }
 
@@ -93,9 +119,12 @@ impl StreamLease {
 
 impl Drop for StreamLease {
     fn drop(&mut self) {
-        let mut streams = self.pool.streams.lock();
-        if let Some(s) = streams.iter_mut().find(|s| s.0 == self.stream) {
-            s.1 = s.1.saturating_sub(1);
+        let mut inner = self.pool.inner.lock();
+        inner.released += 1;
+        let now = inner.released;
+        if let Some(s) = inner.streams.iter_mut().find(|s| s.id == self.stream) {
+            s.holders = s.holders.saturating_sub(1);
+            s.released_at = now;
         }
     }
 }
@@ -142,15 +171,20 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_dropped_lease_returns_its_stream_for_reuse() {
-        let p = pool(4);
+    fn at_the_bound_the_idle_stream_given_back_longest_ago_is_reused() {
+        let p = pool(2);
         let a = p.lease().unwrap();
-        let first = a.stream();
-        drop(a);
         let b = p.lease().unwrap();
-        assert_eq!(b.stream(), first);
-        assert_eq!(p.created(), 1);
-        // The reused stream still runs work.
-        p.device().synchronize(b.stream()).unwrap();
+        let (first, second) = (a.stream(), b.stream());
+        drop(a);
+        drop(b);
+        let c = p.lease().unwrap();
+        assert_eq!(c.stream(), first, "given back longest ago");
+        let d = p.lease().unwrap();
+        assert_eq!(d.stream(), second);
+        assert_eq!(p.created(), 2);
+        // The reused streams still run work.
+        p.device().synchronize(c.stream()).unwrap();
+        p.device().synchronize(d.stream()).unwrap();
     }
 }

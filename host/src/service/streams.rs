@@ -110,7 +110,7 @@ mod tests {
     #[test]
     fn each_client_has_its_own_streams_until_its_connection_ends() {
         let dev = crate::device::streams::tests::device();
-        let streams = ClientStreams::new(std::slice::from_ref(&dev), 8);
+        let streams = ClientStreams::new(std::slice::from_ref(&dev), 3);
         let (a, b) = (Session(1), Session(2));
         let a0 = streams.stream(a, &*dev, 0).unwrap();
         assert_eq!(streams.stream(a, &*dev, 0).unwrap(), a0, "a lease is kept");
@@ -124,7 +124,7 @@ mod tests {
         assert_eq!(e.status(), crate::error::status::INVALID_INPUT);
         streams.end(a);
         assert_eq!(streams.used(a, &*dev, 0).unwrap(), None);
-        // A's streams are free again: the next client gets one of them.
+        // At the bound (3 streams), A's streams are free again: the next client gets one.
         let c0 = streams.stream(Session(3), &*dev, 0).unwrap();
         assert!(c0 == a0 || c0 == a1);
     }
