@@ -89,7 +89,9 @@ fn rms_norm_refuses_bad_scales_and_attributes() {
         .plan()
         .unwrap_err();
     assert!(matches!(e, OpError::InvalidShape(m) if m.contains("broadcastable")));
-    let e = Req::new("RMSNormalization", &[2, 4], Dtype::F32).plan().unwrap_err();
+    let e = Req::new("RMSNormalization", &[2, 4], Dtype::F32)
+        .plan()
+        .unwrap_err();
     assert!(matches!(e, OpError::InvalidShape(m) if m.contains("Scale")));
     let e = Req::new("RMSNormalization", &[2, 4], Dtype::F32)
         .input(&[4], Dtype::F32)
@@ -165,7 +167,9 @@ fn lp_norm_refuses_other_p_and_scalars() {
         .plan()
         .unwrap_err();
     assert!(matches!(e, OpError::InvalidAttribute(m) if m.contains("`p`")));
-    let e = Req::new("LpNormalization", &[], Dtype::F32).plan().unwrap_err();
+    let e = Req::new("LpNormalization", &[], Dtype::F32)
+        .plan()
+        .unwrap_err();
     assert!(matches!(e, OpError::InvalidShape(_)));
     let got = Req::new("LpNormalization", &[0, 3], Dtype::F32)
         .run(&[vec![]])
