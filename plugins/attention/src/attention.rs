@@ -13,8 +13,9 @@
 //! the mask (bool: 0 / -inf; float: its value; -inf past the mask's last dimension), the causal
 //! term (`j <= i + offset`), the window terms and the padding term (`j < nonpad[b]`), each 0 or
 //! -inf. `offset` is `P` with a past cache, `nonpad[b] - S_q` with `nonpad_kv_seqlen`, else 0.
-//! Softmax over `j` (a row whose max is -inf subtracts 0; a zero sum divides by 1); a row whose
-//! bias is -inf everywhere gets probabilities 0. `Y = Σ_j p_j (rounded to T) · v_j`.
+//! Softmax over `j` (a row whose max is -inf subtracts 0; a zero sum divides by 1), rounded as
+//! numpy does for half types ([`SOFTMAX_ROUND`], [`SEQ_SUM`]); a row whose bias is -inf
+//! everywhere gets probabilities 0. `Y = Σ_j p_j (rounded to T) · v_j`.
 //!
 //! Parameters: `flags, mode, q, k, v, mask, past_key, past_value, nonpad, y, present_key,
 //! present_value, qk` (absent pointers null), then `B, Hq, Hkv, Sq, Skv, P, Dk, Dv, mask_len`,
@@ -39,6 +40,12 @@ pub const PRESENT_K: u32 = 32;
 pub const QK_OUT: u32 = 64;
 pub const WINDOW: u32 = 128;
 pub const PRESENT_V: u32 = 256;
+/// The softmax rounds as numpy does in the input's (half) type: `x - max`, `exp`, the sum and
+/// the quotient each rounded to `T`.
+pub const SOFTMAX_ROUND: u32 = 512;
+/// The softmax sum is accumulated in order, each partial sum rounded to `T` (numpy's reduction
+/// of an `ml_dtypes` bfloat16 array); otherwise it is summed in the compute type.
+pub const SEQ_SUM: u32 = 1024;
 
 /// Threads per block; each thread accumulates at most [`MAX_PER_THREAD`] output elements of a
 /// row, so the value head size is at most `THREADS * MAX_PER_THREAD`.
@@ -258,11 +265,18 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
             "attribute `qk_matmul_output_mode` = {mode} must be 0 to 3"
         )));
     }
-    let precision = attr::int_or(a, "softmax_precision", 1)?;
-    if !matches!(precision, 1 | 10 | 11 | 16) {
+    let precision = attr::int_or(a, "softmax_precision", 0)?;
+    if !matches!(precision, 0 | 1 | 10 | 11 | 16) {
         return Err(OpError::InvalidAttribute(format!(
             "attribute `softmax_precision` = {precision} is not a float type"
         )));
+    }
+    // without a float/double softmax_precision the reference's softmax runs in the input type
+    if matches!(dt, Dtype::F16 | Dtype::Bf16) && !matches!(precision, 1 | 11) {
+        flags |= SOFTMAX_ROUND;
+        if dt == Dtype::Bf16 {
+            flags |= SEQ_SUM;
+        }
     }
     let softcap = attr::float_or(a, "softcap", 0.0)?;
     let scale = match attr::has(a, "scale") {

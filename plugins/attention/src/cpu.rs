@@ -10,7 +10,8 @@ use umd_sdk::params::ParamReader;
 use umd_sdk::{CpuCall, CpuWrite, Dtype, OpError};
 
 use crate::attention::{
-    CAUSAL, MASK, MASK_BOOL, NONPAD, PAST, PRESENT_K, PRESENT_V, QK_OUT, WINDOW,
+    CAUSAL, MASK, MASK_BOOL, NONPAD, PAST, PRESENT_K, PRESENT_V, QK_OUT, SEQ_SUM, SOFTMAX_ROUND,
+    WINDOW,
 };
 use crate::rotary::{INTERLEAVED, POSITIONS, SEQ_OUTER};
 
@@ -287,6 +288,7 @@ where
     let zero = T::Compute::ZERO;
     let term = |ok: bool| if ok { zero } else { ninf };
     let rep = hq / hkv.max(1);
+    let (round, seq) = (has(SOFTMAX_ROUND), has(SEQ_SUM));
     let (mut xs, mut raws, mut biases) = (vec![zero; total], vec![zero; total], vec![zero; total]);
     let mut acc = vec![zero; dv];
     for row in 0..bn * hq * sq {
@@ -346,9 +348,23 @@ where
         let bm = biases.iter().fold(ninf, |m, &x| nan_max(m, x));
         let masked = bm == ninf;
         let safe = if xm == ninf { zero } else { xm };
+        let sexp = |x: T::Compute| {
+            if round {
+                rnd::<T>(rnd::<T>(x - safe).exp())
+            } else {
+                (x - safe).exp()
+            }
+        };
         let mut sum = zero;
         for &x in &xs {
-            sum += (x - safe).exp();
+            sum = if seq {
+                rnd::<T>(sum + sexp(x))
+            } else {
+                sum + sexp(x)
+            };
+        }
+        if round {
+            sum = rnd::<T>(sum);
         }
         if sum == zero {
             sum = T::Compute::ONE;
@@ -357,8 +373,10 @@ where
         for j in 0..total {
             let p = if masked {
                 zero
+            } else if round {
+                rnd::<T>(sexp(xs[j]) / sum)
             } else {
-                (xs[j] - safe).exp() / sum
+                sexp(xs[j]) / sum
             };
             if qk.is_some() {
                 qkv[row * total + j] = match mode {

@@ -82,6 +82,10 @@ __device__ C umd_bias(const umd_row& r, u64 j) {
   if (r.flags & 16u) bias += (i64)j < r.nonpad ? (C)0 : umd_ninf();
   return bias;
 }
+// exp(x - safe), rounded to T after each step when `rnd`
+__device__ __forceinline__ C umd_sexp(C x, C safe, bool rnd) {
+  return rnd ? umd_rnd(umd_exp(umd_rnd(x - safe))) : umd_exp(x - safe);
+}
 // the score of key j after softcap (`raw`) and with the bias (returned), rounded as the reference
 __device__ C umd_score(const umd_row& r, u64 j, C* raw, C* bias) {
   const T* kr = umd_key(r, j);
@@ -146,10 +150,22 @@ extern "C" __global__ void attention_NAME(unsigned int flags, unsigned int mode,
     bm = umd_block_max(bm, sh);
     bool masked = bm == umd_ninf();
     C safe = xm == umd_ninf() ? (C)0 : xm;
-    // pass 2: the sum of the exponentials
+    // pass 2: the sum of the exponentials, in key order (a chunk at a time, by thread 0)
+    bool rnd = (flags & 512u) != 0, seq = (flags & 1024u) != 0;
     C s = (C)0;
-    for (u64 j = threadIdx.x; j < T_; j += blockDim.x) s += umd_exp(umd_score(r, j, &raw, &bias) - safe);
-    s = umd_block_sum(s, sh);
+    for (u64 j0 = 0; j0 < T_; j0 += blockDim.x) {
+      u64 j = j0 + threadIdx.x;
+      if (j < T_) pch[threadIdx.x] = umd_sexp(umd_score(r, j, &raw, &bias), safe, rnd);
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        u64 n = T_ - j0 < blockDim.x ? T_ - j0 : blockDim.x;
+        for (u64 jj = 0; jj < n; ++jj) s = seq ? umd_rnd(s + pch[jj]) : s + pch[jj];
+        sh[0] = rnd ? umd_rnd(s) : s;
+      }
+      __syncthreads();
+    }
+    s = T_ > 0 ? sh[0] : (C)0;
+    __syncthreads();
     if (s == (C)0) s = (C)1;
     // pass 3: probabilities a chunk of keys at a time, then each thread's output elements
     C acc[MAXR];
@@ -158,7 +174,8 @@ extern "C" __global__ void attention_NAME(unsigned int flags, unsigned int mode,
       u64 j = j0 + threadIdx.x;
       if (j < T_) {
         C x = umd_score(r, j, &raw, &bias);
-        C p = masked ? (C)0 : umd_exp(x - safe) / s;
+        C p = umd_sexp(x, safe, rnd) / s;
+        p = masked ? (C)0 : (rnd ? umd_rnd(p) : p);
         if (flags & 64u) qk[row * T_ + j] = umd_st(mode == 3u ? p : (mode == 2u ? x : raw));
         pch[threadIdx.x] = umd_rnd(p);
       }
