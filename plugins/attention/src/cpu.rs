@@ -1,4 +1,5 @@
-//! CPU kernels: the reference implementation of both entry points of [`crate::cuda`], reading
+//! CPU kernels: the reference implementation of the Attention and RotaryEmbedding entry points
+//! of [`crate::cuda`] (those of [`crate::conv`] and [`crate::linear`] live there), reading
 //! the same parameter blocks. The entry point is decoded once (`{kernel}_{dtype}`), then a loop
 //! monomorphic in the element type runs over the whole grid, with the same rounding points as
 //! the CUDA kernels.
@@ -71,14 +72,14 @@ fn nan_max<C: Real>(a: C, b: C) -> C {
 }
 
 /// A buffer of `T`s decoded to the compute type.
-fn decode<T: Element>(buf: &[u8]) -> Vec<T::Compute> {
+pub fn decode<T: Element>(buf: &[u8]) -> Vec<T::Compute> {
     let s = std::mem::size_of::<T>();
     buf.chunks_exact(s)
         .map(|b| T::load(b).to_compute())
         .collect()
 }
 
-fn encode<T: Element>(vals: &[T::Compute], out: &mut [u8]) {
+pub fn encode<T: Element>(vals: &[T::Compute], out: &mut [u8]) {
     let s = std::mem::size_of::<T>();
     for (b, v) in out.chunks_exact_mut(s).zip(vals) {
         T::from_compute(*v).store(b);
@@ -87,7 +88,7 @@ fn encode<T: Element>(vals: &[T::Compute], out: &mut [u8]) {
 
 /// `v` rounded to `T` and back.
 #[inline(always)]
-fn rnd<T: Element>(v: T::Compute) -> T::Compute {
+pub fn rnd<T: Element>(v: T::Compute) -> T::Compute {
     T::from_compute(v).to_compute()
 }
 
@@ -124,12 +125,20 @@ pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     match kernel {
         "attention" => typed!(attention),
         "rotary" => typed!(rotary),
+        "causalconv" => {
+            use crate::conv::run as causalconv;
+            typed!(causalconv)
+        }
+        "linear" => {
+            use crate::linear::run as linear;
+            typed!(linear)
+        }
         _ => Err(unknown()),
     }
 }
 
 /// Reads a pointer that is present when `on`, else a null u64.
-fn opt_ptr(r: &mut ParamReader, on: bool) -> Result<Option<u32>, OpError> {
+pub fn opt_ptr(r: &mut ParamReader, on: bool) -> Result<Option<u32>, OpError> {
     if on {
         r.ptr().map(Some)
     } else {

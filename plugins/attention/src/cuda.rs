@@ -1,6 +1,7 @@
 //! CUDA C: one module `attention_{T}` per dtype with the entry points `attention_{T}` (one
 //! block per query row, see [`crate::attention`]) and `rotary_{T}` (one thread per element, see
-//! [`crate::rotary`]). Reductions over a row are block-wide (warp shuffles, then one shared slot
+//! [`crate::rotary`]), `causalconv_{T}` and `linear_{T}` (one thread per output element /
+//! state column, see [`crate::conv`], [`crate::linear`]). Reductions over a row are block-wide (warp shuffles, then one shared slot
 //! per warp); the probabilities of up to a block's worth of keys are staged in shared memory
 //! while each thread accumulates its share of the output row.
 
@@ -8,6 +9,7 @@ use umd_sdk::dtype::{self, CUDA_PRELUDE, CudaType};
 use umd_sdk::{Dtype, ModuleSource, SourceLanguage};
 
 use crate::attention::{MAX_PER_THREAD, THREADS};
+use crate::linear::MAX_DK;
 
 const HELPERS: &str = r#"
 typedef unsigned long long u64;
@@ -226,6 +228,67 @@ extern "C" __global__ void rotary_NAME(unsigned int flags, const T* __restrict__
 }
 "#;
 
+const STATE: &str = r#"
+extern "C" __global__ void causalconv_NAME(unsigned int flags, const T* __restrict__ x,
+    const T* __restrict__ w, const T* __restrict__ bias, const T* __restrict__ past,
+    T* __restrict__ y, T* __restrict__ state, u64 B, u64 Cc, u64 L, u64 K) {
+  u64 n = B * Cc * L, ns = B * Cc * (K - 1);
+  for (u64 e = blockIdx.x * (u64)blockDim.x + threadIdx.x; e < n + ns; e += (u64)blockDim.x * gridDim.x) {
+    // padded[bc, p]: the past state (zeros without one) then the input
+#define UMD_PAD(bc, p) ((p) < K - 1 ? ((flags & 2u) ? umd_ld(past[(bc) * (K - 1) + (p)]) : (C)0) \
+                                    : umd_ld(x[(bc) * L + (p) - (K - 1)]))
+    if (e < n) {
+      u64 t = e % L, bc = e / L, c = bc % Cc;
+      C acc = (C)0;
+      for (u64 j = 0; j < K; ++j) acc += umd_ld(w[c * K + j]) * UMD_PAD(bc, t + j);
+      C v = umd_rnd(acc + ((flags & 1u) ? umd_ld(bias[c]) : (C)0));
+      if (flags & 4u) v = v * ((C)1 / ((C)1 + umd_exp(-v)));
+      y[e] = umd_st(v);
+    } else {
+      u64 s = e - n, p = s % (K - 1), bc = s / (K - 1);
+      state[s] = umd_st(UMD_PAD(bc, L + p));
+    }
+#undef UMD_PAD
+  }
+}
+extern "C" __global__ void linear_NAME(unsigned int flags, const T* __restrict__ q,
+    const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ past,
+    const T* __restrict__ decay, const T* __restrict__ beta, T* __restrict__ out,
+    T* __restrict__ state, u64 B, u64 Tn, u64 Hq, u64 Hkv, u64 dk, u64 dv, u64 dl, u64 bl,
+    double scale) {
+  C col[MAXDK];
+  u64 group = Hq / Hkv;
+  for (u64 e = blockIdx.x * (u64)blockDim.x + threadIdx.x; e < B * Hkv * dv; e += (u64)blockDim.x * gridDim.x) {
+    u64 m = e % dv, bh = e / dv, hk = bh % Hkv, b = bh / Hkv;
+    u64 so = bh * dk * dv;
+    for (u64 d = 0; d < dk; ++d) col[d] = (flags & 1u) ? umd_ld(past[so + d * dv + m]) : (C)0;
+    for (u64 t = 0; t < Tn; ++t) {
+      u64 row = b * Tn + t;
+      const T* kr = k + (row * Hkv + hk) * dk;
+      if (flags & 2u) {
+        for (u64 d = 0; d < dk; ++d)
+          col[d] = col[d] * umd_exp(umd_ld(dl == Hkv ? decay[row * Hkv + hk] : decay[(row * Hkv + hk) * dk + d]));
+      }
+      C vt = umd_ld(v[(row * Hkv + hk) * dv + m]);
+      if (flags & 4u) {
+        C got = (C)0;
+        for (u64 d = 0; d < dk; ++d) got += col[d] * umd_ld(kr[d]);
+        vt = umd_ld(beta[row * bl + (bl == 1 ? 0 : hk)]) * (vt - got);
+      }
+      for (u64 d = 0; d < dk; ++d) col[d] += umd_ld(kr[d]) * vt;
+      for (u64 g = 0; g < group; ++g) {
+        u64 h = hk * group + g;
+        const T* qr = q + (row * Hq + h) * dk;
+        C o = (C)0;
+        for (u64 d = 0; d < dk; ++d) o += umd_ld(qr[d]) * col[d];
+        out[(row * Hq + h) * dv + m] = umd_st((C)scale * o);
+      }
+    }
+    for (u64 d = 0; d < dk; ++d) state[so + d * dv + m] = umd_st(col[d]);
+  }
+}
+"#;
+
 /// The module `attention_{dt}`.
 pub fn module(dt: Dtype) -> ModuleSource {
     let CudaType {
@@ -253,7 +316,7 @@ pub fn module(dt: Dtype) -> ModuleSource {
     };
     let mut code = String::from(CUDA_PRELUDE);
     code.push_str(&format!(
-        "typedef {storage} T;\ntypedef {compute} C;\n#define THREADS {THREADS}\n#define MAXR {MAX_PER_THREAD}\n\
+        "typedef {storage} T;\ntypedef {compute} C;\n#define THREADS {THREADS}\n#define MAXR {MAX_PER_THREAD}\n#define MAXDK {MAX_DK}\n\
          __device__ __forceinline__ C umd_ld(T v) {{ return {ld}; }}\n\
          __device__ __forceinline__ T umd_st(C v) {{ return {st}; }}\n\
          __device__ __forceinline__ C umd_rnd(C v) {{ return umd_ld(umd_st(v)); }}\n\
@@ -269,10 +332,16 @@ pub fn module(dt: Dtype) -> ModuleSource {
     code.push_str(HELPERS);
     code.push_str(&ATTENTION.replace("NAME", name));
     code.push_str(&ROTARY.replace("NAME", name));
+    code.push_str(&STATE.replace("NAME", name));
     ModuleSource {
         language: SourceLanguage::CudaC,
         code,
-        entry_points: vec![format!("attention_{name}"), format!("rotary_{name}")],
+        entry_points: vec![
+            format!("attention_{name}"),
+            format!("rotary_{name}"),
+            format!("causalconv_{name}"),
+            format!("linear_{name}"),
+        ],
         options: vec!["--std=c++17".into()],
     }
 }

@@ -1,15 +1,19 @@
 //! The `attention` plugin: Attention (opsets 23–25: 3-D and 4-D Q/K/V, grouped-query heads,
 //! `scale`, `is_causal`, boolean or additive `attn_mask`, past/present key-value caches,
 //! `softcap`, `qk_matmul_output_mode` 0–3, `softmax_precision`, `nonpad_kv_seqlen`, and the
-//! opset-25 sliding window) and RotaryEmbedding (opset 23) on f32, f16, bf16 (computed in f32)
-//! and f64.
+//! opset-25 sliding window), RotaryEmbedding (opset 23), and the opset-27 LinearAttention
+//! (linear, gated, delta and gated-delta recurrences) and CausalConvWithState on f32, f16, bf16
+//! (computed in f32) and f64.
 //!
-//! [`attention`] and [`rotary`] plan the ops (one launch each); [`cuda`] renders one module per
-//! dtype holding both kernels; [`cpu`] runs the same parameter blocks on the CPU.
+//! [`attention`], [`rotary`], [`linear`] and [`conv`] plan the ops (one launch each); [`cuda`]
+//! renders one module per dtype holding every kernel; [`cpu`] (and the CPU halves of [`linear`]
+//! and [`conv`]) runs the same parameter blocks on the CPU.
 
 mod attention;
+mod conv;
 mod cpu;
 mod cuda;
+mod linear;
 mod rotary;
 
 use umd_sdk::{
@@ -18,7 +22,12 @@ use umd_sdk::{
 };
 
 /// Every op this plugin serves, in ONNX spelling.
-pub const OPS: [&str; 2] = ["Attention", "RotaryEmbedding"];
+pub const OPS: [&str; 4] = [
+    "Attention",
+    "RotaryEmbedding",
+    "LinearAttention",
+    "CausalConvWithState",
+];
 /// Dtypes every op serves.
 pub const DTYPES: [Dtype; 4] = [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::F64];
 
@@ -86,6 +95,10 @@ impl Plugin for AttentionPlugin {
             attention::plan(req)
         } else if req.op.eq_ignore_ascii_case("RotaryEmbedding") {
             rotary::plan(req)
+        } else if req.op.eq_ignore_ascii_case("LinearAttention") {
+            linear::plan(req)
+        } else if req.op.eq_ignore_ascii_case("CausalConvWithState") {
+            conv::plan(req)
         } else {
             Err(umd_sdk::unsupported_op_ext(req))
         }
