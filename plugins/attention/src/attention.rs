@@ -1,4 +1,5 @@
-//! Planning Attention (opsets 23, 24 and 25's window) as one `attention_{T}` launch: one block
+//! Planning Attention (opsets 23, 24 and 25's window), and FlexAttention without graph
+//! attributes, as one `attention_{T}` launch: one block
 //! per query row `(b, h, i)` (grid-stride), which also copies its share of the present key and
 //! value caches (grid-stride over their elements).
 //!
@@ -46,6 +47,8 @@ pub const SOFTMAX_ROUND: u32 = 512;
 /// The softmax sum is accumulated in order, each partial sum rounded to `T` (numpy's reduction
 /// of an `ml_dtypes` bfloat16 array); otherwise it is summed in the compute type.
 pub const SEQ_SUM: u32 = 1024;
+/// The probabilities multiply V unrounded (FlexAttention); otherwise they are rounded to `T`.
+pub const P_EXACT: u32 = 2048;
 
 /// Threads per block; each thread accumulates at most [`MAX_PER_THREAD`] output elements of a
 /// row, so the value head size is at most `THREADS * MAX_PER_THREAD`.
@@ -124,6 +127,30 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
             req.slots()
         )));
     }
+    plan_with(req, false)
+}
+
+/// Plans FlexAttention (`ai.onnx.preview` opset 1) without its graph attributes: 4-D
+/// attention without mask whose softmax runs in f32 (or `softmax_precision`) and whose
+/// probabilities multiply V unrounded ([`P_EXACT`]); `score_mod`/`prob_mod` are refused.
+pub fn plan_flex(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
+    attr::only(&req.attributes, &["scale", "softmax_precision"])?;
+    if req.slots() > 3 {
+        return Err(OpError::shape(format!(
+            "FlexAttention takes 3 inputs, got {}",
+            req.slots()
+        )));
+    }
+    if req.input(0).is_some_and(|q| q.shape.len() != 4) {
+        return Err(OpError::shape("FlexAttention: Q, K and V must be 4-D"));
+    }
+    if req.outputs(1) != 1 {
+        return Err(OpError::shape("FlexAttention has one output"));
+    }
+    plan_with(req, true)
+}
+
+fn plan_with(req: &PlanRequestExt, flex: bool) -> Result<OpPlan, OpError> {
     let a = &req.attributes;
     let (q, dt) = float_input(req, 0)?;
     let k = same_dtype(req, 1, dt)?.ok_or_else(|| OpError::shape("Attention: K is required"))?;
@@ -272,7 +299,9 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         )));
     }
     // without a float/double softmax_precision the reference's softmax runs in the input type
-    if matches!(dt, Dtype::F16 | Dtype::Bf16) && !matches!(precision, 1 | 11) {
+    if flex {
+        flags |= P_EXACT;
+    } else if matches!(dt, Dtype::F16 | Dtype::Bf16) && !matches!(precision, 1 | 11) {
         flags |= SOFTMAX_ROUND;
         if dt == Dtype::Bf16 {
             flags |= SEQ_SUM;
@@ -368,7 +397,13 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     for x in qs.iter().chain(&ks).chain(&vs).chain(&ys).chain(&ms) {
         p.u64(*x);
     }
-    p.f64(round_to(dt, scale.sqrt()))
+    // FlexAttention takes the square root in f32
+    let sqrt_scale = if flex {
+        (scale as f32).sqrt() as f64
+    } else {
+        scale.sqrt()
+    };
+    p.f64(round_to(dt, sqrt_scale))
         .f64(softcap)
         .i64(left)
         .i64(right);

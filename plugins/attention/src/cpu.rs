@@ -11,8 +11,8 @@ use umd_sdk::params::ParamReader;
 use umd_sdk::{CpuCall, CpuWrite, Dtype, OpError};
 
 use crate::attention::{
-    CAUSAL, MASK, MASK_BOOL, NONPAD, PAST, PRESENT_K, PRESENT_V, QK_OUT, SEQ_SUM, SOFTMAX_ROUND,
-    WINDOW,
+    CAUSAL, MASK, MASK_BOOL, NONPAD, P_EXACT, PAST, PRESENT_K, PRESENT_V, QK_OUT, SEQ_SUM,
+    SOFTMAX_ROUND, WINDOW,
 };
 use crate::rotary::{INTERLEAVED, POSITIONS, SEQ_OUTER};
 
@@ -394,7 +394,7 @@ where
                     _ => raws[j],
                 };
             }
-            let p = rnd::<T>(p);
+            let p = if has(P_EXACT) { p } else { rnd::<T>(p) };
             for (a, &vx) in acc.iter_mut().zip(value_row(b, hk, j)) {
                 *a += p * vx;
             }

@@ -179,7 +179,7 @@ extern "C" __global__ void attention_NAME(unsigned int flags, unsigned int mode,
         C p = umd_sexp(x, safe, rnd) / s;
         p = masked ? (C)0 : (rnd ? umd_rnd(p) : p);
         if (flags & 64u) qk[row * T_ + j] = umd_st(mode == 3u ? p : (mode == 2u ? x : raw));
-        pch[threadIdx.x] = umd_rnd(p);
+        pch[threadIdx.x] = (flags & 2048u) ? p : umd_rnd(p);
       }
       __syncthreads();
       u64 n = T_ - j0 < blockDim.x ? T_ - j0 : blockDim.x;

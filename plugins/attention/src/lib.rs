@@ -1,7 +1,8 @@
 //! The `attention` plugin: Attention (opsets 23–25: 3-D and 4-D Q/K/V, grouped-query heads,
 //! `scale`, `is_causal`, boolean or additive `attn_mask`, past/present key-value caches,
 //! `softcap`, `qk_matmul_output_mode` 0–3, `softmax_precision`, `nonpad_kv_seqlen`, and the
-//! opset-25 sliding window), RotaryEmbedding (opset 23), and the opset-27 LinearAttention
+//! opset-25 sliding window), FlexAttention (`ai.onnx.preview`, without its graph attributes),
+//! RotaryEmbedding (opset 23), and the opset-27 LinearAttention
 //! (linear, gated, delta and gated-delta recurrences) and CausalConvWithState on f32, f16, bf16
 //! (computed in f32) and f64.
 //!
@@ -22,8 +23,9 @@ use umd_sdk::{
 };
 
 /// Every op this plugin serves, in ONNX spelling.
-pub const OPS: [&str; 4] = [
+pub const OPS: [&str; 5] = [
     "Attention",
+    "FlexAttention",
     "RotaryEmbedding",
     "LinearAttention",
     "CausalConvWithState",
@@ -93,6 +95,8 @@ impl Plugin for AttentionPlugin {
     fn plan_ext(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         if req.op.eq_ignore_ascii_case("Attention") {
             attention::plan(req)
+        } else if req.op.eq_ignore_ascii_case("FlexAttention") {
+            attention::plan_flex(req)
         } else if req.op.eq_ignore_ascii_case("RotaryEmbedding") {
             rotary::plan(req)
         } else if req.op.eq_ignore_ascii_case("LinearAttention") {
