@@ -7,6 +7,7 @@ mod attention;
 mod emu;
 mod reference;
 mod rotary;
+mod state;
 
 use super::*;
 use umd_sdk::{AttrValueExt as A, PlanRequestExt, Target, testing};
@@ -197,7 +198,45 @@ pub fn every_op(dt: Dtype) -> Vec<(Req, Vec<Vec<f64>>)> {
         .input(&[2, 2, 2], dt)
         .attr("num_heads", A::Int(2))
         .attr("rotary_embedding_dim", A::Int(4));
+    let conv = Req::new("CausalConvWithState")
+        .input(&[2, 3, 5], dt)
+        .input(&[3, 1, 4], dt)
+        .input(&[3], dt)
+        .input(&[2, 3, 3], dt)
+        .attr("activation", A::Text("silu".into()));
+    let linear = Req::new("LinearAttention")
+        .input(&[2, 3, 16], dt)
+        .input(&[2, 3, 8], dt)
+        .input(&[2, 3, 12], dt)
+        .input(&[2, 2, 4, 6], dt)
+        .input(&[2, 3, 8], dt)
+        .input(&[2, 3, 2], dt)
+        .attr("q_num_heads", A::Int(4))
+        .attr("kv_num_heads", A::Int(2));
+    let small = |n, s| {
+        data(n, s)
+            .iter()
+            .map(|x| -x.abs() / 4.0)
+            .collect::<Vec<_>>()
+    };
+    let flex = Req::new("FlexAttention")
+        .input(&[2, 4, 3, 8], dt)
+        .input(&[2, 2, 5, 8], dt)
+        .input(&[2, 2, 5, 6], dt);
     vec![
+        (conv, vec![v(30, 19), v(12, 20), v(3, 21), v(18, 22)]),
+        (
+            linear,
+            vec![
+                v(96, 23),
+                v(48, 24),
+                v(72, 25),
+                v(96, 26),
+                small(48, 27),
+                small(12, 28),
+            ],
+        ),
+        (flex, vec![v(192, 29), v(160, 30), v(120, 31)]),
         (full, full_vals),
         (
             padded,

@@ -189,3 +189,93 @@ pub fn rotary_ref(
     }
     y
 }
+
+/// CausalConvWithState on `[B, C, L]` with weight `[C, 1, K]`: (output, present_state).
+pub fn causal_conv_ref(
+    x: &[f64],
+    [b, c, l, k]: [usize; 4],
+    w: &[f64],
+    bias: Option<&[f64]>,
+    past: Option<&[f64]>,
+    silu: bool,
+) -> [Vec<f64>; 2] {
+    let (mut y, mut state) = (vec![], vec![]);
+    for bi in 0..b {
+        for ch in 0..c {
+            let bc = bi * c + ch;
+            let mut padded: Vec<f64> = match past {
+                Some(p) => p[bc * (k - 1)..(bc + 1) * (k - 1)].to_vec(),
+                None => vec![0.0; k - 1],
+            };
+            padded.extend_from_slice(&x[bc * l..(bc + 1) * l]);
+            for t in 0..l {
+                let mut v: f64 = (0..k).map(|j| w[ch * k + j] * padded[t + j]).sum();
+                v += bias.map_or(0.0, |b| b[ch]);
+                y.push(if silu { v / (1.0 + (-v).exp()) } else { v });
+            }
+            state.extend_from_slice(&padded[l..]);
+        }
+    }
+    [y, state]
+}
+
+/// LinearAttention on 3-D `[B, T, H * D]` inputs (`decay` per head when its last dim is
+/// `hkv`, else per key dim; `beta` per head or one): (output, present_state).
+#[allow(clippy::too_many_arguments)]
+pub fn linear_attention_ref(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    [b, t, hq, hkv, dk, dv]: [usize; 6],
+    past: Option<&[f64]>,
+    decay: Option<(&[f64], usize)>,
+    beta: Option<(&[f64], usize)>,
+    scale: f64,
+) -> [Vec<f64>; 2] {
+    let mut out = vec![0.0; b * t * hq * dv];
+    let mut state: Vec<f64> = past.map_or(vec![0.0; b * hkv * dk * dv], |p| p.to_vec());
+    for bi in 0..b {
+        for ti in 0..t {
+            let row = bi * t + ti;
+            for h in 0..hkv {
+                let s = &mut state[(bi * hkv + h) * dk * dv..][..dk * dv];
+                let kt = &k[(row * hkv + h) * dk..][..dk];
+                if let Some((g, last)) = decay {
+                    for d in 0..dk {
+                        let gv = if last == hkv {
+                            g[row * hkv + h]
+                        } else {
+                            g[(row * hkv + h) * dk + d]
+                        };
+                        for m in 0..dv {
+                            s[d * dv + m] *= gv.exp();
+                        }
+                    }
+                }
+                let mut vt: Vec<f64> = v[(row * hkv + h) * dv..][..dv].to_vec();
+                if let Some((be, last)) = beta {
+                    let bv = be[row * last + if last == 1 { 0 } else { h }];
+                    for (m, x) in vt.iter_mut().enumerate() {
+                        let got: f64 = (0..dk).map(|d| s[d * dv + m] * kt[d]).sum();
+                        *x = bv * (*x - got);
+                    }
+                }
+                for d in 0..dk {
+                    for m in 0..dv {
+                        s[d * dv + m] += kt[d] * vt[m];
+                    }
+                }
+            }
+            for h in 0..hq {
+                let hk = h / (hq / hkv);
+                let s = &state[(bi * hkv + hk) * dk * dv..][..dk * dv];
+                let qt = &q[(row * hq + h) * dk..][..dk];
+                for m in 0..dv {
+                    let o: f64 = (0..dk).map(|d| qt[d] * s[d * dv + m]).sum();
+                    out[(row * hq + h) * dv + m] = scale * o;
+                }
+            }
+        }
+    }
+    [out, state]
+}
