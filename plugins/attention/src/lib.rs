@@ -165,6 +165,35 @@ impl Plugin for AttentionPlugin {
                 vec![(Dtype::F32, vec![2., 3.])],
                 1e-6,
             ),
+            // the state after each step: 1·3 = 3, then 3 + 2·4 = 11 (q = 1, scale 1)
+            umd_sdk::test_case_with(
+                "linear attention over two steps",
+                "LinearAttention",
+                vec![
+                    (t("q", &[1, 2, 1]), vec![1., 1.]),
+                    (t("k", &[1, 2, 1]), vec![1., 2.]),
+                    (t("v", &[1, 2, 1]), vec![3., 4.]),
+                ],
+                vec![
+                    attr("q_num_heads", AttrValue::Int(1)),
+                    attr("kv_num_heads", AttrValue::Int(1)),
+                    attr("scale", AttrValue::Float(1.0)),
+                    attr("update_rule", AttrValue::Text("linear".into())),
+                ],
+                vec![(Dtype::F32, vec![3., 11.]), (Dtype::F32, vec![11.])],
+                1e-6,
+            ),
+            // padded [0, 1, 2, 3] under the taps (1, 10); the state keeps the last input
+            umd_sdk::test_case(
+                "causal depthwise convolution",
+                "CausalConvWithState",
+                vec![
+                    (t("x", &[1, 1, 3]), vec![1., 2., 3.]),
+                    (t("w", &[1, 1, 2]), vec![1., 10.]),
+                ],
+                vec![(Dtype::F32, vec![10., 21., 32.]), (Dtype::F32, vec![3.])],
+                1e-6,
+            ),
             // cos 0 / sin 1 rotates (x1, x2) to (-x2, x1)
             umd_sdk::test_case_with(
                 "rotary embedding by a quarter turn",
