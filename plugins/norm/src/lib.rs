@@ -150,6 +150,24 @@ impl Plugin for Norm {
                 vec![(Dtype::F32, vec![0., 0.49999937, 1., 2.99999])],
                 1e-5,
             ),
+            umd_sdk::test_case(
+                "rms norm of a row",
+                "RMSNormalization",
+                vec![
+                    (t(&[1, 2], Dtype::F32), vec![3., 4.]),
+                    (t(&[2], Dtype::F32), vec![1., 2.]),
+                ],
+                // mean of squares 12.5: (3, 4) / sqrt(12.5 + 1e-5) * (1, 2)
+                vec![(Dtype::F32, vec![0.8485278, 2.2627408])],
+                1e-6,
+            ),
+            umd_sdk::test_case(
+                "l2 norm of a row",
+                "LpNormalization",
+                vec![(t(&[1, 2], Dtype::F32), vec![3., 4.])],
+                vec![(Dtype::F32, vec![0.6, 0.8])],
+                1e-6,
+            ),
             umd_sdk::test_case_with(
                 "lrn across three channels",
                 "LRN",
