@@ -333,6 +333,9 @@ fn plan_with(req: &PlanRequestExt, flex: bool) -> Result<OpPlan, OpError> {
             "Attention has 1 to 4 outputs, {n_out} were asked for"
         )));
     }
+    // every size below is at most an element count of Y, checked here
+    let rows = shape::numel(&[batch, hq, sq])?;
+    shape::numel(&[rows, dv.max(1), total.max(1)])?;
     let y_shape = if three_d {
         vec![batch, sq, hq * dv]
     } else {
@@ -408,7 +411,6 @@ fn plan_with(req: &PlanRequestExt, flex: bool) -> Result<OpPlan, OpError> {
         .i64(left)
         .i64(right);
 
-    let rows = batch * hq * sq;
     let limits = &req.target.limits;
     let grid = Dim3::x(rows.clamp(1, limits.max_grid_dims.x as u64) as u32);
     let block = Dim3::x(THREADS);

@@ -142,6 +142,8 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         0.0 => 1.0 / (dk as f64).sqrt(),
         s => s,
     };
+    // the output's element count bounds every product below
+    shape::numel(&[b, t, hq, dv.max(1), dk.max(1)])?;
     let n_out = req.outputs(2);
     if n_out == 0 || n_out > 2 {
         return Err(OpError::shape(format!(

@@ -400,6 +400,15 @@ fn bad_shapes_and_attributes_are_refused() {
             .attr("kv_num_heads", A::Int(1)),
         "zero heads",
     );
+    // empty tensors whose other dimensions overflow: refused, not wrapped
+    let big = 1u64 << 40;
+    shape_err(
+        Req::new("Attention")
+            .input(&[big, big, 1, 0], f)
+            .input(&[big, 1, 1, 0], f)
+            .input(&[big, 1, 1, 4], f),
+        "row count overflow",
+    );
     shape_err(
         Req::new("Attention")
             .input(&[2, 1, 3, 8], f)
