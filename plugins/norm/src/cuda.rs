@@ -164,16 +164,24 @@ extern "C" __global__ void normalize_NAME_UNAME(unsigned int flags, unsigned int
     // element e of group g: view 0 strided along the middle dim, view 1 over (outer, inner)
     u64 rowbase = view == 0 ? (g / inner) * plane + g % inner : 0;
 #define UMD_OFF(e) (view == 0 ? rowbase + (e) * inner : ((e) / inner) * plane + g * inner + (e) % inner)
-    C s = (C)0;
-    for (u64 e = threadIdx.x; e < count; e += blockDim.x) s += umd_ld(x[UMD_OFF(e)]);
-    C mean = umd_block_sum(s, sh) / (C)count;
+    // flags 512/1024/2048: no mean (RMS, L1, L2 norms); the flags are uniform over the block
+    C mean = (C)0;
+    if (!(flags & 3584u)) {
+      C s = (C)0;
+      for (u64 e = threadIdx.x; e < count; e += blockDim.x) s += umd_ld(x[UMD_OFF(e)]);
+      mean = umd_block_sum(s, sh) / (C)count;
+    }
     C q = (C)0;
     for (u64 e = threadIdx.x; e < count; e += blockDim.x) {
       C d = umd_ld(x[UMD_OFF(e)]) - mean;
-      q += d * d;
+      q += (flags & 1024u) ? (d < (C)0 ? -d : d) : d * d;
     }
-    C var = umd_block_sum(q, sh) / (C)count;
-    C inv = (flags & 256u) ? (C)1 / (umd_sqrt(var) + (C)eps) : (C)1 / umd_sqrt(var + (C)eps);
+    C tot = umd_block_sum(q, sh);
+    C var = (flags & 3072u) ? tot : tot / (C)count;
+    C inv;
+    if (flags & 1024u) inv = tot == (C)0 ? (C)0 : (C)1 / tot;
+    else if (flags & 2048u) inv = tot == (C)0 ? (C)0 : (C)1 / umd_sqrt(tot);
+    else inv = (flags & 256u) ? (C)1 / (umd_sqrt(var) + (C)eps) : (C)1 / umd_sqrt(var + (C)eps);
     if (threadIdx.x == 0) {
       C mom = (C)momentum;
       if (flags & 4u) mean_out[g] = umd_st_u(mean);

@@ -1,6 +1,6 @@
 //! The `norm` plugin: Softmax, LogSoftmax, Hardmax, LayerNormalization, BatchNormalization
 //! (inference and training mode), InstanceNormalization, GroupNormalization, LRN and
-//! MeanVarianceNormalization on f32, f16, bf16 (computed in f32 on the GPU) and f64.
+//! MeanVarianceNormalization, RMSNormalization and LpNormalization on f32, f16, bf16 (computed in f32 on the GPU) and f64.
 //!
 //! Every op is planned over one of a few views of its input (see [`plan`]): an axis view
 //! `(outer, len, inner)` whose groups are the `outer * inner` strided rows of `len` elements
@@ -22,7 +22,7 @@ use umd_sdk::{
 };
 
 /// Every op this plugin serves, in ONNX spelling.
-pub const OPS: [&str; 9] = [
+pub const OPS: [&str; 11] = [
     "Softmax",
     "LogSoftmax",
     "Hardmax",
@@ -32,6 +32,8 @@ pub const OPS: [&str; 9] = [
     "GroupNormalization",
     "LRN",
     "MeanVarianceNormalization",
+    "RMSNormalization",
+    "LpNormalization",
 ];
 /// Dtypes every op serves.
 pub const DTYPES: [Dtype; 4] = [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::F64];
@@ -65,6 +67,8 @@ impl Plugin for Norm {
             "InstanceNormalization" => stats::plan_instance_norm(req),
             "GroupNormalization" => stats::plan_group_norm(req),
             "MeanVarianceNormalization" => stats::plan_mvn(req),
+            "RMSNormalization" => stats::plan_rms_norm(req),
+            "LpNormalization" => stats::plan_lp_norm(req),
             "BatchNormalization" => stats::plan_batch_norm(req),
             _ => pointwise::plan_lrn(req),
         }
@@ -145,6 +149,24 @@ impl Plugin for Norm {
                 // c0: (x-1)/sqrt(4+1e-5); c1: 2(x-3)/sqrt(1+1e-5)+1
                 vec![(Dtype::F32, vec![0., 0.49999937, 1., 2.99999])],
                 1e-5,
+            ),
+            umd_sdk::test_case(
+                "rms norm of a row",
+                "RMSNormalization",
+                vec![
+                    (t(&[1, 2], Dtype::F32), vec![3., 4.]),
+                    (t(&[2], Dtype::F32), vec![1., 2.]),
+                ],
+                // mean of squares 12.5: (3, 4) / sqrt(12.5 + 1e-5) * (1, 2)
+                vec![(Dtype::F32, vec![0.8485278, 2.2627408])],
+                1e-6,
+            ),
+            umd_sdk::test_case(
+                "l2 norm of a row",
+                "LpNormalization",
+                vec![(t(&[1, 2], Dtype::F32), vec![3., 4.])],
+                vec![(Dtype::F32, vec![0.6, 0.8])],
+                1e-6,
             ),
             umd_sdk::test_case_with(
                 "lrn across three channels",

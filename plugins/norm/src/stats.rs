@@ -34,6 +34,12 @@ pub const SAVED_MEAN: u32 = 64;
 pub const SAVED_VAR: u32 = 128;
 /// `invstd = 1 / (sqrt(var) + eps)` (MVN) instead of `1 / sqrt(var + eps)`.
 pub const EPS_OUTSIDE: u32 = 256;
+/// No mean subtraction: `var` is the mean of squares (RMSNormalization).
+pub const NO_MEAN: u32 = 512;
+/// Lp norms (LpNormalization), no mean: `y = x / sum|x|` (L1) or `x / sqrt(sum x²)` (L2), 0
+/// where the norm is 0.
+pub const L1: u32 = 1024;
+pub const L2: u32 = 2048;
 
 /// Groups are strided rows along the middle dimension.
 pub const VIEW_AXIS: u32 = 0;
@@ -50,6 +56,8 @@ pub struct Normalize {
     pub eps: f64,
     pub momentum: f64,
     pub eps_outside: bool,
+    /// [`NO_MEAN`], [`L1`] or [`L2`] (0: moments).
+    pub kind: u32,
     /// Scale and bias bindings and their index mapping `(g % gm) * ga + e / ed`.
     pub scale: Option<u32>,
     pub bias: Option<u32>,
@@ -77,6 +85,7 @@ impl Normalize {
             eps,
             momentum: 0.0,
             eps_outside: false,
+            kind: 0,
             scale: None,
             bias: None,
             gm: 1,
@@ -111,6 +120,7 @@ impl Normalize {
             | bit(self.saved_mean.is_some(), SAVED_MEAN)
             | bit(self.saved_var.is_some(), SAVED_VAR)
             | bit(self.eps_outside, EPS_OUTSIDE)
+            | self.kind
     }
 
     /// The launch reading input binding 0 and writing output 0 of `req`.
@@ -170,6 +180,106 @@ fn strip_ones(s: &[u64]) -> &[u64] {
     &s[lead..]
 }
 
+/// The Scale (slot 1, required) and optional B (slot 2) of LayerNormalization or
+/// RMSNormalization over rows of the `normalized` shape: either of that shape (leading 1s
+/// aside) or one element, both alike.
+fn affine_over_rows(
+    req: &PlanRequestExt,
+    dt: Dtype,
+    normalized: &[u64],
+    n: &mut Normalize,
+) -> Result<(), OpError> {
+    let len = prod(normalized);
+    let rank = req.required(0)?.shape.len();
+    for (slot, what) in [(1, "Scale"), (2, "B")] {
+        let Some(t) = same_dtype(req, slot, dt)? else {
+            if slot == 1 {
+                return Err(OpError::shape(format!(
+                    "{}: input 1 (Scale) is required",
+                    req.op
+                )));
+            }
+            continue;
+        };
+        let count = shape::numel(&t.shape)?;
+        let fits = t.shape.len() <= rank
+            && (count == 1 || (count == len && strip_ones(&t.shape) == strip_ones(normalized)));
+        if !fits {
+            return Err(OpError::shape(format!(
+                "{}: {what} `{}` of shape {:?} is not broadcastable to the \
+                 normalized shape {normalized:?} (served: that shape or one element)",
+                req.op, t.name, t.shape
+            )));
+        }
+        // the scale and bias must agree on their index mapping: both full or both scalar
+        let ed = if count == len { 1 } else { len.max(1) };
+        if slot == 1 {
+            n.ed = ed;
+            n.scale = req.binding(1);
+        } else if ed != n.ed {
+            return Err(OpError::shape(format!(
+                "{}: Scale and B must have the same shape (B is {:?})",
+                req.op, t.shape
+            )));
+        } else {
+            n.bias = req.binding(2);
+        }
+    }
+    Ok(())
+}
+
+/// RMSNormalization (opset 23): `axis`, `epsilon`, `stash_type` (1: statistics in float, as
+/// the kernels compute anyway); `Y = X / sqrt(mean(X²) + epsilon) * Scale` over the axes from
+/// `axis` on.
+pub fn plan_rms_norm(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
+    attr::only(&req.attributes, &["axis", "epsilon", "stash_type"])?;
+    max_inputs(req, 2)?;
+    let (x, dt) = float_input(req, 0)?;
+    let rank = x.shape.len();
+    let axis = norm_axis(attr::int_or(&req.attributes, "axis", -1)?, rank, "axis")?;
+    let stash = attr::int_or(&req.attributes, "stash_type", 1)?;
+    if !matches!(stash, 1 | 10 | 11 | 16) {
+        return Err(OpError::InvalidAttribute(format!(
+            "attribute `stash_type` = {stash} is not a float type"
+        )));
+    }
+    let (outer, len) = (prod(&x.shape[..axis]), prod(&x.shape[axis..]));
+    let mut n = Normalize::new(VIEW_AXIS, (outer, len, 1), epsilon(req, 1e-5)?);
+    n.kind = NO_MEAN;
+    affine_over_rows(req, dt, &x.shape[axis..], &mut n)?;
+    single_output(req, x, &n)
+}
+
+/// LpNormalization: `axis` (default -1), `p` (1 or 2, default 2); `y = x / ||x||_p` along the
+/// axis, 0 where the norm is 0.
+pub fn plan_lp_norm(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
+    attr::only(&req.attributes, &["axis", "p"])?;
+    max_inputs(req, 1)?;
+    let (x, _) = float_input(req, 0)?;
+    let rank = x.shape.len();
+    if rank == 0 {
+        return Err(OpError::shape("LpNormalization: the input needs rank >= 1"));
+    }
+    let axis = norm_axis(attr::int_or(&req.attributes, "axis", -1)?, rank, "axis")?;
+    let kind = match attr::int_or(&req.attributes, "p", 2)? {
+        1 => L1,
+        2 => L2,
+        p => {
+            return Err(OpError::InvalidAttribute(format!(
+                "attribute `p` = {p}: LpNormalization takes 1 or 2"
+            )));
+        }
+    };
+    let dims = (
+        prod(&x.shape[..axis]),
+        x.shape[axis],
+        prod(&x.shape[axis + 1..]),
+    );
+    let mut n = Normalize::new(VIEW_AXIS, dims, 0.0);
+    n.kind = kind;
+    single_output(req, x, &n)
+}
+
 /// LayerNormalization (opset 17): `axis`, `epsilon`, `stash_type`; outputs Y, Mean, InvStdDev.
 pub fn plan_layer_norm(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     attr::only(&req.attributes, &["axis", "epsilon", "stash_type"])?;
@@ -189,39 +299,7 @@ pub fn plan_layer_norm(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     let (outer, len) = (prod(&x.shape[..axis]), prod(&x.shape[axis..]));
     let normalized = &x.shape[axis..];
     let mut n = Normalize::new(VIEW_AXIS, (outer, len, 1), epsilon(req, 1e-5)?);
-    for (slot, what) in [(1, "Scale"), (2, "B")] {
-        let Some(t) = same_dtype(req, slot, dt)? else {
-            if slot == 1 {
-                return Err(OpError::shape(
-                    "LayerNormalization: input 1 (Scale) is required",
-                ));
-            }
-            continue;
-        };
-        let count = shape::numel(&t.shape)?;
-        let fits = t.shape.len() <= rank
-            && (count == 1 || (count == len && strip_ones(&t.shape) == strip_ones(normalized)));
-        if !fits {
-            return Err(OpError::shape(format!(
-                "LayerNormalization: {what} `{}` of shape {:?} is not broadcastable to the \
-                 normalized shape {normalized:?} (served: that shape or one element)",
-                t.name, t.shape
-            )));
-        }
-        // the scale and bias must agree on their index mapping: both full or both scalar
-        let ed = if count == len { 1 } else { len.max(1) };
-        if slot == 1 {
-            n.ed = ed;
-            n.scale = req.binding(1);
-        } else if ed != n.ed {
-            return Err(OpError::shape(format!(
-                "LayerNormalization: Scale and B must have the same shape (B is {:?})",
-                t.shape
-            )));
-        } else {
-            n.bias = req.binding(2);
-        }
-    }
+    affine_over_rows(req, dt, normalized, &mut n)?;
     let outputs = output_count(req, 3)?;
     let mut stat_shape = x.shape[..axis].to_vec();
     stat_shape.resize(rank, 1);

@@ -10,8 +10,8 @@ use umd_sdk::{CpuCall, CpuWrite, Dtype, OpError};
 use super::{Real, load_f64, store_dyn, store_f64};
 use crate::plan::read_opt_ptr;
 use crate::stats::{
-    BIAS, EPS_OUTSIDE, INVSTD_OUT, MEAN_OUT, RUN_MEAN, RUN_VAR, SAVED_MEAN, SAVED_VAR, SCALE,
-    VIEW_AXIS,
+    BIAS, EPS_OUTSIDE, INVSTD_OUT, L1, L2, MEAN_OUT, NO_MEAN, RUN_MEAN, RUN_VAR, SAVED_MEAN,
+    SAVED_VAR, SCALE, VIEW_AXIS,
 };
 
 /// Where the elements of one group live: `count` elements as `segments` runs of `run`
@@ -122,12 +122,25 @@ where
         let layout = Layout::of(view, g, dims);
         layout.each(|e, i| buf[e] = load_f64::<T>(x, i));
         let cnt = buf.len() as f64;
-        let mean = buf.iter().sum::<f64>() / cnt;
-        let var = buf.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / cnt;
-        let invstd = if has(EPS_OUTSIDE) {
-            1.0 / (var.sqrt() + eps)
+        let no_mean = has(NO_MEAN) || has(L1) || has(L2);
+        let mean = if no_mean {
+            0.0
         } else {
-            1.0 / (var + eps).sqrt()
+            buf.iter().sum::<f64>() / cnt
+        };
+        let (var, invstd) = if has(L1) {
+            let tot = buf.iter().map(|v| v.abs()).sum::<f64>();
+            (tot, if tot == 0.0 { 0.0 } else { 1.0 / tot })
+        } else if has(L2) {
+            let tot = buf.iter().map(|v| v * v).sum::<f64>();
+            (tot, if tot == 0.0 { 0.0 } else { 1.0 / tot.sqrt() })
+        } else {
+            let var = buf.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / cnt;
+            if has(EPS_OUTSIDE) {
+                (var, 1.0 / (var.sqrt() + eps))
+            } else {
+                (var, 1.0 / (var + eps).sqrt())
+            }
         };
         if let Some(w) = &mut mean_out {
             store_dyn(stat, &mut w.data, g, mean)?;

@@ -7,6 +7,7 @@ mod emu;
 mod moments;
 mod onnx;
 mod reference;
+mod rms_lp;
 mod softmax;
 
 use super::*;
@@ -183,6 +184,16 @@ fn every_op(shape: &[u64], dt: Dtype) -> Vec<(Req, Vec<Vec<f64>>)> {
         out.push((r, vec![x.clone()]));
     }
     let last = *shape.last().unwrap();
+    for p in [1, 2] {
+        out.push((
+            Req::new("LpNormalization", shape, dt).attr("p", A::Int(p)),
+            vec![x.clone()],
+        ));
+    }
+    out.push((
+        Req::new("RMSNormalization", shape, dt).input(&[last], dt),
+        vec![x.clone(), v(last)],
+    ));
     out.push((
         Req::new("LayerNormalization", shape, dt)
             .input(&[last], dt)
