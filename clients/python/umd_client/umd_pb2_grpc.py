@@ -246,7 +246,7 @@ class DeviceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Synchronize(self, request, context):
-        """Waits until everything queued on the stream has run.
+        """Waits until everything the calling client queued on its stream has run.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
