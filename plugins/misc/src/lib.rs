@@ -5,7 +5,7 @@
 //! - [`layout`]: CenterCropPad, ReverseSequence, Compress (index maps on every dtype);
 //! - [`window`]: HannWindow, HammingWindow, BlackmanWindow; [`signal`]: DFT;
 //! - [`einsum`]: Einsum, one loop nest over every label;
-//! - [`col2im`]: Col2Im; [`det`]: Det;
+//! - [`col2im`]: Col2Im; [`det`]: Det; [`unique`]: Unique, NonZero (value-shaped outputs);
 //! - [`grid`]: AffineGrid and GridSample (2-D and 3-D).
 //!
 //! Module ids are `misc_copy` and `misc_{family}_{dtype}`; entry points name their dtype, so the
@@ -20,6 +20,7 @@ pub mod grid;
 pub mod layout;
 pub mod mt;
 pub mod signal;
+pub mod unique;
 pub mod window;
 
 use umd_sdk::{
@@ -44,6 +45,8 @@ pub fn op_names() -> Vec<&'static str> {
         "Col2Im",
         "Compress",
         "Det",
+        "Unique",
+        "NonZero",
     ];
     v.extend(window::OPS.iter().map(|(n, _)| *n));
     v
@@ -82,6 +85,10 @@ impl Plugin for Misc {
             layout::plan_center_crop_pad(req)
         } else if is("ReverseSequence") {
             layout::plan_reverse_sequence(req)
+        } else if is("Unique") {
+            unique::plan_unique(req)
+        } else if is("NonZero") {
+            unique::plan_nonzero(req)
         } else if is("Det") {
             det::plan(req)
         } else if is("Compress") {
@@ -108,6 +115,9 @@ impl Plugin for Misc {
             signature("Col2Im", &[1, 2]),
             // the condition's count of true values is the output's extent
             signature("Compress", &[1]),
+            // the data itself: the unique / non-zero count is the output's extent
+            signature("Unique", &[0]),
+            signature("NonZero", &[0]),
         ];
         v.extend(window::OPS.iter().map(|(n, _)| signature(n, &[0])));
         v
@@ -152,6 +162,7 @@ impl Plugin for Misc {
             ("dft", Some(dt)) if common::FLOATS.contains(&dt) => signal::cuda(dt)?,
             ("col2im", Some(dt)) if common::FLOATS.contains(&dt) => col2im::cuda(dt)?,
             ("det", Some(dt)) if common::FLOATS.contains(&dt) => det::cuda(dt)?,
+            ("unique", Some(dt)) if unique::DTYPES.contains(&dt) => unique::cuda(dt)?,
             _ => return Err(unknown()),
         };
         Ok(ModuleSource {
@@ -174,6 +185,7 @@ impl Plugin for Misc {
             ("dft", Some(dt)) => signal::run_cpu(&call, dt),
             ("col2im", Some(dt)) => col2im::run_cpu(&call, dt),
             ("det", Some(dt)) => det::run_cpu(&call, dt),
+            ("unique", Some(dt)) => unique::run_cpu(&call, dt),
             _ => Err(unknown()),
         }
     }

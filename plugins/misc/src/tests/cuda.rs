@@ -103,6 +103,20 @@ fn requests() -> Vec<PlanRequestExt> {
             );
         }
     }
+    for dt in crate::unique::DTYPES {
+        let x = dtype::encode(dt, &[1.0, 0.0, 1.0, 2.0]).unwrap();
+        v.push(
+            PlanRequestExt::builder("Unique")
+                .constant(desc(&[4], dt), &x)
+                .outputs_wanted(vec![true; 4])
+                .build(target()),
+        );
+        v.push(
+            PlanRequestExt::builder("NonZero")
+                .constant(desc(&[4], dt), &x)
+                .build(target()),
+        );
+    }
     for dt in crate::einsum::DTYPES {
         v.push(
             PlanRequestExt::builder("Einsum")

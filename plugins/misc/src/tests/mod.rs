@@ -14,6 +14,7 @@ mod einsum;
 mod grid;
 mod layout;
 mod signal;
+mod unique;
 mod window;
 
 pub fn target() -> Target {
@@ -118,6 +119,8 @@ fn describe_and_self_tests() {
         "Col2Im",
         "Compress",
         "Det",
+        "Unique",
+        "NonZero",
     ] {
         assert!(info.ops.iter().any(|o| o.name == op), "{op}");
     }
