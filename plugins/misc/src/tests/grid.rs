@@ -23,7 +23,8 @@ fn sample_req(xs: &[u64], gs: &[u64], dt: Dtype, attrs: &[(&str, AttrValueExt)])
 
 #[test]
 fn gridsample_node_test_values() {
-    let cases: &[(&[(&str, AttrValueExt)], &[f64; 16], [f64; 8])] = &[
+    type Case<'a> = (&'a [(&'a str, AttrValueExt)], &'a [f64; 16], [f64; 8]);
+    let cases: &[Case] = &[
         (&[], &GRID_PAD, [0.0, 0.0, 1.7, 0.0, 0.0, 1.7, 0.0, 0.0]),
         (
             &[("padding_mode", text("border"))],

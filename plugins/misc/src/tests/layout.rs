@@ -19,7 +19,8 @@ fn ravel(idx: &[usize], shape: &[u64]) -> usize {
 
 #[test]
 fn center_crop_pad_matches_naive() {
-    let cases: &[(&[u64], &[i64], Option<&[i64]>)] = &[
+    type Case<'a> = (&'a [u64], &'a [i64], Option<&'a [i64]>);
+    let cases: &[Case] = &[
         (&[20, 10, 3], &[10, 7, 3], None),
         (&[10, 7, 3], &[20, 10, 3], None),
         (&[20, 8, 3], &[10, 10, 3], None),

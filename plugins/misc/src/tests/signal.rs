@@ -40,7 +40,7 @@ fn irfft_ref(x: &[Cx], l: usize) -> Vec<f64> {
         .collect();
     let mut full = full;
     full[0].1 = 0.0;
-    if l % 2 == 0 {
+    if l.is_multiple_of(2) {
         full[l / 2].1 = 0.0;
     }
     dft_ref(&full, l, true).into_iter().map(|c| c.0).collect()
@@ -166,7 +166,7 @@ fn dft_axis_forms_and_node_values() {
         false,
         false,
     );
-    let (plan, got) = run(&r, &[x.clone()]).unwrap();
+    let (plan, got) = run(&r, std::slice::from_ref(&x)).unwrap();
     assert_eq!(plan.outputs[0].shape, vec![1, 10, 10, 2]);
     for col in 0..10 {
         assert_eq!(

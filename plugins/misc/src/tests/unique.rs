@@ -100,7 +100,7 @@ fn nonzero_matches_naive() {
             let req = PlanRequestExt::builder("NonZero")
                 .constant(desc(shape, dt), &enc(dt, &x))
                 .build(target());
-            let (plan, got) = run(&req, &[x.clone()]).unwrap();
+            let (plan, got) = run(&req, std::slice::from_ref(&x)).unwrap();
             let nz: Vec<usize> = (0..n).filter(|i| x[*i] != 0.0).collect();
             assert_eq!(
                 plan.outputs[0].shape,
