@@ -185,7 +185,7 @@ pub fn run_cpu(call: &umd_sdk::CpuCall) -> Result<Vec<umd_sdk::CpuWrite>, OpErro
     };
     match kernel {
         "copy" => {}
-        "crop_pad" | "reverse_seq" | "compress" => {
+        "crop_pad" | "reverse_seq" | "compress" | "zero" | "unpool" => {
             return crate::layout::run_cpu(call, kernel, size as usize);
         }
         _ => return Err(bad()),

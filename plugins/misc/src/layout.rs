@@ -2,7 +2,7 @@
 //! (opset 10: `sequence_lens` read by the kernel, `batch_axis`, `time_axis`) and Compress
 //! (`condition` a constant input: its count of true values is the output's extent; the kernel
 //! reads the condition itself): index maps that move bytes, on every dtype, dispatched on
-//! element size (entries of [`crate::copy::MODULE`]).
+//! element size (entries of [`crate::copy::MODULE`]); MaxUnpool (a zero fill, then a scatter).
 
 use umd_sdk::params::ParamPacker;
 use umd_sdk::shape::{self, MAX_RANK};
@@ -208,6 +208,76 @@ pub fn plan_compress(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     })
 }
 
+/// MaxUnpool (opset 11): `kernel_shape`, `strides`, `pads`, `output_shape` (a constant input,
+/// 3rd). The output is zeroed, then each value goes to its index (into the flattened inferred
+/// shape), placed in the top-left corner of `output_shape` when that is larger. Duplicate
+/// indices: the CPU keeps the last value (as the reference); on CUDA one of them wins.
+pub fn plan_max_unpool(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
+    attr::only(&req.attributes, &["kernel_shape", "strides", "pads"])?;
+    at_most_inputs(req, 3)?;
+    let x = req.required(0)?;
+    let ind = common::input_of(req, 1, &[Dtype::I64])?;
+    check_rank(&req.op, &x.shape)?;
+    let r = x.shape.len();
+    if r < 3 || ind.shape != x.shape {
+        return Err(OpError::shape(format!(
+            "MaxUnpool: X (rank ≥ 3) and I must have one shape, got {:?} and {:?}",
+            x.shape, ind.shape
+        )));
+    }
+    let nd = r - 2;
+    let kernel = attr::ints_or(&req.attributes, "kernel_shape", &[])?;
+    let strides = attr::ints_or(&req.attributes, "strides", &vec![1; nd])?;
+    let pads = attr::ints_or(&req.attributes, "pads", &vec![0; 2 * nd])?;
+    if kernel.len() != nd || strides.len() != nd || pads.len() != 2 * nd {
+        return Err(OpError::InvalidAttribute(format!(
+            "MaxUnpool: `kernel_shape` ({kernel:?}, required), `strides` ({strides:?}) and `pads` ({pads:?}) must match {nd} spatial dims"
+        )));
+    }
+    let mut inferred = x.shape.clone();
+    for d in 0..nd {
+        let v = (x.shape[d + 2] as i64 - 1) * strides[d] - pads[d] - pads[d + nd] + kernel[d];
+        if v < 0 {
+            return Err(OpError::shape(format!(
+                "MaxUnpool: negative output extent {v}"
+            )));
+        }
+        inferred[d + 2] = v as u64;
+    }
+    let out = match req.ints(2)? {
+        None => inferred.clone(),
+        Some(v) => {
+            if v.len() != r || v.iter().zip(&inferred).any(|(o, i)| *o < *i as i64) {
+                return Err(OpError::shape(format!(
+                    "MaxUnpool: `output_shape` {v:?} must hold the inferred shape {inferred:?}"
+                )));
+            }
+            v.iter().map(|d| *d as u64).collect()
+        }
+    };
+    let (n_in, n_out) = (shape::numel(&x.shape)?, shape::numel(&out)?);
+    let size = dtype::size(x.dtype);
+    let y = req.output_binding(0);
+    let mut z = ParamPacker::new();
+    z.ptr(y, Access::Write).u64(n_out);
+    let mut p = ParamPacker::new();
+    p.ptr(0, Access::Read)
+        .ptr(1, Access::Read)
+        .ptr(y, Access::ReadWrite)
+        .u64(n_in)
+        .u32(r as u32)
+        .u64_array(&dims8(&inferred))
+        .u64_array(&dims8(&out));
+    Ok(OpPlan {
+        outputs: vec![TensorDesc::new("output", out, x.dtype)],
+        launches: vec![
+            linear_launch(req, MODULE.into(), format!("zero_{size}"), n_out, z)?,
+            linear_launch(req, MODULE.into(), format!("unpool_{size}"), n_in, p)?,
+        ],
+        workspace_bytes: 0,
+    })
+}
+
 /// CUDA templates (instantiated per element size in [`crate::copy::cuda`]).
 pub const CUDA: &str = r#"
 struct umd_d8 { unsigned long long v[8]; };
@@ -240,6 +310,23 @@ __device__ void umd_reverse_seq(const U* x, const long long* lens, U* y, unsigne
   }
 }
 template <typename U>
+__device__ void umd_unpool(const U* x, const long long* ind, U* y, unsigned long long n,
+    unsigned int rank, const umd_d8& inf, const umd_d8& out) {
+  unsigned long long total = 1;
+  for (unsigned int d = 0; d < rank; ++d) total *= inf.v[d];
+  UMD_FOR(e, n) {
+    long long i = ind[e];
+    if (i < 0 || (unsigned long long)i >= total) continue;
+    unsigned long long rem = (unsigned long long)i, dst = 0, mul = 1;
+    for (int d = (int)rank - 1; d >= 0; --d) {
+      dst += (rem % inf.v[d]) * mul;
+      rem /= inf.v[d];
+      mul *= out.v[d];
+    }
+    y[dst] = x[e];
+  }
+}
+template <typename U>
 __device__ void umd_compress(const U* x, const unsigned char* cond, U* y, unsigned long long n,
     unsigned long long dim, unsigned long long kept, unsigned long long inner,
     unsigned long long used) {
@@ -268,12 +355,20 @@ pub fn cuda_entries(size: usize, t: &str) -> (String, Vec<String>) {
              const unsigned char* __restrict__ cond, {t}* __restrict__ y, unsigned long long n, \
              unsigned long long outer, unsigned long long dim, unsigned long long kept, \
              unsigned long long inner, unsigned long long used) \
-             {{ (void)outer; umd_compress<{t}>(x, cond, y, n, dim, kept, inner, used); }}\n"
+             {{ (void)outer; umd_compress<{t}>(x, cond, y, n, dim, kept, inner, used); }}\n\
+             extern \"C\" __global__ void zero_{size}({t}* __restrict__ y, unsigned long long n) \
+             {{ UMD_FOR(i, n) y[i] = ({t})0; }}\n\
+             extern \"C\" __global__ void unpool_{size}(const {t}* __restrict__ x, \
+             const long long* __restrict__ ind, {t}* __restrict__ y, unsigned long long n, \
+             unsigned int rank, umd_d8 inf, umd_d8 out) \
+             {{ umd_unpool<{t}>(x, ind, y, n, rank, inf, out); }}\n"
         ),
         vec![
             format!("crop_pad_{size}"),
             format!("reverse_seq_{size}"),
             format!("compress_{size}"),
+            format!("zero_{size}"),
+            format!("unpool_{size}"),
         ],
     )
 }
@@ -314,6 +409,40 @@ pub fn run_cpu(
                 let (d0, s0) = (e as usize * size, s as usize * size);
                 w.data[d0..d0 + size].copy_from_slice(&src[s0..s0 + size]);
             }
+        }
+        return Ok(vec![w]);
+    }
+    if kernel == "zero" {
+        let (y, n) = (c.r.ptr()?, c.r.u64()?);
+        return Ok(vec![c.bufs.output(y, bytes(n)?)?]);
+    }
+    if kernel == "unpool" {
+        let (x, ib, y) = (c.r.ptr()?, c.r.ptr()?, c.r.ptr()?);
+        let (n, rank) = (c.r.u64()?, c.r.u32()? as usize);
+        let (inf, out) = (c.r.u64_array::<MAX_RANK>()?, c.r.u64_array::<MAX_RANK>()?);
+        if rank > MAX_RANK {
+            return Err(OpError::internal("MaxUnpool: bad parameter block"));
+        }
+        let ind = dtype::decode_ints(Dtype::I64, &c.bufs.input(ib, n * 8)?[..n as usize * 8])
+            .unwrap_or_default();
+        let src = c.bufs.input(x, bytes(n)?)?;
+        let n_out = shape::numel(&out[..rank])?;
+        let mut w = c.bufs.output(y, bytes(n_out)?)?;
+        w.data
+            .copy_from_slice(&c.bufs.input(y, bytes(n_out)?)?[..bytes(n_out)? as usize]);
+        let total = shape::numel(&inf[..rank])?;
+        for (e, &i) in ind.iter().enumerate() {
+            if i < 0 || i as u64 >= total {
+                continue;
+            }
+            let (mut rem, mut dst, mut mul) = (i as u64, 0u64, 1u64);
+            for d in (0..rank).rev() {
+                dst += (rem % inf[d]) * mul;
+                rem /= inf[d];
+                mul *= out[d];
+            }
+            let (d0, s0) = (dst as usize * size, e * size);
+            w.data[d0..d0 + size].copy_from_slice(&src[s0..s0 + size]);
         }
         return Ok(vec![w]);
     }

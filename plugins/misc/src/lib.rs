@@ -2,7 +2,7 @@
 //!
 //! - [`copy`]: Dropout (inference; training mode as the ONNX reference draws it, [`mt`]) and
 //!   BitCast, byte copies on every dtype;
-//! - [`layout`]: CenterCropPad, ReverseSequence, Compress (index maps on every dtype);
+//! - [`layout`]: CenterCropPad, ReverseSequence, Compress, MaxUnpool (index maps, every dtype);
 //! - [`window`]: HannWindow, HammingWindow, BlackmanWindow; [`signal`]: DFT;
 //! - [`einsum`]: Einsum, one loop nest over every label;
 //! - [`col2im`]: Col2Im; [`det`]: Det; [`unique`]: Unique, NonZero (value-shaped outputs);
@@ -47,6 +47,7 @@ pub fn op_names() -> Vec<&'static str> {
         "Det",
         "Unique",
         "NonZero",
+        "MaxUnpool",
     ];
     v.extend(window::OPS.iter().map(|(n, _)| *n));
     v
@@ -89,6 +90,8 @@ impl Plugin for Misc {
             unique::plan_unique(req)
         } else if is("NonZero") {
             unique::plan_nonzero(req)
+        } else if is("MaxUnpool") {
+            layout::plan_max_unpool(req)
         } else if is("Det") {
             det::plan(req)
         } else if is("Compress") {
@@ -118,6 +121,7 @@ impl Plugin for Misc {
             // the data itself: the unique / non-zero count is the output's extent
             signature("Unique", &[0]),
             signature("NonZero", &[0]),
+            signature("MaxUnpool", &[2]),
         ];
         v.extend(window::OPS.iter().map(|(n, _)| signature(n, &[0])));
         v

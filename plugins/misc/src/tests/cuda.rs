@@ -78,6 +78,14 @@ fn requests() -> Vec<PlanRequestExt> {
                 .build(target()),
         );
         v.push(
+            PlanRequestExt::builder("MaxUnpool")
+                .input(desc(&[1, 1, 2, 2], dt))
+                .input(desc(&[1, 1, 2, 2], Dtype::I64))
+                .attr("kernel_shape", AttrValueExt::Ints(vec![2, 2]))
+                .attr("strides", AttrValueExt::Ints(vec![2, 2]))
+                .build(target()),
+        );
+        v.push(
             PlanRequestExt::builder("ReverseSequence")
                 .input(desc(&[4, 2], dt))
                 .input(desc(&[2], Dtype::I64))

@@ -193,3 +193,52 @@ fn compress_matches_naive() {
         .build(target());
     assert!(matches!(err(&req), OpError::InvalidShape(m) if m.contains("must be known")));
 }
+
+#[test]
+fn max_unpool_node_values() {
+    for dt in [Dtype::F32, Dtype::F16, Dtype::I64, Dtype::U8] {
+        let base = || {
+            PlanRequestExt::builder("MaxUnpool")
+                .input(desc(&[1, 1, 2, 2], dt))
+                .input(desc(&[1, 1, 2, 2], Dtype::I64))
+        };
+        let attrs = |b: umd_sdk::request::RequestBuilder| {
+            b.attr("kernel_shape", AttrValueExt::Ints(vec![2, 2]))
+                .attr("strides", AttrValueExt::Ints(vec![2, 2]))
+                .build(target())
+        };
+        let ind = vec![5.0, 7.0, 13.0, 15.0];
+        let (plan, got) = run(&attrs(base()), &[vec![1.0, 2.0, 3.0, 4.0], ind.clone()]).unwrap();
+        assert_eq!(plan.outputs[0].shape, vec![1, 1, 4, 4]);
+        let mut want = vec![0.0; 16];
+        for (i, v) in [(5, 1.0), (7, 2.0), (13, 3.0), (15, 4.0)] {
+            want[i] = v;
+        }
+        assert_eq!(got[0], want);
+        let shape: Vec<u8> = [1i64, 1, 5, 5]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let req = attrs(base().constant(desc(&[4], Dtype::I64), &shape));
+        let (plan, got) = run(
+            &req,
+            &[
+                vec![5.0, 6.0, 7.0, 8.0],
+                ind.clone(),
+                vec![1.0, 1.0, 5.0, 5.0],
+            ],
+        )
+        .unwrap();
+        assert_eq!(plan.outputs[0].shape, vec![1, 1, 5, 5]);
+        let mut want = vec![0.0; 25];
+        for (i, v) in [(6, 5.0), (8, 6.0), (16, 7.0), (18, 8.0)] {
+            want[i] = v;
+        }
+        assert_eq!(got[0], want);
+    }
+    let req = PlanRequestExt::builder("MaxUnpool")
+        .input(desc(&[1, 1, 2, 2], Dtype::F32))
+        .input(desc(&[1, 1, 2, 2], Dtype::I64))
+        .build(target());
+    assert!(matches!(err(&req), OpError::InvalidAttribute(m) if m.contains("kernel_shape")));
+}

@@ -121,6 +121,7 @@ fn describe_and_self_tests() {
         "Det",
         "Unique",
         "NonZero",
+        "MaxUnpool",
     ] {
         assert!(info.ops.iter().any(|o| o.name == op), "{op}");
     }
