@@ -6,7 +6,7 @@
 //! - [`window`]: HannWindow, HammingWindow, BlackmanWindow; [`signal`]: DFT;
 //! - [`einsum`]: Einsum, one loop nest over every label;
 //! - [`col2im`]: Col2Im; [`det`]: Det; [`unique`]: Unique, NonZero (value-shaped outputs);
-//! - [`grid`]: AffineGrid and GridSample (2-D and 3-D).
+//! - [`grid`]: AffineGrid and GridSample (2-D and 3-D); [`roi`]: RoiAlign.
 //!
 //! Module ids are `misc_copy` and `misc_{family}_{dtype}`; entry points name their dtype, so the
 //! CPU kernel is chosen once per launch.
@@ -19,6 +19,7 @@ pub mod einsum;
 pub mod grid;
 pub mod layout;
 pub mod mt;
+pub mod roi;
 pub mod signal;
 pub mod unique;
 pub mod window;
@@ -48,6 +49,7 @@ pub fn op_names() -> Vec<&'static str> {
         "Unique",
         "NonZero",
         "MaxUnpool",
+        "RoiAlign",
     ];
     v.extend(window::OPS.iter().map(|(n, _)| *n));
     v
@@ -90,6 +92,8 @@ impl Plugin for Misc {
             unique::plan_unique(req)
         } else if is("NonZero") {
             unique::plan_nonzero(req)
+        } else if is("RoiAlign") {
+            roi::plan(req)
         } else if is("MaxUnpool") {
             layout::plan_max_unpool(req)
         } else if is("Det") {
@@ -135,6 +139,7 @@ impl Plugin for Misc {
             || is("DFT")
             || is("Col2Im")
             || is("Det")
+            || is("RoiAlign")
             || op.ends_with("Window"))
         {
             return None;
@@ -166,6 +171,7 @@ impl Plugin for Misc {
             ("dft", Some(dt)) if common::FLOATS.contains(&dt) => signal::cuda(dt)?,
             ("col2im", Some(dt)) if common::FLOATS.contains(&dt) => col2im::cuda(dt)?,
             ("det", Some(dt)) if common::FLOATS.contains(&dt) => det::cuda(dt)?,
+            ("roi", Some(dt)) if common::FLOATS.contains(&dt) => roi::cuda(dt)?,
             ("unique", Some(dt)) if unique::DTYPES.contains(&dt) => unique::cuda(dt)?,
             _ => return Err(unknown()),
         };
@@ -189,6 +195,7 @@ impl Plugin for Misc {
             ("dft", Some(dt)) => signal::run_cpu(&call, dt),
             ("col2im", Some(dt)) => col2im::run_cpu(&call, dt),
             ("det", Some(dt)) => det::run_cpu(&call, dt),
+            ("roi", Some(dt)) => roi::run_cpu(&call, dt),
             ("unique", Some(dt)) => unique::run_cpu(&call, dt),
             _ => Err(unknown()),
         }

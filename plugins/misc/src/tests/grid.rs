@@ -198,3 +198,84 @@ fn grid_errors_and_empty() {
         .build(target());
     assert!(matches!(err(&req), OpError::InvalidShape(_)));
 }
+
+fn roi_req(dt: Dtype, nr: u64, attrs: &[(&str, AttrValueExt)]) -> PlanRequestExt {
+    let mut b = PlanRequestExt::builder("RoiAlign")
+        .input(desc(&[2, 1, 6, 8], dt))
+        .input(desc(&[nr, 4], dt))
+        .input(desc(&[nr], Dtype::I64));
+    for (n, v) in attrs {
+        b = b.attr(n, v.clone());
+    }
+    b.build(target())
+}
+
+/// Bilinear sampling of a linear image is exact: the average over a bin's samples of the
+/// image `x + 10·y + 100·batch` is that function at the mean sample position.
+#[test]
+fn roi_align_on_a_linear_image() {
+    let x: Vec<f64> = (0..96)
+        .map(|i| (i % 8) as f64 + 10.0 * ((i / 8) % 6) as f64 + 100.0 * (i / 48) as f64)
+        .collect();
+    let rois = vec![1.0, 1.0, 5.0, 4.0, 0.5, 2.0, 6.5, 5.0];
+    for dt in [Dtype::F32, Dtype::F64] {
+        for half in [false, true] {
+            let ctm = if half {
+                "half_pixel"
+            } else {
+                "output_half_pixel"
+            };
+            let attrs = [
+                ("output_height", int(2)),
+                ("output_width", int(3)),
+                ("sampling_ratio", int(2)),
+                ("coordinate_transformation_mode", text(ctm)),
+            ];
+            let (plan, got) = run(
+                &roi_req(dt, 2, &attrs),
+                &[x.clone(), rois.clone(), vec![0.0, 1.0]],
+            )
+            .unwrap();
+            assert_eq!(plan.outputs[0].shape, vec![2, 1, 2, 3]);
+            let off = if half { 0.5 } else { 0.0 };
+            for r in 0..2 {
+                let (sw, sh) = (rois[r * 4] - off, rois[r * 4 + 1] - off);
+                let (rw, rh) = (rois[r * 4 + 2] - off - sw, rois[r * 4 + 3] - off - sh);
+                for ph in 0..2 {
+                    for pw in 0..3 {
+                        let (bh, bw) = (rh / 2.0, rw / 3.0);
+                        let mut s = 0.0;
+                        for iy in 0..2 {
+                            for ix in 0..2 {
+                                let yy = (sh + ph as f64 * bh + (iy as f64 + 0.5) * bh / 2.0)
+                                    .clamp(0.0, 5.0);
+                                let xx = (sw + pw as f64 * bw + (ix as f64 + 0.5) * bw / 2.0)
+                                    .clamp(0.0, 7.0);
+                                s += xx + 10.0 * yy + 100.0 * r as f64;
+                            }
+                        }
+                        let g = got[0][r * 6 + ph * 3 + pw];
+                        assert!(
+                            (g - s / 4.0).abs() < 1e-4,
+                            "{dt:?} {ctm} roi {r} ({ph},{pw}): {g} vs {}",
+                            s / 4.0
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let e = err(&roi_req(Dtype::F32, 1, &[("mode", text("median"))]));
+    assert!(matches!(e, OpError::InvalidAttribute(m) if m.contains("mode")));
+    let (_, got) = run(
+        &roi_req(
+            Dtype::F32,
+            1,
+            &[("mode", text("max")), ("sampling_ratio", int(1))],
+        ),
+        &[vec![2.0; 96], vec![2.0, 2.0, 3.0, 3.0], vec![0.0]],
+    )
+    .unwrap();
+    // one sample at the bin centre (2.0, 2.0) in half_pixel: corner weights 1, 0, 0, 0
+    assert_eq!(got[0], vec![2.0]);
+}

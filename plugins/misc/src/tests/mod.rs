@@ -122,6 +122,7 @@ fn describe_and_self_tests() {
         "Unique",
         "NonZero",
         "MaxUnpool",
+        "RoiAlign",
     ] {
         assert!(info.ops.iter().any(|o| o.name == op), "{op}");
     }
