@@ -3,7 +3,7 @@
 //! - [`copy`]: Dropout (inference; training mode as the ONNX reference draws it, [`mt`]) and
 //!   BitCast, byte copies on every dtype;
 //! - [`layout`]: CenterCropPad, ReverseSequence, Compress, MaxUnpool (index maps, every dtype);
-//! - [`window`]: HannWindow, HammingWindow, BlackmanWindow; [`signal`]: DFT;
+//! - [`window`]: HannWindow, HammingWindow, BlackmanWindow; [`signal`]: DFT, STFT;
 //! - [`einsum`]: Einsum, one loop nest over every label;
 //! - [`col2im`]: Col2Im; [`det`]: Det; [`unique`]: Unique, NonZero (value-shaped outputs);
 //! - [`grid`]: AffineGrid and GridSample (2-D and 3-D); [`roi`]: RoiAlign.
@@ -50,6 +50,7 @@ pub fn op_names() -> Vec<&'static str> {
         "NonZero",
         "MaxUnpool",
         "RoiAlign",
+        "STFT",
     ];
     v.extend(window::OPS.iter().map(|(n, _)| *n));
     v
@@ -92,6 +93,8 @@ impl Plugin for Misc {
             unique::plan_unique(req)
         } else if is("NonZero") {
             unique::plan_nonzero(req)
+        } else if is("STFT") {
+            signal::plan_stft(req)
         } else if is("RoiAlign") {
             roi::plan(req)
         } else if is("MaxUnpool") {
@@ -118,6 +121,7 @@ impl Plugin for Misc {
             signature("Dropout", &[1, 2]),
             signature("AffineGrid", &[1]),
             signature("DFT", &[1, 2]),
+            signature("STFT", &[1, 3]),
             signature("CenterCropPad", &[1]),
             signature("Col2Im", &[1, 2]),
             // the condition's count of true values is the output's extent
@@ -140,6 +144,7 @@ impl Plugin for Misc {
             || is("Col2Im")
             || is("Det")
             || is("RoiAlign")
+            || is("STFT")
             || op.ends_with("Window"))
         {
             return None;

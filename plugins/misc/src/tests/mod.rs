@@ -123,6 +123,7 @@ fn describe_and_self_tests() {
         "NonZero",
         "MaxUnpool",
         "RoiAlign",
+        "STFT",
     ] {
         assert!(info.ops.iter().any(|o| o.name == op), "{op}");
     }

@@ -215,3 +215,64 @@ fn dft_axis_forms_and_node_values() {
     ));
     assert!(matches!(e, OpError::InvalidShape(_)));
 }
+
+#[test]
+fn stft_matches_naive_frames() {
+    for dt in [Dtype::F32, Dtype::F64] {
+        for (c, with_window, onesided) in [
+            (1u64, false, true),
+            (1, true, true),
+            (2, true, false),
+            (2, false, false),
+        ] {
+            let (batch, len, fl, step) = (2u64, 20u64, 6u64, 3u64);
+            let x = quantize(dt, &sample((batch * len * c) as usize, c));
+            let w: Vec<f64> = quantize(
+                dt,
+                &(0..fl).map(|j| 0.5 + 0.1 * j as f64).collect::<Vec<_>>(),
+            );
+            let mut b = PlanRequestExt::builder("STFT")
+                .input(desc(&[batch, len, c], dt))
+                .constant(desc(&[], Dtype::I64), &(step as i64).to_le_bytes());
+            let mut inputs = vec![x.clone(), vec![step as f64]];
+            if with_window {
+                b = b.input(desc(&[fl], dt));
+                inputs.push(w.clone());
+            } else {
+                b = b
+                    .absent()
+                    .constant(desc(&[], Dtype::I64), &(fl as i64).to_le_bytes());
+                inputs.push(vec![fl as f64]);
+            }
+            let req = b.attr("onesided", int(onesided as i64)).build(target());
+            let (plan, got) = run(&req, &inputs).unwrap();
+            let frames = 1 + (len - fl) / step;
+            let bins = if onesided { fl / 2 + 1 } else { fl };
+            assert_eq!(plan.outputs[0].shape, vec![batch, frames, bins, 2]);
+            let mut want = Vec::new();
+            for bb in 0..batch {
+                for f in 0..frames {
+                    let frame: Vec<Cx> = (0..fl)
+                        .map(|j| {
+                            let i = ((bb * len + f * step + j) * c) as usize;
+                            let wj = if with_window { w[j as usize] } else { 1.0 };
+                            (x[i] * wj, if c == 2 { x[i + 1] * wj } else { 0.0 })
+                        })
+                        .collect();
+                    for v in dft_ref(&frame, fl as usize, false)
+                        .into_iter()
+                        .take(bins as usize)
+                    {
+                        want.extend([v.0, v.1]);
+                    }
+                }
+            }
+            assert_close(
+                &got[0],
+                &quantize(dt, &want),
+                tol(dt) * 4.0,
+                &format!("{dt:?} c {c} win {with_window}"),
+            );
+        }
+    }
+}
