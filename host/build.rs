@@ -13,7 +13,8 @@ fn main() {
         .plugin("plugins/conv")
         .plugin("plugins/shape")
         .plugin("plugins/gather")
-        .plugin("plugins/attention");
+        .plugin("plugins/attention")
+        .plugin("plugins/misc");
     for dir in ["plugins", "sdk/src", "sdk/wit", "sdk/Cargo.toml", "wit"] {
         println!(
             "cargo:rerun-if-changed={}",

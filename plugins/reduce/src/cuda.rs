@@ -1,6 +1,6 @@
 //! CUDA C modules, one per (group, dtype): `reduce_{dt}` (every `Reduce*` op and
 //! ArgMax/ArgMin, each as `_rows` and `_cols`, the reduce ops but LogSumExp also as
-//! `_split1`/`_split2`), `reduce_cumsum_{dt}` and `reduce_topk_{dt}`.
+//! `_split1`/`_split2`), `reduce_cumsum_{dt}` (CumSum and CumProd) and `reduce_topk_{dt}`.
 //!
 //! A module starts with the dtype's typedefs (`T` storage, `C` compute), load/store macros and
 //! bounds, then shared C++ helpers overloaded on the compute type (so one text serves every
@@ -93,9 +93,19 @@ pub fn module(id: &str) -> Result<ModuleSource, OpError> {
             }
         }
         Group::CumSum => {
-            code.push_str(&CUMSUM.replace("NAME", name));
-            entries.push(format!("cumsum_{name}"));
-            entries.push(format!("cumsum_{name}_rows"));
+            for (k, op, id) in [
+                ("cumsum", "umd_add", "(C)0"),
+                ("cumprod", "umd_mul", "(C)1"),
+            ] {
+                code.push_str(
+                    &CUMSUM
+                        .replace("cumsum_NAME", &format!("{k}_{name}"))
+                        .replace("umd_add", op)
+                        .replace("(C)0", id),
+                );
+                entries.push(format!("{k}_{name}"));
+                entries.push(format!("{k}_{name}_rows"));
+            }
         }
         Group::TopK => {
             code.push_str(&TOPK.replace("NAME", name));
@@ -410,7 +420,8 @@ template <bool IS_MAX> __device__ __forceinline__ void umd_arg_cols(const T* __r
 }
 "#;
 
-/// CumSum: `cumsum_{dt}` runs one thread per line (coalesced across lines when `inner` > 1);
+/// CumSum (and CumProd, the same text with `umd_mul` and identity 1: `cumprod_{dt}`):
+/// `cumsum_{dt}` runs one thread per line (coalesced across lines when `inner` > 1);
 /// `cumsum_{dt}_rows` one block per line, scanning chunks of `blockDim` elements with a
 /// shared-memory (Hillis-Steele) scan plus a running carry, for few long lines.
 const CUMSUM: &str = r#"

@@ -1,5 +1,5 @@
 //! The `reduce` plugin: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1,
-//! ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ArgMax, ArgMin, CumSum and TopK.
+//! ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ArgMax, ArgMin, CumSum, CumProd and TopK.
 //!
 //! Every reduction runs one kernel family over a [`view::View`] (kept × reduced dimensions after
 //! merging), parametrised by an op table (init, map, combine, finalize): [`plan`] builds the view
@@ -28,7 +28,7 @@ pub fn op_names() -> Vec<&'static str> {
         .iter()
         .map(|(n, _, _)| *n)
         .chain(ARG_OPS.iter().map(|(n, _)| *n))
-        .chain(["CumSum", "TopK"])
+        .chain(["CumSum", "CumProd", "TopK"])
         .collect()
 }
 
@@ -53,11 +53,11 @@ impl Plugin for Reduce {
     }
 
     fn signatures() -> Vec<OpSignature> {
-        // Reduce* axes (input 1, newer opsets), CumSum axis, TopK k.
+        // Reduce* axes (input 1, newer opsets), CumSum/CumProd axis, TopK k.
         REDUCE_OPS
             .iter()
             .map(|(n, _, _)| *n)
-            .chain(["CumSum", "TopK"])
+            .chain(["CumSum", "CumProd", "TopK"])
             .map(|n| signature(n, &[1]))
             .collect()
     }
@@ -67,7 +67,7 @@ impl Plugin for Reduce {
             .iter()
             .find(|(n, _, _)| n.eq_ignore_ascii_case(op))
             .map(|(_, r, _)| r.arithmetic())
-            .unwrap_or(op.eq_ignore_ascii_case("CumSum"));
+            .unwrap_or(op.eq_ignore_ascii_case("CumSum") || op.eq_ignore_ascii_case("CumProd"));
         if !arithmetic {
             return None;
         }

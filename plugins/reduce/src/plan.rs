@@ -5,7 +5,7 @@
 //! output (`_cols`: coalesced when the reduced dimension is outer to a contiguous kept one); a
 //! long reduction with too few outputs to fill the device is split across blocks (`_split1`
 //! into a workspace of partials, `_split2` combining them).
-//! CumSum and TopK work along one axis, seen as `(outer, R, inner)`.
+//! CumSum, CumProd and TopK work along one axis, seen as `(outer, R, inner)`.
 
 use umd_sdk::params::ParamPacker;
 use umd_sdk::shape::{self, MAX_RANK};
@@ -32,7 +32,9 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     } else if let Some((_, k)) = ARG_OPS.iter().find(|(n, _)| n.eq_ignore_ascii_case(op)) {
         plan_arg(req, k)
     } else if op.eq_ignore_ascii_case("CumSum") {
-        plan_cumsum(req)
+        plan_cumsum(req, "cumsum")
+    } else if op.eq_ignore_ascii_case("CumProd") {
+        plan_cumsum(req, "cumprod")
     } else if op.eq_ignore_ascii_case("TopK") {
         plan_topk(req)
     } else {
@@ -328,12 +330,13 @@ fn scalar_input(req: &PlanRequestExt, i: usize, what: &str) -> Result<Option<i64
     }
 }
 
-fn plan_cumsum(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
+/// CumSum and CumProd (`kernel` = `cumsum` / `cumprod`): one module, one scan with `+` or `×`.
+fn plan_cumsum(req: &PlanRequestExt, kernel: &str) -> Result<OpPlan, OpError> {
     attr::only(&req.attributes, &["exclusive", "reverse"])?;
     at_most_inputs(req, 2)?;
     let x = data_input(req, &NUMERIC)?;
     let axis = scalar_input(req, 1, "axis")?
-        .ok_or_else(|| OpError::shape("CumSum: input 1 (`axis`) is required"))?;
+        .ok_or_else(|| OpError::shape(format!("{}: input 1 (`axis`) is required", req.op)))?;
     let axis = norm_axis(&req.op, "axis", axis, x.shape.len())?;
     let (exclusive, reverse) = (flag(req, "exclusive", false)?, flag(req, "reverse", false)?);
     let (outer, r, inner) = around(&x.shape, axis)?;
@@ -365,7 +368,7 @@ fn plan_cumsum(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         outputs: vec![TensorDesc::new("y", x.shape.clone(), x.dtype)],
         launches: vec![Launch {
             module_id: format!("reduce_cumsum_{name}"),
-            entry_point: format!("cumsum_{name}{}", if rows { "_rows" } else { "" }),
+            entry_point: format!("{kernel}_{name}{}", if rows { "_rows" } else { "" }),
             grid,
             block,
             shared_memory: 0,

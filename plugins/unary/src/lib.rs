@@ -3,7 +3,7 @@
 //!
 //! - math on f32, f16, bf16 (computing in f32) and f64: Exp, Log, Sqrt, Reciprocal, Sin, Cos, Tan,
 //!   Tanh, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Erf, Sigmoid, HardSigmoid,
-//!   HardSwish, LeakyRelu, Elu, Selu, Celu, ThresholdedRelu, Gelu (exact and tanh), Softplus,
+//!   HardSwish, LeakyRelu, Elu, Selu, Celu, ThresholdedRelu, Shrink, Gelu (exact and tanh), Softplus,
 //!   Softsign, Mish, Swish, Floor, Ceil, Round (half to even);
 //! - Abs, Neg, Sign, Relu and Clip also on every integer: i8, u8, i16, u16, i32, u32, i64, u64
 //!   (wrapping; Neg on unsigned wraps as numpy's does);

@@ -254,6 +254,9 @@ unary_ops! {
             => |x, a, b| if x > R::ZERO { x } else { a * (x / a).exp_m1() };
         "ThresholdedRelu" thresholded_relu ["alpha" = 1.0] exact "(x > a ? x : (cT)0)"
             => |x, a, b| if x > a { x } else { R::ZERO };
+        // Shrink: NaN compares false both ways and gives 0, as the ONNX reference does
+        "Shrink" shrink ["lambd" = 0.5, "bias" = 0.0] exact "(x < -a ? x + b : (x > a ? x - b : (cT)0))"
+            => |x, a, b| if x < R::ZERO - a { x + b } else if x > a { x - b } else { R::ZERO };
         "Gelu" gelu [] approx "(cT)0.5 * x * ((cT)1 + umd_erf(x * (cT)0.70710678118654752440))"
             => |x, a, b| R::c(0.5) * x * (R::ONE + (x * R::c(std::f64::consts::FRAC_1_SQRT_2)).erf());
         "Gelu" gelu_tanh [] approx

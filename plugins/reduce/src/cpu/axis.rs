@@ -6,25 +6,44 @@ use std::cmp::Ordering;
 
 use super::num::Num;
 
-/// CumSum of `xs` (`outer × r × inner` elements) along the middle axis.
+/// CumSum (or CumProd when `prod`) of `xs` (`outer × r × inner` elements) along the middle axis.
 pub fn cumsum<C: Num>(
+    xs: &[C],
+    outer: usize,
+    r: usize,
+    inner: usize,
+    (exclusive, reverse, prod): (bool, bool, bool),
+) -> Vec<C> {
+    if prod {
+        scan(xs, outer, r, inner, exclusive, reverse, C::ONE, C::mul)
+    } else {
+        scan(xs, outer, r, inner, exclusive, reverse, C::ZERO, C::add)
+    }
+}
+
+/// An inclusive or exclusive scan with `op` (identity `id`), one monomorphic loop per op.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn scan<C: Num>(
     xs: &[C],
     outer: usize,
     r: usize,
     inner: usize,
     exclusive: bool,
     reverse: bool,
+    id: C,
+    op: impl Fn(C, C) -> C + Copy,
 ) -> Vec<C> {
-    let mut ys = vec![C::ZERO; xs.len()];
+    let mut ys = vec![id; xs.len()];
     if inner == 1 {
         for (x, y) in xs.chunks_exact(r.max(1)).zip(ys.chunks_exact_mut(r.max(1))) {
-            let mut acc = C::ZERO;
+            let mut acc = id;
             let mut step = |x: &C, y: &mut C| {
                 if exclusive {
                     *y = acc;
-                    acc = acc.add(*x);
+                    acc = op(acc, *x);
                 } else {
-                    acc = acc.add(*x);
+                    acc = op(acc, *x);
                     *y = acc;
                 }
             };
@@ -39,9 +58,9 @@ pub fn cumsum<C: Num>(
         }
         return ys;
     }
-    let mut acc = vec![C::ZERO; inner];
+    let mut acc = vec![id; inner];
     for o in 0..outer {
-        acc.fill(C::ZERO);
+        acc.fill(id);
         for t in 0..r {
             let j = if reverse { r - 1 - t } else { t };
             let off = (o * r + j) * inner;
@@ -49,9 +68,9 @@ pub fn cumsum<C: Num>(
             for ((a, x), y) in acc.iter_mut().zip(x).zip(y) {
                 if exclusive {
                     *y = *a;
-                    *a = a.add(*x);
+                    *a = op(*a, *x);
                 } else {
-                    *a = a.add(*x);
+                    *a = op(*a, *x);
                     *y = *a;
                 }
             }

@@ -55,7 +55,8 @@ pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     };
     let variant = parts.next().unwrap_or("");
     match kernel {
-        "cumsum" => by_dtype!(dt, run_cumsum(call)),
+        "cumsum" => by_dtype!(dt, run_cumsum(call, false)),
+        "cumprod" => by_dtype!(dt, run_cumsum(call, true)),
         "topk" => by_dtype!(dt, run_topk(call)),
         "argmax" => by_dtype!(dt, run_arg(call, true)),
         "argmin" => by_dtype!(dt, run_arg(call, false)),
@@ -164,14 +165,14 @@ fn read_axis_view(r: &mut ParamReader) -> Result<(usize, usize, usize, u64), OpE
     Ok((outer as usize, len as usize, inner as usize, n))
 }
 
-fn run_cumsum<E: Elem>(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
+fn run_cumsum<E: Elem>(call: &CpuCall, prod: bool) -> Result<Vec<CpuWrite>, OpError> {
     let bufs = Buffers::new(call);
     let mut r = ParamReader::new(&call.params, &call.relocations);
     let (x, y) = (r.ptr()?, r.ptr()?);
     let (outer, len, inner, n) = read_axis_view(&mut r)?;
     let (exclusive, reverse) = (r.u32()? != 0, r.u32()? != 0);
     let xs = load_all::<E>(bufs.input(x, bytes(n, E::SIZE))?, n);
-    let ys = axis::cumsum(&xs, outer, len, inner, exclusive, reverse);
+    let ys = axis::cumsum(&xs, outer, len, inner, (exclusive, reverse, prod));
     let mut w = bufs.output(y, bytes(n, E::SIZE))?;
     store_all::<E>(&ys, &mut w.data);
     Ok(vec![w])

@@ -1,9 +1,14 @@
-//! CumSum and TopK against naive references (ONNX node-test semantics).
+//! CumSum, CumProd and TopK against naive references (ONNX node-test semantics).
 
 use super::*;
 use crate::ops::{NUMERIC, ORDERED};
 
-fn cumsum_ref(shape: &[u64], axis: usize, exclusive: bool, reverse: bool, x: &[f64]) -> Vec<f64> {
+fn cumsum_ref(
+    shape: &[u64],
+    axis: usize,
+    (exclusive, reverse, prod): (bool, bool, bool),
+    x: &[f64],
+) -> Vec<f64> {
     let mut y = vec![0.0; x.len()];
     for (flat, out) in y.iter_mut().enumerate() {
         let idx = unravel(flat, shape);
@@ -14,20 +19,28 @@ fn cumsum_ref(shape: &[u64], axis: usize, exclusive: bool, reverse: bool, x: &[f
             (true, false) => (idx[axis]..r).collect(),
             (true, true) => (idx[axis] + 1..r).collect(),
         };
-        *out = range
-            .into_iter()
-            .map(|j| {
-                let mut k = idx.clone();
-                k[axis] = j;
-                x[ravel(&k, shape)]
-            })
-            .sum();
+        let terms = range.into_iter().map(|j| {
+            let mut k = idx.clone();
+            k[axis] = j;
+            x[ravel(&k, shape)]
+        });
+        *out = if prod { terms.product() } else { terms.sum() };
     }
     y
 }
 
 #[test]
 fn cumsum_every_dtype_axis_and_flag() {
+    cum_every_dtype_axis_and_flag("CumSum");
+}
+
+#[test]
+fn cumprod_every_dtype_axis_and_flag() {
+    cum_every_dtype_axis_and_flag("CumProd");
+}
+
+fn cum_every_dtype_axis_and_flag(op: &str) {
+    let prod = op == "CumProd";
     let shapes: &[&[u64]] = &[&[5], &[2, 3], &[3, 4, 5], &[2, 0, 3], &[1, 70], &[2, 600]];
     for dt in NUMERIC {
         for shape in shapes {
@@ -41,14 +54,26 @@ fn cumsum_every_dtype_axis_and_flag() {
                     } else {
                         1.0
                     };
-                    let x = sample(dt, n, 9, 6.0, step);
+                    let mut x = sample(dt, n, 9, 6.0, step);
+                    if prod {
+                        // factors of 1 with a few 2, -1 and 0: products stay exact and in range
+                        let signed = !dtype::name(dt).starts_with('u');
+                        for (i, v) in x.iter_mut().enumerate() {
+                            *v = match i % 97 {
+                                3 | 40 | 60 => 2.0,
+                                11 | 50 if signed => -1.0,
+                                17 if shape.len() > 1 => 0.0,
+                                _ => 1.0,
+                            };
+                        }
+                    }
                     let scalar_axis = axis % 2 == 0; // both the 0-d and the [1] forms
-                    let req = with_ints(builder("CumSum", shape, dt), &[axis], scalar_axis)
+                    let req = with_ints(builder(op, shape, dt), &[axis], scalar_axis)
                         .attr("exclusive", int(exclusive as i64))
                         .attr("reverse", int(reverse as i64))
                         .build(target());
                     let what = format!(
-                        "CumSum {} {shape:?} axis {axis} excl {exclusive} rev {reverse}",
+                        "{op} {} {shape:?} axis {axis} excl {exclusive} rev {reverse}",
                         dtype::name(dt)
                     );
                     let (plan, outs) = run(&req, &x).unwrap_or_else(|e| panic!("{what}: {e:?}"));
@@ -58,7 +83,7 @@ fn cumsum_every_dtype_axis_and_flag() {
                         axis
                     } as usize;
                     assert_eq!(plan.outputs[0].shape, shape.to_vec());
-                    let want = quantize(dt, &cumsum_ref(shape, a, exclusive, reverse, &x));
+                    let want = quantize(dt, &cumsum_ref(shape, a, (exclusive, reverse, prod), &x));
                     assert_close(&outs[0], &want, tol(dt), &what);
                 }
             }
@@ -77,6 +102,22 @@ fn cumsum_node_test_values() {
         run(&req, &[1., 2., 3., 4., 5.]).unwrap().1[0],
         vec![14., 12., 9., 5., 0.]
     );
+}
+
+#[test]
+fn cumprod_node_test_values() {
+    // test_cumprod_1d_reverse_exclusive and test_cumprod_2d_int32 (axis 0)
+    let req = with_ints(builder("CumProd", &[5], Dtype::F64), &[0], true)
+        .attr("reverse", int(1))
+        .attr("exclusive", int(1))
+        .build(target());
+    assert_eq!(
+        run(&req, &[1., 2., 3., 4., 5.]).unwrap().1[0],
+        vec![120., 60., 20., 5., 1.]
+    );
+    let req = with_ints(builder("CumProd", &[2, 3], Dtype::I32), &[0], false).build(target());
+    let out = run(&req, &[1., 2., 3., 4., 5., 6.]).unwrap().1[0].clone();
+    assert_eq!(out, vec![1., 2., 3., 4., 10., 18.]);
 }
 
 /// Reference TopK: a stable sort of each line by (NaN largest, value), ties by lower index.

@@ -10,7 +10,7 @@ use umd_sdk::Plugin;
 fn requests(op: &str, dt: Dtype) -> Vec<PlanRequestExt> {
     let b = |shape: &[u64]| builder(op, shape, dt);
     match op {
-        "CumSum" => vec![
+        "CumSum" | "CumProd" => vec![
             with_ints(b(&[4, 8]), &[1], true).build(target()),
             with_ints(b(&[2, 1000]), &[1], true).build(target()),
         ],
@@ -35,7 +35,11 @@ fn every_op_and_dtype_has_cuda_source() {
         .iter()
         .map(|(n, r, _)| (*n, r.dtypes()))
         .chain(ARG_OPS.iter().map(|(n, _)| (*n, &ORDERED[..])))
-        .chain([("CumSum", &NUMERIC[..]), ("TopK", &ORDERED[..])])
+        .chain([
+            ("CumSum", &NUMERIC[..]),
+            ("CumProd", &NUMERIC[..]),
+            ("TopK", &ORDERED[..]),
+        ])
         .collect();
     for (op, dts) in ops {
         for &dt in dts {

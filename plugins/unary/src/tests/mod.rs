@@ -124,6 +124,15 @@ pub fn reference(kernel: &str, x: f64, a: f64, b: f64) -> f64 {
                 0.0
             }
         }
+        "shrink" => {
+            if x < -a {
+                x + b
+            } else if x > a {
+                x - b
+            } else {
+                0.0
+            }
+        }
         "gelu" => 0.5 * x * (1.0 + erf_ref(x / 2f64.sqrt())),
         "gelu_tanh" => {
             let k = (2.0 / std::f64::consts::PI).sqrt();

@@ -213,10 +213,11 @@ fn describe_and_tolerances() {
         "IsInf",
         "BitwiseNot",
         "Swish",
+        "Shrink",
     ] {
         assert_eq!(names.iter().filter(|n| **n == op).count(), 1, "{op}");
     }
-    assert_eq!(names.len(), 42);
+    assert_eq!(names.len(), 43);
     assert!(
         info.ops
             .iter()

@@ -116,6 +116,11 @@ fn special_values() {
             &[0.0, 0.0, 1.5],
         );
         check(
+            "Shrink",
+            r("Shrink", &[nan, 0.5, -0.75]),
+            &[0.0, 0.0, -0.75],
+        );
+        check(
             "HardSigmoid",
             r("HardSigmoid", &[nan, -10.0, 10.0]),
             &[nan, 0.0, 1.0],

@@ -1,0 +1,393 @@
+//! DFT (opset 17/19: `axis` attribute, default 1; opset 20: `axis` input 2, default -2;
+//! `dft_length` input 1; `inverse`; `onesided`): a direct O(n²) transform, one thread per
+//! output element, computed in f64 on every dtype (twiddles from `j·k mod L`, so large
+//! indices lose nothing) as NumPy's `fft`, `ifft`, `rfft`-style one-sided output and `irfft`
+//! (inverse and one-sided: Hermitian input, real output) compute it.
+//!
+//! STFT (opset 17): `frame_step` and `frame_length` constant inputs, `window` read by the
+//! kernel, `onesided`; the same direct transform of each windowed frame.
+
+use umd_sdk::params::ParamPacker;
+use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, dtype, shape};
+
+use crate::common::{self, FLOATS, cuda_header, input_of, linear_launch};
+
+fn one_int(req: &PlanRequestExt, i: usize, what: &str) -> Result<Option<i64>, OpError> {
+    match req.ints(i)? {
+        None => Ok(None),
+        Some(v) if v.len() == 1 => Ok(Some(v[0])),
+        Some(v) => Err(OpError::shape(format!(
+            "DFT: `{what}` (input {i}) must hold one value, got {}",
+            v.len()
+        ))),
+    }
+}
+
+pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
+    attr::only(&req.attributes, &["axis", "inverse", "onesided"])?;
+    common::at_most_inputs(req, 3)?;
+    let x = input_of(req, 0, &FLOATS)?;
+    let r = x.shape.len();
+    if r < 2 || !matches!(x.shape[r - 1], 1 | 2) {
+        return Err(OpError::shape(format!(
+            "DFT: the input's last dimension must be 1 (real) or 2 (complex), got {:?}",
+            x.shape
+        )));
+    }
+    let axis = match (attr::has(&req.attributes, "axis"), one_int(req, 2, "axis")?) {
+        (true, Some(_)) => {
+            return Err(OpError::InvalidAttribute(
+                "DFT: `axis` given both as an attribute and as input 2".into(),
+            ));
+        }
+        (true, None) => attr::int(&req.attributes, "axis")?,
+        (false, Some(a)) => a,
+        (false, None) => {
+            if req.opset_or(20) >= 20 {
+                -2
+            } else {
+                1
+            }
+        }
+    };
+    let ri = r as i64;
+    if axis < -ri || axis >= ri {
+        return Err(OpError::InvalidAttribute(format!(
+            "DFT: `axis` {axis} is out of range for rank {r}"
+        )));
+    }
+    let axis = axis.rem_euclid(ri) as usize;
+    if axis == r - 1 {
+        return Err(OpError::InvalidAttribute(
+            "DFT: `axis` cannot be the last (real/imaginary) dimension".into(),
+        ));
+    }
+    let bool_attr = |n: &str| -> Result<bool, OpError> {
+        match attr::int_or(&req.attributes, n, 0)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            v => Err(OpError::InvalidAttribute(format!(
+                "DFT: `{n}` must be 0 or 1, got {v}"
+            ))),
+        }
+    };
+    let (inverse, onesided) = (bool_attr("inverse")?, bool_attr("onesided")?);
+    let n_in = x.shape[axis];
+    let len = match one_int(req, 1, "dft_length")? {
+        Some(l) if l < 1 => {
+            return Err(OpError::shape(format!(
+                "DFT: `dft_length` must be ≥ 1, got {l}"
+            )));
+        }
+        Some(l) => l as u64,
+        None if inverse && onesided => 2 * n_in.saturating_sub(1),
+        None => n_in,
+    };
+    let (mode, n_out, c_out) = match (inverse, onesided) {
+        (false, false) => (0u32, len, 2u64),
+        (false, true) => (0, len / 2 + 1, 2),
+        (true, false) => (1, len, 2),
+        (true, true) => (2, len, 1),
+    };
+    let outer = shape::numel(&x.shape[..axis])?;
+    let inner = shape::numel(&x.shape[axis + 1..r - 1])?;
+    let mut out_shape = x.shape.clone();
+    out_shape[axis] = n_out;
+    out_shape[r - 1] = c_out;
+    let total = shape::numel(&out_shape[..r - 1])?;
+    if total > 0 && len == 0 {
+        return Err(OpError::shape("DFT: a transform of length 0".to_string()));
+    }
+    let mut p = ParamPacker::new();
+    p.ptr(0, Access::Read)
+        .ptr(req.output_binding(0), Access::Write)
+        .u64(total)
+        .u64(outer)
+        .u64(inner)
+        .u64(n_in)
+        .u64(len)
+        .u64(n_out)
+        .u32(x.shape[r - 1] as u32)
+        .u32(mode);
+    let name = dtype::name(x.dtype);
+    Ok(OpPlan {
+        outputs: vec![TensorDesc::new("y", out_shape, x.dtype)],
+        launches: vec![linear_launch(
+            req,
+            format!("misc_dft_{name}"),
+            format!("dft_{name}"),
+            total,
+            p,
+        )?],
+        workspace_bytes: 0,
+    })
+}
+
+pub fn plan_stft(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
+    attr::only(&req.attributes, &["onesided"])?;
+    common::at_most_inputs(req, 4)?;
+    let x = input_of(req, 0, &FLOATS)?;
+    let s = &x.shape;
+    if s.len() != 3 || !matches!(s[2], 1 | 2) {
+        return Err(OpError::shape(format!(
+            "STFT: the signal must be [batch, length, 1 or 2], got {s:?}"
+        )));
+    }
+    let step = one_int(req, 1, "frame_step")?
+        .ok_or_else(|| OpError::shape("STFT: input 1 (`frame_step`) is required"))?;
+    let window = match req.input(2) {
+        Some(w) if w.dtype != x.dtype || w.shape.len() != 1 => {
+            return Err(OpError::shape(format!(
+                "STFT: the window must be 1-D of the signal's dtype, got {:?} {}",
+                w.shape,
+                dtype::name(w.dtype)
+            )));
+        }
+        w => w.map(|w| w.shape[0]),
+    };
+    let fl = match (one_int(req, 3, "frame_length")?, window) {
+        (Some(l), Some(w)) if l as u64 != w => {
+            return Err(OpError::shape(format!(
+                "STFT: `frame_length` {l} differs from the window's length {w}"
+            )));
+        }
+        (Some(l), _) => l,
+        (None, Some(w)) => w as i64,
+        (None, None) => {
+            return Err(OpError::shape("STFT: give `frame_length` or a window"));
+        }
+    };
+    if step < 1 || fl < 1 || fl as u64 > s[1] {
+        return Err(OpError::shape(format!(
+            "STFT: `frame_step` ({step}) and `frame_length` ({fl}) must be ≥ 1, the frame within the signal ({})",
+            s[1]
+        )));
+    }
+    let onesided = match attr::int_or(&req.attributes, "onesided", 1)? {
+        0 => false,
+        1 => true,
+        v => {
+            return Err(OpError::InvalidAttribute(format!(
+                "STFT: `onesided` must be 0 or 1, got {v}"
+            )));
+        }
+    };
+    let (fl, step) = (fl as u64, step as u64);
+    let frames = 1 + (s[1] - fl) / step;
+    let bins = if onesided { fl / 2 + 1 } else { fl };
+    let out = vec![s[0], frames, bins, 2];
+    let total = shape::numel(&out[..3])?;
+    let mut p = ParamPacker::new();
+    p.ptr(0, Access::Read)
+        .ptr(req.binding(2).unwrap_or(0), Access::Read)
+        .ptr(req.output_binding(0), Access::Write)
+        .u64(total)
+        .u64(s[1])
+        .u64(frames)
+        .u64(bins)
+        .u64(fl)
+        .u64(step)
+        .u32(s[2] as u32)
+        .u32(window.is_some() as u32);
+    let name = dtype::name(x.dtype);
+    Ok(OpPlan {
+        outputs: vec![TensorDesc::new("output", out, x.dtype)],
+        launches: vec![linear_launch(
+            req,
+            format!("misc_dft_{name}"),
+            format!("stft_{name}"),
+            total,
+            p,
+        )?],
+        workspace_bytes: 0,
+    })
+}
+
+const CUDA: &str = r#"
+extern "C" __global__ void stft_NAME(const T* __restrict__ x, const T* __restrict__ win,
+    T* __restrict__ y, unsigned long long total, unsigned long long len,
+    unsigned long long frames, unsigned long long bins, unsigned long long fl,
+    unsigned long long step, unsigned int c_in, unsigned int has_win) {
+  UMD_FOR(e, total) {
+    unsigned long long k = e % bins, f = (e / bins) % frames, b = e / bins / frames;
+    const T* line = x + (b * len + f * step) * c_in;
+    double re = 0.0, im = 0.0;
+    for (unsigned long long j = 0; j < fl; ++j) {
+      double w = has_win ? (double)LD(win[j]) : 1.0;
+      double xr = (double)LD(line[j * c_in]) * w;
+      double xi = c_in == 2 ? (double)LD(line[j * c_in + 1]) * w : 0.0;
+      double s, c;
+      sincospi(2.0 * (double)((j * k) % fl) / (double)fl, &s, &c);
+      re += xr * c + xi * s;
+      im += xi * c - xr * s;
+    }
+    y[e * 2] = ST((C)re);
+    y[e * 2 + 1] = ST((C)im);
+  }
+}
+extern "C" __global__ void dft_NAME(const T* __restrict__ x, T* __restrict__ y,
+    unsigned long long total, unsigned long long outer, unsigned long long inner,
+    unsigned long long n_in, unsigned long long L, unsigned long long n_out, unsigned int c_in,
+    unsigned int mode) {
+  UMD_FOR(e, total) {
+    unsigned long long i = e % inner, k = (e / inner) % n_out, o = e / inner / n_out;
+    const T* line = x + o * n_in * inner * c_in + i * c_in;
+    double re = 0.0, im = 0.0;
+    if (mode < 2) {
+      double sign = mode == 0 ? -1.0 : 1.0;
+      unsigned long long n = n_in < L ? n_in : L;
+      for (unsigned long long j = 0; j < n; ++j) {
+        double xr = (double)LD(line[j * inner * c_in]);
+        double xi = c_in == 2 ? (double)LD(line[j * inner * c_in + 1]) : 0.0;
+        double s, c;
+        sincospi(2.0 * (double)((j * k) % L) / (double)L, &s, &c);
+        s *= sign;
+        re += xr * c - xi * s;
+        im += xr * s + xi * c;
+      }
+      if (mode == 1) { re /= (double)L; im /= (double)L; }
+      y[e * 2] = ST((C)re);
+      y[e * 2 + 1] = ST((C)im);
+    } else {
+      unsigned long long nf = n_in < L / 2 + 1 ? n_in : L / 2 + 1;
+      for (unsigned long long j = 0; j < L; ++j) {
+        unsigned long long src = j <= L / 2 ? j : L - j;
+        if (src >= nf) continue;
+        double xr = (double)LD(line[src * inner * c_in]);
+        double xi = c_in == 2 ? (double)LD(line[src * inner * c_in + 1]) : 0.0;
+        if (j > L / 2) xi = -xi;
+        double s, c;
+        sincospi(2.0 * (double)((j * k) % L) / (double)L, &s, &c);
+        re += xr * c - xi * s;
+      }
+      y[e] = ST((C)(re / (double)L));
+    }
+  }
+}
+"#;
+
+pub fn cuda(dt: umd_sdk::Dtype) -> Result<(String, Vec<String>), OpError> {
+    let name = dtype::name(dt);
+    Ok((
+        format!("{}{}", cuda_header(dt)?, CUDA.replace("NAME", name)),
+        vec![format!("dft_{name}"), format!("stft_{name}")],
+    ))
+}
+
+/// (sin, cos) of π·`v`, exact at the multiples of 1/2 (as CUDA's `sincospi`).
+fn sincospi(v: f64) -> (f64, f64) {
+    let twice = v * 2.0;
+    if twice == twice.round() {
+        return match (twice as i64).rem_euclid(4) {
+            0 => (0.0, 1.0),
+            1 => (1.0, 0.0),
+            2 => (0.0, -1.0),
+            _ => (-1.0, 0.0),
+        };
+    }
+    (std::f64::consts::PI * v).sin_cos()
+}
+
+fn run_stft(
+    call: &umd_sdk::CpuCall,
+    dt: umd_sdk::Dtype,
+) -> Result<Vec<umd_sdk::CpuWrite>, OpError> {
+    let mut c = common::Call::new(call);
+    let (xb, wb, yb) = (c.r.ptr()?, c.r.ptr()?, c.r.ptr()?);
+    let (total, len, frames, bins) = (c.r.u64()?, c.r.u64()?, c.r.u64()?, c.r.u64()?);
+    let (fl, step, c_in, has_win) = (c.r.u64()?, c.r.u64()?, c.r.u32()? as u64, c.r.u32()? != 0);
+    if fl == 0 || !(1..=2).contains(&c_in) {
+        return Err(OpError::internal("STFT: bad parameter block"));
+    }
+    let batch = total / (frames * bins).max(1);
+    let xs = c.read_f64(xb, batch * len * c_in, dt)?;
+    let win = if has_win {
+        c.read_f64(wb, fl, dt)?
+    } else {
+        vec![1.0; fl as usize]
+    };
+    let mut ys = vec![0.0; total as usize * 2];
+    for e in 0..total {
+        let (k, f, b) = (e % bins, (e / bins) % frames, e / bins / frames);
+        let base = ((b * len + f * step) * c_in) as usize;
+        let (mut re, mut im) = (0.0, 0.0);
+        for j in 0..fl {
+            let w = win[j as usize];
+            let xr = xs[base + (j * c_in) as usize] * w;
+            let xi = if c_in == 2 {
+                xs[base + (j * c_in) as usize + 1] * w
+            } else {
+                0.0
+            };
+            let (s, co) = sincospi(2.0 * ((j * k) % fl) as f64 / fl as f64);
+            re += xr * co + xi * s;
+            im += xi * co - xr * s;
+        }
+        ys[e as usize * 2] = re;
+        ys[e as usize * 2 + 1] = im;
+    }
+    Ok(vec![c.write_f64(yb, &ys, dt)?])
+}
+
+pub fn run_cpu(
+    call: &umd_sdk::CpuCall,
+    dt: umd_sdk::Dtype,
+) -> Result<Vec<umd_sdk::CpuWrite>, OpError> {
+    if call.entry_point.starts_with("stft_") {
+        return run_stft(call, dt);
+    }
+    let mut c = common::Call::new(call);
+    let (xb, yb) = (c.r.ptr()?, c.r.ptr()?);
+    let (total, outer, inner) = (c.r.u64()?, c.r.u64()?, c.r.u64()?);
+    let (n_in, len, n_out) = (c.r.u64()?, c.r.u64()?, c.r.u64()?);
+    let (c_in, mode) = (c.r.u32()? as u64, c.r.u32()?);
+    if !(1..=2).contains(&c_in) || mode > 2 || (total > 0 && len == 0) {
+        return Err(OpError::internal("DFT: bad parameter block"));
+    }
+    let xs = c.read_f64(xb, outer * n_in * inner * c_in, dt)?;
+    let c_out = if mode == 2 { 1 } else { 2 };
+    let mut ys = vec![0.0; (total * c_out) as usize];
+    for e in 0..total {
+        let (i, k, o) = (e % inner, (e / inner) % n_out, e / inner / n_out);
+        let at = |j: u64| {
+            let b = ((o * n_in + j) * inner + i) * c_in;
+            let im = if c_in == 2 { xs[b as usize + 1] } else { 0.0 };
+            (xs[b as usize], im)
+        };
+        let tw = |j: u64| sincospi(2.0 * ((j * k) % len) as f64 / len as f64);
+        if mode < 2 {
+            let sign = if mode == 0 { -1.0 } else { 1.0 };
+            let (mut re, mut im) = (0.0, 0.0);
+            for j in 0..n_in.min(len) {
+                let (xr, xi) = at(j);
+                let (s, co) = tw(j);
+                let s = s * sign;
+                re += xr * co - xi * s;
+                im += xr * s + xi * co;
+            }
+            if mode == 1 {
+                re /= len as f64;
+                im /= len as f64;
+            }
+            ys[(e * 2) as usize] = re;
+            ys[(e * 2 + 1) as usize] = im;
+        } else {
+            let nf = n_in.min(len / 2 + 1);
+            let mut re = 0.0;
+            for j in 0..len {
+                let src = if j <= len / 2 { j } else { len - j };
+                if src >= nf {
+                    continue;
+                }
+                let (xr, mut xi) = at(src);
+                if j > len / 2 {
+                    xi = -xi;
+                }
+                let (s, co) = tw(j);
+                re += xr * co - xi * s;
+            }
+            ys[e as usize] = re / len as f64;
+        }
+    }
+    Ok(vec![c.write_f64(yb, &ys, dt)?])
+}
