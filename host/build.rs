@@ -12,7 +12,9 @@ fn main() {
         .plugin("plugins/norm")
         .plugin("plugins/conv")
         .plugin("plugins/shape")
-        .plugin("plugins/gather");
+        .plugin("plugins/gather")
+        .plugin("plugins/quant")
+        .plugin("plugins/loss");
     for dir in ["plugins", "sdk/src", "sdk/wit", "sdk/Cargo.toml", "wit"] {
         println!(
             "cargo:rerun-if-changed={}",
