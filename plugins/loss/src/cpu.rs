@@ -37,7 +37,9 @@ real!(f16, |x| x.to_f64(), |v| f16::from_f32(v as f32));
 real!(bf16, |x| x.to_f64(), |v| bf16::from_f32(v as f32));
 
 fn decode<T: Real>(b: &[u8]) -> Vec<f64> {
-    b.chunks_exact(std::mem::size_of::<T>()).map(T::get).collect()
+    b.chunks_exact(std::mem::size_of::<T>())
+        .map(T::get)
+        .collect()
 }
 
 fn encode<T: Real>(v: &[f64]) -> Vec<u8> {
@@ -147,8 +149,13 @@ fn stage<T: Real>(call: &KernelCall, mem: &mut dyn Memory, i_dt: Dtype) -> Resul
             }
         }
         "red" => {
-            let (wsb, off, yb, count, mean) =
-                (r.ptr()?, r.u64()?, r.ptr()?, r.u64()? as usize, r.u32()? != 0);
+            let (wsb, off, yb, count, mean) = (
+                r.ptr()?,
+                r.u64()?,
+                r.ptr()?,
+                r.u64()? as usize,
+                r.u32()? != 0,
+            );
             let bytes = mem.read(wsb, off, 16 * count)?;
             let v: Vec<f64> = bytes
                 .chunks_exact(8)

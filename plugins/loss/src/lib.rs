@@ -83,7 +83,10 @@ impl Plugin for Loss {
                 "nll mean of two rows",
                 "NegativeLogLikelihoodLoss",
                 vec![
-                    (t("x", &[2, 3], Dtype::F32), vec![-1., -2., -3., -4., -5., -6.]),
+                    (
+                        t("x", &[2, 3], Dtype::F32),
+                        vec![-1., -2., -3., -4., -5., -6.],
+                    ),
                     (t("t", &[2], Dtype::I64), vec![2., 0.]),
                 ],
                 // (3 + 4) / 2

@@ -5,7 +5,9 @@
 //! apply `x, scale, zp, y, n`.
 
 use umd_sdk::params::{ParamPacker, ParamReader};
-use umd_sdk::{Access, CpuCall, CpuWrite, Dtype, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, cpu, shape};
+use umd_sdk::{
+    Access, CpuCall, CpuWrite, Dtype, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, cpu, shape,
+};
 
 use crate::plan::{bad_dtype, linear_launch, max_inputs, single_block};
 
@@ -65,7 +67,11 @@ pub fn scale_zero_point(min: f32, max: f32) -> (f32, f32) {
     let scale = (if maxx == minx { 1.0 } else { maxx - minx }) / 255.0f32;
     let initial = 0.0f32 - minx / scale;
     // Python's max(qmin, min(qmax, v)): min(255, NaN) is 255, max(0, 255) = 255
-    let zp = if initial.is_nan() { 255.0 } else { initial.clamp(0.0, 255.0) };
+    let zp = if initial.is_nan() {
+        255.0
+    } else {
+        initial.clamp(0.0, 255.0)
+    };
     (scale, zp.round_ties_even())
 }
 
@@ -97,7 +103,11 @@ pub fn run_cpu(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     let mut y = bufs.output(yb, n)?;
     for (i, o) in y.data.iter_mut().enumerate() {
         let v = (f(x, i) / scale).round_ties_even() + zp;
-        *o = if v.is_nan() { 0 } else { v.clamp(0.0, 255.0) as u8 };
+        *o = if v.is_nan() {
+            0
+        } else {
+            v.clamp(0.0, 255.0) as u8
+        };
     }
     Ok(vec![y])
 }

@@ -123,7 +123,9 @@ pub fn cuda_storage(dt: Dtype) -> &'static str {
     if dtype::is_f8(dt) {
         return "unsigned char";
     }
-    dtype::cuda_type(dt).map(|t| t.storage).unwrap_or("unsigned char")
+    dtype::cuda_type(dt)
+        .map(|t| t.storage)
+        .unwrap_or("unsigned char")
 }
 
 /// A CUDA C `double` expression of the element `e` (a storage lvalue) of dtype `dt`.
@@ -175,9 +177,5 @@ pub fn int_range(dt: Dtype) -> Option<(f64, f64)> {
 /// Clamps a rounded value to `[lo, hi]`; NaN goes to `lo` (as a NaN cast to int, then clipped).
 #[inline(always)]
 pub fn clamp(v: f64, lo: f64, hi: f64) -> f64 {
-    if v.is_nan() {
-        lo
-    } else {
-        v.clamp(lo, hi)
-    }
+    if v.is_nan() { lo } else { v.clamp(lo, hi) }
 }

@@ -62,7 +62,9 @@ impl Plugin for Quant {
         // DequantizeLinear is one rounded multiply; the others produce exact integers (a
         // rounding tie may differ by one step only through a different scale).
         let t = |absolute, relative| Some(Tolerance { absolute, relative });
-        if !op.eq_ignore_ascii_case("DequantizeLinear") && !op.eq_ignore_ascii_case("DynamicQuantizeLinear") {
+        if !op.eq_ignore_ascii_case("DequantizeLinear")
+            && !op.eq_ignore_ascii_case("DynamicQuantizeLinear")
+        {
             return t(0.0, 0.0);
         }
         match dt {
@@ -118,7 +120,10 @@ impl Plugin for Quant {
                 "quantize to uint8 with saturation and ties to even",
                 "QuantizeLinear",
                 vec![
-                    (t("x", &[6], Dtype::F32), vec![0., 3., 5., 1000., -254., -1000.]),
+                    (
+                        t("x", &[6], Dtype::F32),
+                        vec![0., 3., 5., 1000., -254., -1000.],
+                    ),
                     (t("s", &[], Dtype::F32), vec![2.]),
                     (t("z", &[], Dtype::U8), vec![128.]),
                 ],

@@ -13,8 +13,7 @@
 use umd_sdk::params::{ParamPacker, ParamReader};
 use umd_sdk::shape::{self, MAX_RANK};
 use umd_sdk::{
-    Access, CpuCall, CpuWrite, Dtype, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, cpu,
-    dtype,
+    Access, CpuCall, CpuWrite, Dtype, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, cpu, dtype,
 };
 
 use crate::elem::{self, clamp, int_range, loader, precision_code, round_to, storer};
@@ -149,7 +148,13 @@ pub fn plan(req: &PlanRequestExt, quantize: bool) -> Result<OpPlan, OpError> {
     if quantize {
         attr::only(
             attrs,
-            &["axis", "saturate", "block_size", "output_dtype", "precision"],
+            &[
+                "axis",
+                "saturate",
+                "block_size",
+                "output_dtype",
+                "precision",
+            ],
         )?;
     } else {
         attr::only(attrs, &["axis", "block_size", "output_dtype"])?;
@@ -299,7 +304,10 @@ pub fn parse(id: &str) -> Option<(bool, Dtype, Dtype, Dtype)> {
 }
 
 /// Runs one Q or DQ launch on the CPU.
-pub fn run_cpu(call: &CpuCall, (quantize, x_dt, s_dt, y_dt): (bool, Dtype, Dtype, Dtype)) -> Result<Vec<CpuWrite>, OpError> {
+pub fn run_cpu(
+    call: &CpuCall,
+    (quantize, x_dt, s_dt, y_dt): (bool, Dtype, Dtype, Dtype),
+) -> Result<Vec<CpuWrite>, OpError> {
     let mut r = ParamReader::new(&call.params, &call.relocations);
     let flags = r.u32()?;
     let prec = elem::precision_dtype(r.u32()?);
@@ -339,7 +347,10 @@ pub fn run_cpu(call: &CpuCall, (quantize, x_dt, s_dt, y_dt): (bool, Dtype, Dtype
             if prec == Dtype::F64 {
                 xv / sv
             } else {
-                round_to(prec, (round_to(prec, xv) as f32 / round_to(prec, sv) as f32) as f64)
+                round_to(
+                    prec,
+                    (round_to(prec, xv) as f32 / round_to(prec, sv) as f32) as f64,
+                )
             }
         };
         if dtype::is_f8(y_dt) {

@@ -13,7 +13,9 @@
 
 use umd_sdk::params::{ParamPacker, ParamReader};
 use umd_sdk::shape::{self, MAX_RANK};
-use umd_sdk::{Access, CpuCall, CpuWrite, Dtype, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, cpu, dtype};
+use umd_sdk::{
+    Access, CpuCall, CpuWrite, Dtype, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, cpu, dtype,
+};
 
 use crate::elem::{clamp, int_range, loader, precision_code, precision_dtype, round_to, storer};
 use crate::plan::{bad_dtype, linear_launch, max_inputs, opt_ptr, read_opt_ptr};
@@ -141,16 +143,22 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         }
     };
     let (as_n, azp_n) = (count(1, m, "per row of a")?, count(2, m, "per row of a")?);
-    let (bs_n, bzp_n) = (count(4, n, "per column of b")?, count(5, n, "per column of b")?);
+    let (bs_n, bzp_n) = (
+        count(4, n, "per column of b")?,
+        count(5, n, "per column of b")?,
+    );
     if count(6, 1, "per tensor")? != 1 || count(7, 1, "per tensor")? > 1 {
-        return Err(OpError::shape("QLinearMatMul: y_scale and y_zero_point are per tensor"));
+        return Err(OpError::shape(
+            "QLinearMatMul: y_scale and y_zero_point are per tensor",
+        ));
     }
     if (azp_n != 0 && azp_n != as_n) || (bzp_n != 0 && bzp_n != bs_n) {
         return Err(OpError::shape(
             "QLinearMatMul: a zero point must have its scale's element count",
         ));
     }
-    let flags = (azp_n != 0) as u32 | ((bzp_n != 0) as u32) << 1 | (req.input(7).is_some() as u32) << 2;
+    let flags =
+        (azp_n != 0) as u32 | ((bzp_n != 0) as u32) << 1 | (req.input(7).is_some() as u32) << 2;
     let mut p = ParamPacker::new();
     p.u32(flags).u32(precision_code(s_dt));
     p.ptr(req.binding(0).unwrap(), Access::Read);
@@ -176,7 +184,10 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
 }
 
 /// Runs the op's launch on the CPU.
-pub fn run_cpu(call: &CpuCall, [a_dt, b_dt, s_dt, y_dt]: [Dtype; 4]) -> Result<Vec<CpuWrite>, OpError> {
+pub fn run_cpu(
+    call: &CpuCall,
+    [a_dt, b_dt, s_dt, y_dt]: [Dtype; 4],
+) -> Result<Vec<CpuWrite>, OpError> {
     let mut r = ParamReader::new(&call.params, &call.relocations);
     let flags = r.u32()?;
     let prec = precision_dtype(r.u32()?);
@@ -251,7 +262,11 @@ pub fn run_cpu(call: &CpuCall, [a_dt, b_dt, s_dt, y_dt]: [Dtype; 4]) -> Result<V
                 let sb = ls(scales_b, pick(bs_n, j));
                 let mult = round_to(prec, round_to(prec, sa * sb) / y_scale);
                 let v = (acc as f64 * mult + y_zp).round_ties_even();
-                st(&mut out.data, ((bt * m + i) * n + j) as usize, clamp(v, lo, hi));
+                st(
+                    &mut out.data,
+                    ((bt * m + i) * n + j) as usize,
+                    clamp(v, lo, hi),
+                );
             }
         }
     }
