@@ -1,7 +1,7 @@
 //! CUDA C of every module: one module per dtype combination (`quant_q_*`, `quant_dq_*`,
 //! `quant_qmm_*`) with one entry point named as the module, and `quant_dyn_f32` with two.
 //! Arithmetic is done in `double` with explicit rounding where the reference rounds, so the
-//! results match the CPU kernels bit for bit.
+//! results match the CPU kernels bit for bit (float `/` is IEEE-rounded: no fast-math option).
 
 use umd_sdk::dtype::CUDA_PRELUDE;
 use umd_sdk::{Dtype, ModuleSource, SourceLanguage};
@@ -150,8 +150,8 @@ extern "C" __global__ void {m}_range(const float* __restrict__ x, float* __restr
   }}
   if (threadIdx.x == 0) {{
     float maxx = umd_nmax(0.0f, hi[0]), minx = umd_nmin(0.0f, lo[0]);
-    float s = __fdiv_rn(maxx == minx ? 1.0f : __fsub_rn(maxx, minx), 255.0f);
-    float init = __fsub_rn(0.0f, __fdiv_rn(minx, s));
+    float s = (maxx == minx ? 1.0f : maxx - minx) / 255.0f;
+    float init = 0.0f - minx / s;
     float z = init != init ? 255.0f : fminf(fmaxf(init, 0.0f), 255.0f);
     scale[0] = s;
     zp[0] = (unsigned char)rintf(z);
@@ -161,7 +161,7 @@ extern "C" __global__ void {m}_apply(const float* __restrict__ x, const float* _
     const unsigned char* __restrict__ zp, unsigned char* __restrict__ y, u64 n) {{
   float s = scale[0], z = (float)zp[0];
   UMD_GRID_STRIDE(i, n) {{
-    float v = __fadd_rn(rintf(__fdiv_rn(x[i], s)), z);
+    float v = rintf(x[i] / s) + z;
     y[i] = v != v ? (unsigned char)0 : (unsigned char)fminf(fmaxf(v, 0.0f), 255.0f);
   }}
 }}

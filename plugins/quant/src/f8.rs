@@ -113,8 +113,9 @@ __device__ unsigned char umd_f8_enc(float v, int eb, int bias, int fnuz, double 
   double a = fabs((double)v);
   int emin = 1 - bias;
   double r = a;
-  if (!isinf(a)) {
-    int e = a == 0.0 ? emin : max(ilogb(a), emin);
+  if (a <= 1.7976931348623157e308) {
+    int e = a == 0.0 ? emin : ilogb(a);
+    if (e < emin) e = emin;
     double q = ldexp(1.0, e - mb);
     r = rint(a / q) * q;
   }

@@ -179,4 +179,6 @@ impl Plugin for Quant {
 umd_sdk::export_plugin!(Quant);
 
 #[cfg(test)]
+mod emu;
+#[cfg(test)]
 mod tests;

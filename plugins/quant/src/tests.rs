@@ -801,3 +801,174 @@ fn cuda_modules_define_their_entry_points() {
     }
     assert!(Quant::kernel_source("quant_q_f32_f32_f32", &Target::cpu()).is_err());
 }
+
+#[test]
+fn cuda_emulation_vectors() {
+    let Ok(dir) = std::env::var("UMD_DUMP_VECTORS") else {
+        return;
+    };
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut out = String::new();
+    let mut rng = Rng(11);
+    let mut add = |name: String, op: &str, inputs: &[Option<Input>], attrs: &[(&str, i64)]| {
+        let req = request(op, inputs, attrs);
+        let data: Vec<Vec<u8>> = inputs
+            .iter()
+            .flatten()
+            .map(|(_, dt, v)| encode(*dt, v).unwrap())
+            .collect();
+        crate::emu::dump_plan::<Quant>(&mut out, &dir, &name, &req, &data, |_| "u8");
+    };
+    // values with ties, out-of-range, NaN and infinities
+    let mut xv: Vec<f64> = values(&mut rng, 600, -700.0, 700.0, false);
+    xv.extend([
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.5,
+        1.5,
+        2.5,
+        -0.5,
+        -2.5,
+        1e-9,
+        -1e-9,
+    ]);
+    let n = xv.len() as u64;
+    for x_dt in crate::qdq::Q_X {
+        let xs: Vec<f64> = xv.iter().map(|v| rnd(x_dt, *v)).collect();
+        for s_dt in crate::qdq::SCALES {
+            for y_dt in crate::qdq::QUANTIZED {
+                let sv = rnd(s_dt, if s_dt == Dtype::I32 { 3.0 } else { 0.5 });
+                let zp = if dtype::is_f8(y_dt) {
+                    0.0
+                } else if y_dt == Dtype::U8 || y_dt == Dtype::U16 {
+                    7.0
+                } else {
+                    -3.0
+                };
+                let x = (vec![n], x_dt, xs.clone());
+                for sat in [0, 1] {
+                    add(
+                        format!("Q-{x_dt:?}-{s_dt:?}-{y_dt:?}-sat{sat}"),
+                        "QuantizeLinear",
+                        &[
+                            Some(x.clone()),
+                            Some((vec![], s_dt, vec![sv])),
+                            Some((vec![], y_dt, vec![zp])),
+                        ],
+                        &[("saturate", sat)],
+                    );
+                }
+            }
+        }
+        // per axis and blocked, precision attribute
+        let x = (vec![5, 4, 30], x_dt, xs[..600].to_vec());
+        let s = (vec![4], Dtype::F32, vec![0.5, 2.0, 0.3, 7.0]);
+        let z = (vec![4], Dtype::I8, vec![1.0, -2.0, 0.0, 5.0]);
+        add(
+            format!("Q-axis-{x_dt:?}"),
+            "QuantizeLinear",
+            &[Some(x.clone()), Some(s), Some(z)],
+            &[("precision", 10)],
+        );
+        let sb: Vec<f64> = (0..5 * 4 * 4).map(|i| 0.25 + (i % 7) as f64).collect();
+        let s = (
+            vec![5, 4, 4],
+            Dtype::Bf16,
+            sb.iter().map(|v| rnd(Dtype::Bf16, *v)).collect(),
+        );
+        let z = (
+            vec![5, 4, 4],
+            Dtype::U16,
+            (0..80).map(|i| (i * 3) as f64).collect(),
+        );
+        add(
+            format!("Q-blocked-{x_dt:?}"),
+            "QuantizeLinear",
+            &[Some(x), Some(s), Some(z)],
+            &[("axis", -1), ("block_size", 8)],
+        );
+    }
+    let mut dq_x = crate::qdq::QUANTIZED.to_vec();
+    dq_x.push(Dtype::I32);
+    for x_dt in dq_x {
+        let xs: Vec<f64> = (0..300)
+            .map(|i| rnd(x_dt, (i as f64 - 150.0) * 0.75))
+            .collect();
+        for s_dt in crate::qdq::SCALES {
+            for y_code in [0, 1, 10, 16, 11] {
+                if matches!(s_dt, Dtype::F8e8m0 | Dtype::I32) && y_code == 0 {
+                    continue;
+                }
+                let x = (vec![3, 100], x_dt, xs.clone());
+                let s = (
+                    vec![3],
+                    s_dt,
+                    vec![rnd(s_dt, 0.5), rnd(s_dt, 4.0), rnd(s_dt, 0.125)],
+                );
+                let z = (
+                    vec![3],
+                    x_dt,
+                    if dtype::is_f8(x_dt) {
+                        vec![0.0; 3]
+                    } else {
+                        vec![1.0, 0.0, 3.0]
+                    },
+                );
+                add(
+                    format!("DQ-{x_dt:?}-{s_dt:?}-{y_code}"),
+                    "DequantizeLinear",
+                    &[Some(x), Some(s), Some(z)],
+                    &[("axis", 0), ("output_dtype", y_code)],
+                );
+            }
+        }
+    }
+    for xv in [
+        values(&mut rng, 700, -3.0, 5.0, false),
+        vec![],
+        vec![f64::NAN, 1.0],
+    ] {
+        let n = xv.len() as u64;
+        add(
+            format!("DynQ-{n}"),
+            "DynamicQuantizeLinear",
+            &[Some((vec![n], Dtype::F32, xv))],
+            &[],
+        );
+    }
+    for a_dt in crate::qmatmul::INTS {
+        for s_dt in crate::qmatmul::SCALES {
+            let (lo, hi) = crate::elem::int_range(a_dt).unwrap();
+            let a = (vec![2, 1, 7, 9], a_dt, values(&mut rng, 126, lo, hi, true));
+            let b = (
+                vec![3, 9, 5],
+                Dtype::U8,
+                values(&mut rng, 135, 0.0, 255.0, true),
+            );
+            let sc = |v: &[f64]| {
+                Some((
+                    vec![v.len() as u64],
+                    s_dt,
+                    v.iter().map(|x| rnd(s_dt, *x)).collect::<Vec<_>>(),
+                ))
+            };
+            let a_s = sc(&[0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07]);
+            let a_z = Some((vec![7], a_dt, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]));
+            let b_s = sc(&[0.02]);
+            let b_z = Some((vec![1], Dtype::U8, vec![128.0]));
+            let ins = [
+                Some(a.clone()),
+                a_s,
+                a_z,
+                Some(b),
+                b_s,
+                b_z,
+                sc(&[0.1]),
+                Some((vec![], a_dt, vec![3.0])),
+            ];
+            add(format!("QMM-{a_dt:?}-{s_dt:?}"), "QLinearMatMul", &ins, &[]);
+        }
+    }
+    std::fs::write(format!("{dir}/quant.cases"), out).unwrap();
+}
