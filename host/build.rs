@@ -14,7 +14,9 @@ fn main() {
         .plugin("plugins/shape")
         .plugin("plugins/gather")
         .plugin("plugins/attention")
-        .plugin("plugins/misc");
+        .plugin("plugins/misc")
+        .plugin("plugins/quant")
+        .plugin("plugins/loss");
     for dir in ["plugins", "sdk/src", "sdk/wit", "sdk/Cargo.toml", "wit"] {
         println!(
             "cargo:rerun-if-changed={}",
