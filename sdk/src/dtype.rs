@@ -124,9 +124,11 @@ pub fn f8_to_f32(bits: u8, dt: Dtype) -> f32 {
     }
 }
 
-/// Encodes `v` as an 8-bit float of type `dt`, rounding to nearest even; out-of-range values
-/// saturate to the largest finite value when `saturate` (ONNX's default), else become inf (E5M2)
-/// or NaN. An exact reference (it searches the 256 codes), not a fast path.
+/// Encodes `v` as an 8-bit float of type `dt`, rounding to nearest even (distances in f64, so
+/// far-out values never tie by rounding); with `saturate` (ONNX's default) values beyond the
+/// largest finite one, ±inf included, become ±that value; without it a value rounds first and
+/// overflows only past the largest finite value plus half its spacing (as ml_dtypes does): to
+/// ±inf for E5M2, NaN otherwise. An exact reference (it searches the 256 codes), not a fast path.
 pub fn f32_to_f8(v: f32, dt: Dtype, saturate: bool) -> u8 {
     let fnuz = matches!(dt, Dtype::F8e4m3fnuz | Dtype::F8e5m2fnuz);
     let nan = if dt == Dtype::F8e8m0 {
@@ -139,30 +141,61 @@ pub fn f32_to_f8(v: f32, dt: Dtype, saturate: bool) -> u8 {
     if v.is_nan() {
         return nan;
     }
-    let mut best: Option<(u8, f32)> = None;
-    let mut max_finite = 0f32;
-    for code in 0u8..=255 {
+    let finite = |code: u8| {
         let x = f8_to_f32(code, dt);
-        if !x.is_finite() || (fnuz && code == 0x80) {
-            continue;
+        (x.is_finite() && !(fnuz && code == 0x80)).then_some(x as f64)
+    };
+    // The largest finite value, its code (positive), and the spacing below it.
+    let (max_code, max) = (0u8..=255)
+        .filter_map(|c| finite(c).map(|x| (c, x)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("some finite code");
+    let below = (0u8..=255)
+        .filter_map(finite)
+        .filter(|&x| x < max)
+        .fold(f64::MIN, f64::max);
+    let negative_of = |code: u8| {
+        if dt == Dtype::F8e8m0 {
+            code
+        } else {
+            code | 0x80
         }
-        max_finite = max_finite.max(x);
-        let d = (x - v).abs();
+    };
+    let signed_max = if v < 0.0 {
+        negative_of(max_code)
+    } else {
+        max_code
+    };
+    let overflow = || {
+        if dt == Dtype::F8e5m2 {
+            if v > 0.0 { 0x7c } else { 0xfc }
+        } else {
+            nan
+        }
+    };
+    let a = (v as f64).abs();
+    if a > max {
+        if saturate {
+            return signed_max;
+        }
+        let half = (max - below) / 2.0;
+        // A tie rounds to the even code: the maximum when its code is even, else the overflow.
+        return if a < max + half || (a == max + half && max_code & 1 == 0) {
+            signed_max
+        } else {
+            overflow()
+        };
+    }
+    let mut best: Option<(u8, f64)> = None;
+    for code in 0u8..=255 {
+        let Some(x) = finite(code) else { continue };
+        let d = (x - v as f64).abs();
         best = match best {
-            Some((c, bd)) if bd < d || (bd == d && (c & 1) == 0 && (code & 1) == 1) => {
-                Some((c, bd))
-            }
-            Some((c, bd)) if bd == d && (c & 1) == 0 => Some((c, bd)),
+            Some((c, bd)) if bd < d || (bd == d && (c & 1) == 0) => Some((c, bd)),
             _ => Some((code, d)),
         };
     }
     let (code, _) = best.expect("some finite code");
-    if v.abs() > max_finite && !saturate {
-        if dt == Dtype::F8e5m2 {
-            return if v > 0.0 { 0x7c } else { 0xfc };
-        }
-        return nan;
-    }
     if v == 0.0 && v.is_sign_negative() && !fnuz && dt != Dtype::F8e8m0 {
         return 0x80;
     }
@@ -452,6 +485,33 @@ mod tests {
             f32_to_f8(1e6, Dtype::F8e5m2, false),
             0x7c,
             "inf without saturation"
+        );
+        // Infinities saturate; without saturation values round first, then overflow (ml_dtypes).
+        assert_eq!(f32_to_f8(f32::INFINITY, Dtype::F8e4m3fn, true), 0x7e);
+        assert_eq!(f32_to_f8(f32::NEG_INFINITY, Dtype::F8e5m2, true), 0xfb);
+        assert_eq!(f32_to_f8(f32::INFINITY, Dtype::F8e5m2, false), 0x7c);
+        assert_eq!(f32_to_f8(f32::INFINITY, Dtype::F8e4m3fnuz, false), 0x80);
+        assert_eq!(
+            f32_to_f8(464.0, Dtype::F8e4m3fn, false),
+            0x7e,
+            "a tie to the even max"
+        );
+        assert_eq!(f32_to_f8(-464.0, Dtype::F8e4m3fn, false), 0xfe);
+        assert_eq!(
+            f32_to_f8(465.0, Dtype::F8e4m3fn, false),
+            0x7f,
+            "past the tie: NaN"
+        );
+        assert_eq!(f32_to_f8(60000.0, Dtype::F8e5m2, false), 0x7b);
+        assert_eq!(
+            f32_to_f8(61440.0, Dtype::F8e5m2, false),
+            0x7c,
+            "a tie to even: inf"
+        );
+        assert_eq!(
+            f32_to_f8(1e9, Dtype::F8e4m3fnuz, true),
+            0x7f,
+            "240, not a far-out tie"
         );
         assert_eq!(f8_to_f32(127, Dtype::F8e8m0), 1.0);
         assert_eq!(f32_to_f8(2.0, Dtype::F8e8m0, true), 128);

@@ -178,24 +178,13 @@ fn f8_encoder_matches_the_sdk_reference() {
         for _ in 0..2000 {
             vals.push((rng.range(-1.0, 1.0) * 2f64.powf(rng.range(-20.0, 18.0))) as f32);
         }
-        // (the SDK's exhaustive search gives 0 for an infinite input: ml_dtypes saturates it)
+        // An infinite input saturates (as ml_dtypes does).
         assert_eq!(
             f8::decode(f8::encode(f32::INFINITY, dt, true), dt) as f64,
             f8::max_finite(dt)
         );
-        for &v in vals.iter().filter(|v| v.is_finite()) {
+        for &v in vals.iter() {
             for sat in [true, false] {
-                if !sat && v.abs() as f64 > f8::max_finite(dt) {
-                    continue; // the SDK makes NaN of what ml_dtypes rounds down to the maximum
-                }
-                if v.abs() as f64 > 2.0 * f8::max_finite(dt) {
-                    // the SDK's f32 distances tie far out: saturation is the maximum
-                    assert_eq!(
-                        f8::decode(f8::encode(v, dt, true), dt).abs() as f64,
-                        f8::max_finite(dt)
-                    );
-                    continue;
-                }
                 let got = f8::decode(f8::encode(v, dt, sat), dt);
                 let want = f8::decode(umd_sdk::dtype::f32_to_f8(v, dt, sat), dt);
                 assert!(
