@@ -11,6 +11,7 @@
 
 pub mod attr;
 pub mod cpu;
+pub mod cuda;
 pub mod dtype;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod emu_vectors;

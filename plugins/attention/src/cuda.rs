@@ -14,38 +14,7 @@ use crate::linear::MAX_DK;
 const HELPERS: &str = r#"
 typedef unsigned long long u64;
 typedef long long i64;
-__device__ __forceinline__ C umd_nan_max(C a, C b) { return (a > b || a != a) ? a : b; }
-// block-wide reductions; blockDim.x is a multiple of 32 (at most 1024); every thread gets the result
-__device__ C umd_block_sum(C v, C* sh) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : (C)0;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    if (threadIdx.x == 0) sh[0] = v;
-  }
-  __syncthreads();
-  C r = sh[0];
-  __syncthreads();
-  return r;
-}
-__device__ C umd_block_max(C v, C* sh) {
-  for (int o = 16; o > 0; o >>= 1) v = umd_nan_max(v, __shfl_down_sync(0xffffffffu, v, o));
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : umd_ninf();
-    for (int o = 16; o > 0; o >>= 1) v = umd_nan_max(v, __shfl_down_sync(0xffffffffu, v, o));
-    if (threadIdx.x == 0) sh[0] = v;
-  }
-  __syncthreads();
-  C r = sh[0];
-  __syncthreads();
-  return r;
-}
+// umd_nan_max, umd_block_sum and umd_block_max: umd_sdk::cuda::HELPERS (included before this)
 "#;
 
 const ATTENTION: &str = r#"
@@ -148,8 +117,8 @@ extern "C" __global__ void attention_NAME(unsigned int flags, unsigned int mode,
       xm = umd_nan_max(xm, x);
       bm = umd_nan_max(bm, bias);
     }
-    xm = umd_block_max(xm, sh);
-    bm = umd_block_max(bm, sh);
+    xm = umd_block_max(xm, sh, umd_ninf());
+    bm = umd_block_max(bm, sh, umd_ninf());
     bool masked = bm == umd_ninf();
     C safe = xm == umd_ninf() ? (C)0 : xm;
     // pass 2: the sum of the exponentials, in key order (a chunk at a time, by thread 0)
@@ -329,6 +298,7 @@ pub fn module(dt: Dtype) -> ModuleSource {
         exp = f("exp"),
         tanh = f("tanh"),
     ));
+    code.push_str(umd_sdk::cuda::HELPERS);
     code.push_str(HELPERS);
     code.push_str(&ATTENTION.replace("NAME", name));
     code.push_str(&ROTARY.replace("NAME", name));

@@ -107,15 +107,14 @@ pub fn linear_launch(
 
 /// The CUDA header of a module computing on `dt`: the prelude, `T` (storage), `C` (compute:
 /// float for the halves and f32, double for f64, the type itself for integers), `LD`/`ST`, and
-/// `umd_dims` (8 u64, by value).
+/// `umd_dims` (8 u64, by value), and the SDK's helpers (`UMD_FOR`: a grid-stride loop).
 pub fn cuda_header(dt: Dtype) -> Result<String, OpError> {
     let ct = dtype::cuda_type(dt)
         .ok_or_else(|| OpError::internal(format!("no CUDA type for {}", dtype::name(dt))))?;
     Ok(format!(
-        "{CUDA_PRELUDE}\ntypedef {} T;\ntypedef {} C;\n#define LD(X) {}\n#define ST(X) {}\n\
-         struct umd_dims {{ unsigned long long v[8]; }};\n\
-         #define UMD_FOR(i, n) for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x \
-         + threadIdx.x; i < (n); i += (unsigned long long)blockDim.x * gridDim.x)\n",
+        "{CUDA_PRELUDE}{}\ntypedef {} T;\ntypedef {} C;\n#define LD(X) {}\n#define ST(X) {}\n\
+         struct umd_dims {{ unsigned long long v[8]; }};\n",
+        umd_sdk::cuda::HELPERS,
         ct.storage,
         ct.compute,
         ct.load.replace('X', "(X)"),

@@ -13,10 +13,8 @@ pub const MODULE: &str = "misc_copy";
 
 /// CUDA source of [`MODULE`].
 pub fn cuda() -> (String, Vec<String>) {
-    let mut code = String::from(
-        "#define UMD_FOR(i, n) for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x \
-         + threadIdx.x; i < (n); i += (unsigned long long)blockDim.x * gridDim.x)\n",
-    );
+    // `UMD_FOR`, the grid-stride loop.
+    let mut code = String::from(umd_sdk::cuda::HELPERS);
     code.push_str(crate::layout::CUDA);
     let mut entries = Vec::new();
     for (size, t) in [

@@ -20,7 +20,6 @@ pub fn stat_dtypes(dt: Dtype) -> Vec<Dtype> {
 /// Shared device helpers over `T` (storage) and `C` (compute).
 const HELPERS: &str = r#"
 typedef unsigned long long u64;
-__device__ __forceinline__ C umd_nan_max(C a, C b) { return (a > b || a != a) ? a : b; }
 // argmax order: the first NaN wins, then the first maximum; index ~0 is "nothing yet"
 __device__ __forceinline__ bool umd_beats(C a, u64 ia, C b, u64 ib) {
   if (ia == ~0ull) return false;
@@ -29,33 +28,7 @@ __device__ __forceinline__ bool umd_beats(C a, u64 ia, C b, u64 ib) {
   if (a != a) return true;
   return a > b || (a == b && ia < ib);
 }
-// block-wide reductions; blockDim.x is a multiple of 32 (at most 1024); every thread gets the result
-__device__ C umd_block_sum(C v, C* sh) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : (C)0;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    if (threadIdx.x == 0) sh[0] = v;
-  }
-  __syncthreads();
-  return sh[0];
-}
-__device__ C umd_block_max(C v, C* sh) {
-  for (int o = 16; o > 0; o >>= 1) v = umd_nan_max(v, __shfl_down_sync(0xffffffffu, v, o));
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : umd_ninf();
-    for (int o = 16; o > 0; o >>= 1) v = umd_nan_max(v, __shfl_down_sync(0xffffffffu, v, o));
-    if (threadIdx.x == 0) sh[0] = v;
-  }
-  __syncthreads();
-  return sh[0];
-}
+// umd_nan_max, umd_block_sum and umd_block_max: umd_sdk::cuda::HELPERS (included before this)
 __device__ u64 umd_block_argmax(C v, u64 i, C* sh, u64* shi) {
   for (int o = 16; o > 0; o >>= 1) {
     C w = __shfl_down_sync(0xffffffffu, v, o);
@@ -106,7 +79,7 @@ extern "C" __global__ void softmax_NAME_rows(const T* __restrict__ x, T* __restr
     }
     C m = umd_ninf();
     for (u64 e = threadIdx.x; e < len; e += blockDim.x) m = umd_nan_max(m, umd_ld(xr[e * inner]));
-    m = umd_block_max(m, sh);
+    m = umd_block_max(m, sh, umd_ninf());
     C s = (C)0;
     for (u64 e = threadIdx.x; e < len; e += blockDim.x) s += umd_exp(umd_ld(xr[e * inner]) - m);
     s = umd_block_sum(s, sh);
@@ -274,6 +247,7 @@ pub fn module(dt: Dtype) -> ModuleSource {
         sqrt = f("sqrt"),
         pow = f("pow"),
     ));
+    code.push_str(umd_sdk::cuda::HELPERS);
     code.push_str(HELPERS);
     code.push_str(&SOFTMAX.replace("NAME", name));
     code.push_str(&POINTWISE.replace("NAME", name));

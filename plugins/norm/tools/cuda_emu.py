@@ -47,6 +47,7 @@ static inline void __syncthreads() { umd_block_bar->arrive_and_wait(); }
 static inline unsigned umd_linear_tid() {
   return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
+struct float4 { float x, y, z, w; };
 template <typename T> static T __shfl_down_sync(unsigned, T v, int o) {
   static_assert(sizeof(T) <= 8, "shuffle of at most 8 bytes");
   unsigned t = umd_linear_tid(), w = t / 32, lane = t % 32;
