@@ -287,12 +287,15 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
 }
 
 const CUDA: &str = r#"
-struct umd_ein_ptrs { const T* p[8]; };
 struct umd_ein_l { unsigned long long v[16]; };
 struct umd_ein_st { unsigned long long v[8][16]; };
-extern "C" __global__ void einsum_NAME(umd_ein_ptrs x, T* __restrict__ y, unsigned long long n_out,
-    unsigned long long n_red, unsigned int n_in, unsigned int k_out, unsigned int k_red,
-    umd_ein_l ext, umd_ein_st st) {
+// The 8 operand pointers are separate parameters (each a relocation the host patches and the
+// kernel gate checks as a 64-bit parameter); unused ones are bound to operand 0.
+extern "C" __global__ void einsum_NAME(const T* x0, const T* x1, const T* x2, const T* x3,
+    const T* x4, const T* x5, const T* x6, const T* x7, T* __restrict__ y,
+    unsigned long long n_out, unsigned long long n_red, unsigned int n_in, unsigned int k_out,
+    unsigned int k_red, umd_ein_l ext, umd_ein_st st) {
+  const T* const xs[8] = {x0, x1, x2, x3, x4, x5, x6, x7};
   UMD_FOR(o, n_out) {
     unsigned long long base[8];
     for (unsigned int k = 0; k < n_in; ++k) base[k] = 0;
@@ -310,8 +313,8 @@ extern "C" __global__ void einsum_NAME(umd_ein_ptrs x, T* __restrict__ y, unsign
         unsigned long long i = rr % ext.v[d]; rr /= ext.v[d];
         for (unsigned int k = 0; k < n_in; ++k) off[k] += i * st.v[k][d];
       }
-      C prod = LD(x.p[0][off[0]]);
-      for (unsigned int k = 1; k < n_in; ++k) prod = prod * LD(x.p[k][off[k]]);
+      C prod = LD(xs[0][off[0]]);
+      for (unsigned int k = 1; k < n_in; ++k) prod = prod * LD(xs[k][off[k]]);
       acc = acc + prod;
     }
     y[o] = ST(acc);
