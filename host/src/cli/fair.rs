@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use clap::Args;
 use tonic::transport::Channel;
 
@@ -19,6 +18,7 @@ use umd::service::proto::device_client::DeviceClient;
 use umd::service::proto::translator_client::TranslatorClient;
 use umd::service::proto::*;
 
+use super::bench_client::{connect, create_buffer, desc, op};
 use super::latency::Histogram;
 use super::local_server::LocalServer;
 
@@ -35,32 +35,10 @@ pub struct FairArgs {
     flood_elements: u64,
 }
 
-fn desc(n: u64) -> TensorDesc {
-    TensorDesc {
-        name: "t".into(),
-        shape: vec![n as i32],
-        dtype: "float32".into(),
-    }
-}
-
+/// `Add` of two f32[n].
 fn add(n: u64) -> TranslateRequest {
-    TranslateRequest {
-        op_type: "Add".into(),
-        inputs: vec![desc(n), desc(n)],
-        ..Default::default()
-    }
-}
-
-async fn buffer(c: &mut DeviceClient<Channel>, bytes: u64) -> anyhow::Result<String> {
-    let r = c
-        .create_buffer(CreateBufferRequest {
-            bytes,
-            ..Default::default()
-        })
-        .await?
-        .into_inner();
-    anyhow::ensure!(r.status == 0, "CreateBuffer: {}", r.msg);
-    Ok(r.handle)
+    let d = desc(&[n as i32]);
+    op("Add", vec![d.clone(), d])
 }
 
 /// Keeps its own stream's queue full of big Adds until `stop`; counts what ran.
@@ -72,8 +50,8 @@ async fn flood(
     submitted: Arc<AtomicU64>,
 ) -> anyhow::Result<()> {
     let mut c = DeviceClient::new(ch);
-    let x = buffer(&mut c, n * 4).await?;
-    let y = buffer(&mut c, n * 4).await?;
+    let x = create_buffer(&mut c, n * 4).await?;
+    let y = create_buffer(&mut c, n * 4).await?;
     while !stop.load(Ordering::Relaxed) {
         let r = c
             .execute(ExecuteRequest {
@@ -104,7 +82,7 @@ async fn flood(
 /// shares is full is retried; its latency counts until it ran.
 async fn probe(ch: Channel, secs: u64) -> anyhow::Result<Histogram> {
     let mut c = DeviceClient::new(ch);
-    let x = buffer(&mut c, 64).await?;
+    let x = create_buffer(&mut c, 64).await?;
     let mut h = Histogram::new();
     let end = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < end {
@@ -159,13 +137,8 @@ async fn phase(
     };
     let server = LocalServer::start(host.clone(), config).await?;
     let addr = server.addr.clone();
-    let connect = || async {
-        Channel::from_shared(addr.clone())?
-            .connect()
-            .await
-            .context("connecting")
-    };
-    let mut t = TranslatorClient::new(connect().await?);
+    let dial = || connect(&addr);
+    let mut t = TranslatorClient::new(dial().await?);
     let sealed = t.translate(add(args.flood_elements)).await?.into_inner();
     anyhow::ensure!(sealed.status == 0, "Translate: {}", sealed.msg);
     let stop = Arc::new(AtomicBool::new(false));
@@ -173,7 +146,7 @@ async fn phase(
     let mut floods = Vec::new();
     for _ in 0..flooders {
         floods.push(tokio::spawn(flood(
-            connect().await?,
+            dial().await?,
             sealed.clone(),
             args.flood_elements,
             stop.clone(),
@@ -186,7 +159,7 @@ async fn phase(
     }
     let t0 = Instant::now();
     let before = submitted.load(Ordering::Relaxed);
-    let probed = probe(connect().await?, args.seconds).await;
+    let probed = probe(dial().await?, args.seconds).await;
     let flood_per_s =
         (submitted.load(Ordering::Relaxed) - before) as f64 / t0.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);

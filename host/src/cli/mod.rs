@@ -1,5 +1,6 @@
 //! Command-line parsing and the small commands; `demo` has its own module.
 
+mod bench_client;
 mod check;
 #[cfg(feature = "cuda")]
 mod compile;

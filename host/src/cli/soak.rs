@@ -24,6 +24,7 @@ use umd::service::proto::translator_client::TranslatorClient;
 use umd::service::proto::*;
 use umd::{Dtype, Host, data};
 
+use super::bench_client::{connect, create_buffer, desc, op};
 use super::latency::Histogram;
 use super::local_server::LocalServer;
 
@@ -122,22 +123,6 @@ impl Stats {
     }
 }
 
-fn desc(shape: &[i32]) -> TensorDesc {
-    TensorDesc {
-        name: "t".into(),
-        shape: shape.to_vec(),
-        dtype: "float32".into(),
-    }
-}
-
-fn op(op: &str, inputs: Vec<TensorDesc>) -> TranslateRequest {
-    TranslateRequest {
-        op_type: op.into(),
-        inputs,
-        ..Default::default()
-    }
-}
-
 /// The good translations, cycled: a few ops over a range of shapes (cache hits and misses).
 fn good_request(i: usize) -> TranslateRequest {
     let rows = 1 + (i % 48) as i32;
@@ -147,10 +132,6 @@ fn good_request(i: usize) -> TranslateRequest {
         2 => op("MatMul", vec![desc(&[rows, 64]), desc(&[64, 32])]),
         _ => op("Mul", vec![desc(&[rows, 1]), desc(&[rows, 64])]),
     }
-}
-
-async fn connect(addr: &str) -> anyhow::Result<Channel> {
-    Ok(Channel::from_shared(addr.to_string())?.connect().await?)
 }
 
 async fn translate_loop(addr: String, stats: Arc<Stats>, seed: usize) -> anyhow::Result<()> {
@@ -290,15 +271,7 @@ async fn execute_loop(addr: String, stats: Arc<Stats>) -> anyhow::Result<()> {
     const N: usize = 4096;
     let values: Vec<f64> = (0..N).map(|i| (i % 97) as f64).collect();
     let expect: Vec<f64> = values.iter().map(|v| v * 2.0).collect();
-    let created = c
-        .create_buffer(CreateBufferRequest {
-            bytes: (N * 4) as u64,
-            ..Default::default()
-        })
-        .await?
-        .into_inner();
-    anyhow::ensure!(created.status == 0, "CreateBuffer: {}", created.msg);
-    let x = created.handle;
+    let x = create_buffer(&mut c, (N * 4) as u64).await?;
     let chunk = WriteChunk {
         handle: x.clone(),
         data: data::encode(Dtype::F32, &values),
