@@ -2,7 +2,7 @@
 //! use to load, compute and store every dtype the same way (f16/bf16 compute in f32 and round to
 //! nearest even, as the CUDA kernels do).
 
-use crate::Dtype;
+use crate::{Dtype, OpError};
 use half::{bf16, f16};
 
 /// Bytes per element.
@@ -200,6 +200,16 @@ pub fn f32_to_f8(v: f32, dt: Dtype, saturate: bool) -> u8 {
         return 0x80;
     }
     code
+}
+
+/// The dtype of a module id `{prefix}{dtype name}` when it is one of `served`; otherwise an
+/// internal error naming the module (what `kernel_source` answers for an id it never planned).
+pub fn of_module(module_id: &str, prefix: &str, served: &[Dtype]) -> Result<Dtype, OpError> {
+    module_id
+        .strip_prefix(prefix)
+        .and_then(from_name)
+        .filter(|d| served.contains(d))
+        .ok_or_else(|| OpError::internal(format!("unknown module `{module_id}`")))
 }
 
 /// The dtype named by [`name`].

@@ -336,6 +336,28 @@ pub fn test_case_with(
     }
 }
 
+/// What `describe` returns for a plugin serving every op of `ops` on the CPU and CUDA targets
+/// at priority 0 (the bundled plugins' case): `plugin_info("myops", env!("CARGO_PKG_VERSION"),
+/// ["Scale"])`.
+pub fn plugin_info<S: Into<String>>(
+    name: &str,
+    version: &str,
+    ops: impl IntoIterator<Item = S>,
+) -> PluginInfo {
+    PluginInfo {
+        name: name.into(),
+        version: version.into(),
+        ops: ops
+            .into_iter()
+            .map(|op| OpInfo {
+                name: op.into(),
+                targets: vec!["cpu".into(), "cuda".into()],
+                priority: 0,
+            })
+            .collect(),
+    }
+}
+
 /// A signature for `op` in the default ONNX domain whose inputs `constant_inputs` must be
 /// known when planning.
 pub fn signature(op: &str, constant_inputs: &[u32]) -> OpSignature {

@@ -18,8 +18,8 @@ mod linear;
 mod rotary;
 
 use umd_sdk::{
-    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpInfo, OpPlan,
-    PlanRequestExt, Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance, dtype,
+    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt,
+    Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance, dtype,
 };
 
 /// Every op this plugin serves, in ONNX spelling.
@@ -78,18 +78,7 @@ pub struct AttentionPlugin;
 
 impl Plugin for AttentionPlugin {
     fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "attention".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            ops: OPS
-                .iter()
-                .map(|name| OpInfo {
-                    name: name.to_string(),
-                    targets: vec!["cpu".into(), "cuda".into()],
-                    priority: 0,
-                })
-                .collect(),
-        }
+        umd_sdk::plugin_info("attention", env!("CARGO_PKG_VERSION"), OPS.iter().copied())
     }
 
     fn plan_ext(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
@@ -120,11 +109,7 @@ impl Plugin for AttentionPlugin {
     }
 
     fn kernel_source(module_id: &str, _target: &Target) -> Result<ModuleSource, OpError> {
-        let dt = module_id
-            .strip_prefix("attention_")
-            .and_then(dtype::from_name)
-            .filter(|d| DTYPES.contains(d))
-            .ok_or_else(|| OpError::internal(format!("unknown module `{module_id}`")))?;
+        let dt = dtype::of_module(module_id, "attention_", &DTYPES)?;
         Ok(cuda::module(dt))
     }
 

@@ -13,9 +13,8 @@ pub mod geom;
 pub mod plan;
 
 use umd_sdk::{
-    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpInfo, OpPlan,
-    OpSignature, PlanRequestExt, Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance,
-    dtype,
+    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, OpSignature,
+    PlanRequestExt, Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance, dtype,
 };
 
 /// The ops this plugin serves (ONNX spelling).
@@ -39,18 +38,7 @@ pub struct Conv;
 
 impl Plugin for Conv {
     fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "conv".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            ops: OPS
-                .iter()
-                .map(|op| OpInfo {
-                    name: op.to_string(),
-                    targets: vec!["cpu".into(), "cuda".into()],
-                    priority: 0,
-                })
-                .collect(),
-        }
+        umd_sdk::plugin_info("conv", env!("CARGO_PKG_VERSION"), OPS.iter().copied())
     }
 
     fn plan_ext(request: &PlanRequestExt) -> Result<OpPlan, OpError> {
@@ -88,11 +76,7 @@ impl Plugin for Conv {
     }
 
     fn kernel_source(module_id: &str, _target: &Target) -> Result<ModuleSource, OpError> {
-        let dt = module_id
-            .strip_prefix("conv_")
-            .and_then(dtype::from_name)
-            .filter(|d| plan::MAX_DTYPES.contains(d))
-            .ok_or_else(|| OpError::internal(format!("unknown module `{module_id}`")))?;
+        let dt = dtype::of_module(module_id, "conv_", &plan::MAX_DTYPES)?;
         Ok(cuda::module(dt))
     }
 

@@ -20,26 +20,19 @@ pub use plan::plan;
 
 use umd_sdk::kernel::Memory;
 use umd_sdk::{
-    CpuCall, CpuWrite, Dtype, KernelCall, ModuleSource, OpError, OpInfo, OpPlan, PlanRequestExt,
-    Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance,
+    CpuCall, CpuWrite, Dtype, KernelCall, ModuleSource, OpError, OpPlan, PlanRequestExt, Plugin,
+    PluginInfo, Target, TensorDesc, TestCase, Tolerance,
 };
 
 pub struct Elementwise;
 
 impl Plugin for Elementwise {
     fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "elementwise".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            ops: ops::ONNX_OPS
-                .iter()
-                .map(|op| OpInfo {
-                    name: op.name.into(),
-                    targets: vec!["cpu".into(), "cuda".into()],
-                    priority: 0,
-                })
-                .collect(),
-        }
+        umd_sdk::plugin_info(
+            "elementwise",
+            env!("CARGO_PKG_VERSION"),
+            ops::ONNX_OPS.iter().map(|op| op.name),
+        )
     }
 
     fn plan_ext(request: &PlanRequestExt) -> Result<OpPlan, OpError> {

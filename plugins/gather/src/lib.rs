@@ -28,9 +28,8 @@ mod scatter;
 use umd_sdk::cpu::Buffers;
 use umd_sdk::params::ParamReader;
 use umd_sdk::{
-    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpInfo, OpPlan,
-    OpSignature, PlanRequestExt, Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance,
-    dtype,
+    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, OpSignature,
+    PlanRequestExt, Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance, dtype,
 };
 
 /// Every op served, in ONNX spelling.
@@ -53,18 +52,7 @@ pub struct GatherPlugin;
 
 impl Plugin for GatherPlugin {
     fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "gather".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            ops: OPS
-                .iter()
-                .map(|op| OpInfo {
-                    name: op.to_string(),
-                    targets: vec!["cpu".into(), "cuda".into()],
-                    priority: 0,
-                })
-                .collect(),
-        }
+        umd_sdk::plugin_info("gather", env!("CARGO_PKG_VERSION"), OPS.iter().copied())
     }
 
     fn signatures() -> Vec<OpSignature> {

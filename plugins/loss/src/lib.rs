@@ -9,8 +9,8 @@ pub mod plan;
 
 use umd_sdk::kernel::{self, Memory};
 use umd_sdk::{
-    CpuCall, CpuWrite, Dtype, KernelCall, ModuleSource, OpError, OpInfo, OpPlan, PlanRequestExt,
-    Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance,
+    CpuCall, CpuWrite, Dtype, KernelCall, ModuleSource, OpError, OpPlan, PlanRequestExt, Plugin,
+    PluginInfo, Target, TensorDesc, TestCase, Tolerance,
 };
 
 /// Every op this plugin serves, in ONNX spelling.
@@ -24,18 +24,7 @@ pub struct Loss;
 
 impl Plugin for Loss {
     fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "loss".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            ops: OPS
-                .iter()
-                .map(|name| OpInfo {
-                    name: name.to_string(),
-                    targets: vec!["cpu".into(), "cuda".into()],
-                    priority: 0,
-                })
-                .collect(),
-        }
+        umd_sdk::plugin_info("loss", env!("CARGO_PKG_VERSION"), OPS.iter().copied())
     }
 
     fn plan_ext(req: &PlanRequestExt) -> Result<OpPlan, OpError> {

@@ -17,8 +17,8 @@ mod product;
 
 use umd_sdk::kernel::Memory;
 use umd_sdk::{
-    CpuCall, CpuWrite, Dtype, KernelCall, ModuleSource, OpError, OpInfo, OpPlan, PlanRequestExt,
-    Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance, TuningHint, dtype,
+    CpuCall, CpuWrite, Dtype, KernelCall, ModuleSource, OpError, OpPlan, PlanRequestExt, Plugin,
+    PluginInfo, Target, TensorDesc, TestCase, Tolerance, TuningHint, dtype,
 };
 
 /// Every op this plugin serves, in ONNX spelling.
@@ -41,18 +41,7 @@ pub struct MatMul;
 
 impl Plugin for MatMul {
     fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "matmul".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            ops: OPS
-                .iter()
-                .map(|name| OpInfo {
-                    name: name.to_string(),
-                    targets: vec!["cpu".into(), "cuda".into()],
-                    priority: 0,
-                })
-                .collect(),
-        }
+        umd_sdk::plugin_info("matmul", env!("CARGO_PKG_VERSION"), OPS.iter().copied())
     }
 
     fn plan_ext(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
@@ -79,11 +68,7 @@ impl Plugin for MatMul {
         if module_id == "matmul_int8" {
             return Ok(cuda::int8_module());
         }
-        let dt = module_id
-            .strip_prefix("matmul_")
-            .and_then(dtype::from_name)
-            .filter(|d| DTYPES.contains(d))
-            .ok_or_else(|| OpError::internal(format!("unknown module `{module_id}`")))?;
+        let dt = dtype::of_module(module_id, "matmul_", &DTYPES)?;
         Ok(cuda::module(dt))
     }
 

@@ -25,9 +25,9 @@ pub mod unique;
 pub mod window;
 
 use umd_sdk::{
-    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpInfo, OpPlan,
-    OpSignature, PlanRequestExt, Plugin, PluginInfo, SourceLanguage, Target, TensorDesc, TestCase,
-    Tolerance, signature,
+    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, OpSignature,
+    PlanRequestExt, Plugin, PluginInfo, SourceLanguage, Target, TensorDesc, TestCase, Tolerance,
+    signature,
 };
 
 pub struct Misc;
@@ -58,18 +58,7 @@ pub fn op_names() -> Vec<&'static str> {
 
 impl Plugin for Misc {
     fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "misc".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            ops: op_names()
-                .into_iter()
-                .map(|n| OpInfo {
-                    name: n.into(),
-                    targets: vec!["cpu".into(), "cuda".into()],
-                    priority: 0,
-                })
-                .collect(),
-        }
+        umd_sdk::plugin_info("misc", env!("CARGO_PKG_VERSION"), op_names())
     }
 
     fn plan_ext(req: &PlanRequestExt) -> Result<OpPlan, OpError> {

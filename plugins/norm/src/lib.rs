@@ -17,8 +17,8 @@ mod softmax;
 mod stats;
 
 use umd_sdk::{
-    CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpInfo, OpPlan, PlanRequestExt, Plugin,
-    PluginInfo, Target, TensorDesc, TestCase, Tolerance, dtype,
+    CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt, Plugin, PluginInfo,
+    Target, TensorDesc, TestCase, Tolerance, dtype,
 };
 
 /// Every op this plugin serves, in ONNX spelling.
@@ -42,18 +42,7 @@ pub struct Norm;
 
 impl Plugin for Norm {
     fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "norm".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            ops: OPS
-                .iter()
-                .map(|name| OpInfo {
-                    name: name.to_string(),
-                    targets: vec!["cpu".into(), "cuda".into()],
-                    priority: 0,
-                })
-                .collect(),
-        }
+        umd_sdk::plugin_info("norm", env!("CARGO_PKG_VERSION"), OPS.iter().copied())
     }
 
     fn plan_ext(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
@@ -89,11 +78,7 @@ impl Plugin for Norm {
     }
 
     fn kernel_source(module_id: &str, _target: &Target) -> Result<ModuleSource, OpError> {
-        let dt = module_id
-            .strip_prefix("norm_")
-            .and_then(dtype::from_name)
-            .filter(|d| DTYPES.contains(d))
-            .ok_or_else(|| OpError::internal(format!("unknown module `{module_id}`")))?;
+        let dt = dtype::of_module(module_id, "norm_", &DTYPES)?;
         Ok(cuda::module(dt))
     }
 

@@ -15,8 +15,8 @@ pub mod qdq;
 pub mod qmatmul;
 
 use umd_sdk::{
-    CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpInfo, OpPlan, PlanRequestExt, Plugin,
-    PluginInfo, Target, TensorDesc, TestCase, Tolerance,
+    CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt, Plugin, PluginInfo,
+    Target, TensorDesc, TestCase, Tolerance,
 };
 
 /// Every op this plugin serves, in ONNX spelling.
@@ -31,18 +31,7 @@ pub struct Quant;
 
 impl Plugin for Quant {
     fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "quant".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            ops: OPS
-                .iter()
-                .map(|name| OpInfo {
-                    name: name.to_string(),
-                    targets: vec!["cpu".into(), "cuda".into()],
-                    priority: 0,
-                })
-                .collect(),
-        }
+        umd_sdk::plugin_info("quant", env!("CARGO_PKG_VERSION"), OPS.iter().copied())
     }
 
     fn plan_ext(req: &PlanRequestExt) -> Result<OpPlan, OpError> {

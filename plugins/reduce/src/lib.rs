@@ -13,9 +13,8 @@ pub mod plan;
 pub mod view;
 
 use umd_sdk::{
-    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpInfo, OpPlan,
-    OpSignature, PlanRequestExt, Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance,
-    signature,
+    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, OpSignature,
+    PlanRequestExt, Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance, signature,
 };
 
 use ops::{ARG_OPS, REDUCE_OPS};
@@ -34,18 +33,7 @@ pub fn op_names() -> Vec<&'static str> {
 
 impl Plugin for Reduce {
     fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "reduce".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            ops: op_names()
-                .into_iter()
-                .map(|n| OpInfo {
-                    name: n.into(),
-                    targets: vec!["cpu".into(), "cuda".into()],
-                    priority: 0,
-                })
-                .collect(),
-        }
+        umd_sdk::plugin_info("reduce", env!("CARGO_PKG_VERSION"), op_names())
     }
 
     fn plan_ext(request: &PlanRequestExt) -> Result<OpPlan, OpError> {

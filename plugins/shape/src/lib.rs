@@ -19,9 +19,8 @@ pub mod tri;
 pub mod window;
 
 use umd_sdk::{
-    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpInfo, OpPlan,
-    OpSignature, PlanRequestExt, Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance,
-    dtype,
+    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, OpSignature,
+    PlanRequestExt, Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance, dtype,
 };
 
 type Planner = fn(&PlanRequestExt) -> Result<OpPlan, OpError>;
@@ -54,18 +53,11 @@ pub struct Shape;
 
 impl Plugin for Shape {
     fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "shape".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            ops: OPS
-                .iter()
-                .map(|(name, _, _)| OpInfo {
-                    name: name.to_string(),
-                    targets: vec!["cpu".into(), "cuda".into()],
-                    priority: 0,
-                })
-                .collect(),
-        }
+        umd_sdk::plugin_info(
+            "shape",
+            env!("CARGO_PKG_VERSION"),
+            OPS.iter().map(|(name, _, _)| *name),
+        )
     }
 
     fn signatures() -> Vec<OpSignature> {

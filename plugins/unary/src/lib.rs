@@ -19,29 +19,22 @@ mod ops;
 mod plan;
 
 use umd_sdk::{
-    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpInfo, OpPlan,
-    PlanRequestExt, Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance, dtype,
+    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt,
+    Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance, dtype,
 };
 
 pub struct Unary;
 
 impl Plugin for Unary {
     fn describe() -> PluginInfo {
-        let mut ops: Vec<OpInfo> = Vec::new();
+        // Several definitions may serve one ONNX op (per opset): each op once, in order.
+        let mut ops: Vec<&str> = Vec::new();
         for def in ops::all() {
-            if !ops.iter().any(|o| o.name == def.onnx) {
-                ops.push(OpInfo {
-                    name: def.onnx.into(),
-                    targets: vec!["cpu".into(), "cuda".into()],
-                    priority: 0,
-                });
+            if !ops.contains(&def.onnx) {
+                ops.push(def.onnx);
             }
         }
-        PluginInfo {
-            name: "unary".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            ops,
-        }
+        umd_sdk::plugin_info("unary", env!("CARGO_PKG_VERSION"), ops)
     }
 
     fn plan_ext(request: &PlanRequestExt) -> Result<OpPlan, OpError> {
@@ -65,12 +58,8 @@ impl Plugin for Unary {
     }
 
     fn kernel_source(module_id: &str, _target: &Target) -> Result<ModuleSource, OpError> {
-        module_id
-            .strip_prefix("unary_")
-            .and_then(dtype::from_name)
-            .filter(|d| cuda::MODULE_DTYPES.contains(d))
-            .and_then(cuda::module)
-            .ok_or_else(|| OpError::internal(format!("unknown module `{module_id}`")))
+        let dt = dtype::of_module(module_id, "unary_", &cuda::MODULE_DTYPES)?;
+        cuda::module(dt).ok_or_else(|| OpError::internal(format!("unknown module `{module_id}`")))
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
