@@ -8,6 +8,9 @@ use crate::tensor::Dtype;
 /// Encodes values as little-endian elements of `dtype` (rounding to nearest for the narrow
 /// types, saturating for integers).
 pub fn encode(dtype: Dtype, values: &[f64]) -> Vec<u8> {
+    if dtype.is_packed() {
+        return packed::encode(dtype, values);
+    }
     let mut out = Vec::with_capacity(values.len() * dtype.size());
     for &v in values {
         match dtype {
@@ -32,6 +35,9 @@ pub fn encode(dtype: Dtype, values: &[f64]) -> Vec<u8> {
 
 /// Decodes little-endian elements of `dtype` into values.
 pub fn decode(dtype: Dtype, bytes: &[u8]) -> Vec<f64> {
+    if dtype.is_packed() {
+        return packed::decode(dtype, bytes);
+    }
     let n = dtype.size();
     bytes
         .chunks_exact(n)
@@ -51,6 +57,64 @@ pub fn decode(dtype: Dtype, bytes: &[u8]) -> Vec<f64> {
             f8 => f8::decode(c[0], f8) as f64,
         })
         .collect()
+}
+
+/// The packed sub-byte types (ABI 1.4), for host-side data: integers wrap to their low bits,
+/// FLOAT4E2M1 rounds to the nearest even code and saturates (the guest SDK has the twin).
+mod packed {
+    use crate::tensor::Dtype;
+
+    const F4: [f64; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+
+    fn code(dt: Dtype, v: f64) -> u8 {
+        let mask = (1u8 << dt.bits()) - 1;
+        if dt != Dtype::F4e2m1 {
+            return (v as i64 as u8) & mask;
+        }
+        if v.is_nan() {
+            return 8;
+        }
+        let a = v.abs().min(6.0);
+        let mut best = 0usize;
+        for (c, &m) in F4.iter().enumerate().skip(1) {
+            let (d, bd) = ((a - m).abs(), (a - F4[best]).abs());
+            if d < bd || (d == bd && c % 2 == 0) {
+                best = c;
+            }
+        }
+        if v.is_sign_negative() { 8 | best as u8 } else { best as u8 }
+    }
+
+    fn value(dt: Dtype, c: u8) -> f64 {
+        match dt {
+            Dtype::I4 => ((c << 4) as i8 >> 4) as f64,
+            Dtype::I2 => ((c << 6) as i8 >> 6) as f64,
+            Dtype::F4e2m1 => {
+                let m = F4[(c & 7) as usize];
+                if c & 8 != 0 { -m } else { m }
+            }
+            _ => c as f64,
+        }
+    }
+
+    pub fn encode(dt: Dtype, values: &[f64]) -> Vec<u8> {
+        let b = dt.bits() as usize;
+        let per = 8 / b;
+        let mut out = vec![0u8; values.len().div_ceil(per)];
+        for (i, &v) in values.iter().enumerate() {
+            out[i / per] |= code(dt, v) << ((i % per) * b);
+        }
+        out
+    }
+
+    /// Every code of `bytes` (a packed tensor's last byte may hold unused ones).
+    pub fn decode(dt: Dtype, bytes: &[u8]) -> Vec<f64> {
+        let b = dt.bits() as usize;
+        let mask = (1u8 << b) - 1;
+        (0..bytes.len() * 8 / b)
+            .map(|i| value(dt, (bytes[i * b / 8] >> ((i * b) % 8)) & mask))
+            .collect()
+    }
 }
 
 /// The ONNX 8-bit floats, for host-side data (the SDK has the guest-side twin: the host does

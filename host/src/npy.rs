@@ -1,6 +1,7 @@
 //! NumPy `.npy` files (format 1.0): write a tensor for a person or a script to load with
 //! `numpy.load`, and read one back. bf16 has no NumPy type: it is written as f32 (exact); the
-//! 8-bit floats are written as their byte codes (u8).
+//! 8-bit floats are written as their byte codes (u8); the packed types (ABI 1.4) unpacked, one
+//! value per element (INT4/INT2 as i8, UINT4/UINT2 as u8, FLOAT4E2M1 as f32).
 //! Owns only the file format; knows nothing of devices or plugins.
 
 use std::io::Write;
@@ -30,6 +31,10 @@ fn descr(dt: Dtype) -> &'static str {
         Dtype::F8e4m3fn | Dtype::F8e4m3fnuz | Dtype::F8e5m2 | Dtype::F8e5m2fnuz | Dtype::F8e8m0 => {
             "|u1"
         }
+        // Nor packed types: written unpacked, one value per byte (see `write`).
+        Dtype::I4 | Dtype::I2 => "|i1",
+        Dtype::U4 | Dtype::U2 => "|u1",
+        Dtype::F4e2m1 => "<f4",
     }
 }
 
@@ -63,6 +68,14 @@ pub fn write(path: &Path, desc: &TensorDesc, data: &[u8]) -> std::io::Result<()>
         for c in data.chunks_exact(2) {
             let bits = (u16::from_le_bytes([c[0], c[1]]) as u32) << 16;
             f.write_all(&f32::from_bits(bits).to_le_bytes())?;
+        }
+    } else if desc.dtype.is_packed() {
+        let n = desc.numel().unwrap_or(0) as usize;
+        for v in crate::data::decode(desc.dtype, data).into_iter().take(n) {
+            match desc.dtype {
+                Dtype::F4e2m1 => f.write_all(&(v as f32).to_le_bytes())?,
+                _ => f.write_all(&[v as i8 as u8])?,
+            }
         }
     } else {
         f.write_all(data)?;

@@ -36,10 +36,18 @@ pub enum Dtype {
     F8e5m2 = 16,
     F8e5m2fnuz = 17,
     F8e8m0 = 18,
+    /// (ABI 1.4) The packed sub-byte types of ONNX: INT4, UINT4 (two per byte), INT2, UINT2
+    /// (four per byte), FLOAT4E2M1 (two per byte); element `i` in byte `i * bits / 8`, the first
+    /// element of a byte in its lowest bits.
+    I4 = 19,
+    U4 = 20,
+    I2 = 21,
+    U2 = 22,
+    F4e2m1 = 23,
 }
 
 impl Dtype {
-    pub const ALL: [Dtype; 18] = [
+    pub const ALL: [Dtype; 23] = [
         Dtype::F32,
         Dtype::F16,
         Dtype::Bf16,
@@ -58,11 +66,37 @@ impl Dtype {
         Dtype::F8e5m2,
         Dtype::F8e5m2fnuz,
         Dtype::F8e8m0,
+        Dtype::I4,
+        Dtype::U4,
+        Dtype::I2,
+        Dtype::U2,
+        Dtype::F4e2m1,
     ];
 
-    /// Bytes per element.
+    /// Bits per element: 8 x [`Dtype::size`], except 4 for `I4`/`U4`/`F4e2m1`, 2 for `I2`/`U2`.
+    pub fn bits(self) -> u32 {
+        match self {
+            Dtype::I4 | Dtype::U4 | Dtype::F4e2m1 => 4,
+            Dtype::I2 | Dtype::U2 => 2,
+            other => 8 * other.size() as u32,
+        }
+    }
+
+    /// Whether several elements share a byte (ABI 1.4's packed types).
+    pub fn is_packed(self) -> bool {
+        self.bits() < 8
+    }
+
+    /// Bytes of `n` elements (packed types round up to whole bytes); `None` on overflow.
+    pub fn bytes_for(self, n: u64) -> Option<u64> {
+        Some(n.checked_mul(self.bits() as u64)?.div_ceil(8))
+    }
+
+    /// Bytes per element; 1 for the packed types (their storage unit: size tensors with
+    /// [`Dtype::bytes_for`]).
     pub fn size(self) -> usize {
         match self {
+            Dtype::I4 | Dtype::U4 | Dtype::I2 | Dtype::U2 | Dtype::F4e2m1 => 1,
             Dtype::F64 | Dtype::I64 | Dtype::U64 => 8,
             Dtype::F32 | Dtype::I32 | Dtype::U32 => 4,
             Dtype::F16 | Dtype::Bf16 | Dtype::I16 | Dtype::U16 => 2,
@@ -98,12 +132,22 @@ impl Dtype {
             Dtype::F8e5m2 => "f8e5m2",
             Dtype::F8e5m2fnuz => "f8e5m2fnuz",
             Dtype::F8e8m0 => "f8e8m0",
+            Dtype::I4 => "i4",
+            Dtype::U4 => "u4",
+            Dtype::I2 => "i2",
+            Dtype::U2 => "u2",
+            Dtype::F4e2m1 => "f4e2m1",
         }
     }
 
     /// Whether a 1.0/1.1 plugin can be told about this dtype.
     pub fn in_abi_1_1(self) -> bool {
         (self as u8) <= Dtype::Bool as u8
+    }
+
+    /// Whether a 1.2/1.3 plugin (`dtype-ext`) can be told about this dtype.
+    pub fn in_abi_1_2(self) -> bool {
+        (self as u8) <= Dtype::F8e8m0 as u8
     }
 
     /// The dtype of a command-buffer code.
@@ -123,6 +167,7 @@ impl Dtype {
                 | Dtype::F8e5m2
                 | Dtype::F8e5m2fnuz
                 | Dtype::F8e8m0
+                | Dtype::F4e2m1
         )
     }
 }
@@ -165,6 +210,11 @@ impl FromStr for Dtype {
             "f8e5m2" | "float8e5m2" | "float8_e5m2" => Dtype::F8e5m2,
             "f8e5m2fnuz" | "float8e5m2fnuz" | "float8_e5m2fnuz" => Dtype::F8e5m2fnuz,
             "f8e8m0" | "float8e8m0" | "float8_e8m0fnu" => Dtype::F8e8m0,
+            "i4" | "int4" => Dtype::I4,
+            "u4" | "uint4" => Dtype::U4,
+            "i2" | "int2" => Dtype::I2,
+            "u2" | "uint2" => Dtype::U2,
+            "f4e2m1" | "float4e2m1" | "float4_e2m1fn" => Dtype::F4e2m1,
             // Echo a bounded prefix: the spelling is the client's and may be huge.
             _ => return Err(RequestError::UnknownDtype(s.chars().take(64).collect())),
         })
@@ -193,9 +243,9 @@ impl TensorDesc {
         self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))
     }
 
-    /// Size in bytes, refusing overflow.
+    /// Size in bytes (packed types round up to whole bytes), refusing overflow.
     pub fn byte_size(&self) -> Option<u64> {
-        self.numel()?.checked_mul(self.dtype.size() as u64)
+        self.dtype.bytes_for(self.numel()?)
     }
 
     /// Checks rank and element count against the request limits.

@@ -72,6 +72,16 @@ impl OpRequest {
     }
 
     /// Whether the request says anything only ABI 1.2 can carry to a plugin.
+    /// Whether the request names a packed sub-byte dtype (an input or a tensor attribute), which
+    /// only a 1.4 plugin (`planner2`) can be told about.
+    pub fn needs_abi_1_4(&self) -> bool {
+        self.inputs.iter().any(|d| !d.dtype.in_abi_1_2())
+            || self
+                .attributes
+                .iter()
+                .any(|(_, v)| matches!(v, AttrValue::Tensor(d, _) if !d.dtype.in_abi_1_2()))
+    }
+
     pub fn needs_abi_1_2(&self) -> bool {
         self.inputs.iter().any(|d| !d.dtype.in_abi_1_1())
             || !self.absent.is_empty()
@@ -419,13 +429,14 @@ impl Translator {
     }
 }
 
-/// The request in the forms plugins take, each built at most once per translation: 1.2
-/// (`planner.plan`) and 1.0/1.1 (`operator.plan`).
+/// The request in the forms plugins take, each built at most once per translation: 1.4
+/// (`planner2.plan`), 1.2 (`planner.plan`) and 1.0/1.1 (`operator.plan`).
 struct WitRequest<'a> {
     op: &'a str,
     req: &'a OpRequest,
     target: &'a Target,
-    ext: std::cell::OnceCell<wit::PlanRequestExt>,
+    v2: std::cell::OnceCell<wit::PlanRequest2>,
+    ext: std::cell::OnceCell<Option<wit::PlanRequestExt>>,
     legacy: std::cell::OnceCell<Option<wit::PlanRequest>>,
 }
 
@@ -435,45 +446,84 @@ impl<'a> WitRequest<'a> {
             op,
             req,
             target,
+            v2: Default::default(),
             ext: Default::default(),
             legacy: Default::default(),
         }
     }
 
-    fn ext(&self) -> &wit::PlanRequestExt {
-        self.ext.get_or_init(|| {
+    /// Each input slot: `None` when absent, else its description and value.
+    fn slots<T>(&self, mut desc: impl FnMut(&TensorDesc) -> T) -> Vec<Option<(T, Option<Vec<u8>>)>> {
+        let req = self.req;
+        let mut present = req.inputs.iter().enumerate();
+        (0..req.slots() as u32)
+            .map(|slot| {
+                if req.absent.binary_search(&slot).is_ok() {
+                    return None;
+                }
+                let (i, d) = present.next()?;
+                let value = req
+                    .values
+                    .iter()
+                    .find(|(j, _)| *j as usize == i)
+                    .map(|(_, v)| v.clone());
+                Some((desc(d), value))
+            })
+            .collect()
+    }
+
+    fn v2(&self) -> &wit::PlanRequest2 {
+        self.v2.get_or_init(|| {
             let req = self.req;
-            let mut present = req.inputs.iter().enumerate();
-            let inputs = (0..req.slots() as u32)
-                .map(|slot| {
-                    if req.absent.binary_search(&slot).is_ok() {
-                        return None;
-                    }
-                    let (i, d) = present.next()?;
-                    Some(wit::InputSlot {
-                        desc: convert::tensor_to_wit_ext(d),
-                        value: req
-                            .values
-                            .iter()
-                            .find(|(j, _)| *j as usize == i)
-                            .map(|(_, v)| v.clone()),
-                    })
-                })
-                .collect();
-            wit::PlanRequestExt {
+            wit::PlanRequest2 {
                 op: self.op.to_string(),
                 domain: req.domain.clone(),
                 opset: req.opset,
-                inputs,
+                inputs: self
+                    .slots(convert::tensor_to_wit2)
+                    .into_iter()
+                    .map(|s| s.map(|(desc, value)| wit::InputSlot2 { desc, value }))
+                    .collect(),
                 outputs_wanted: req.outputs_wanted.clone(),
                 attributes: req
                     .attributes
                     .iter()
-                    .map(|(k, v)| convert::attr_to_wit_ext(k, v))
+                    .map(|(k, v)| convert::attr_to_wit2(k, v))
                     .collect(),
                 target: convert::target_to_wit(self.target),
             }
         })
+    }
+
+    /// `None`: the request names a packed dtype only 1.4 can carry.
+    fn ext(&self) -> Option<&wit::PlanRequestExt> {
+        self.ext
+            .get_or_init(|| {
+                let req = self.req;
+                if req.needs_abi_1_4() {
+                    return None;
+                }
+                Some(wit::PlanRequestExt {
+                    op: self.op.to_string(),
+                    domain: req.domain.clone(),
+                    opset: req.opset,
+                    inputs: self
+                        .slots(|d| convert::tensor_to_wit_ext(d))
+                        .into_iter()
+                        .map(|s| {
+                            s.and_then(|(desc, value)| Some(wit::InputSlot { desc: desc?, value }))
+                        })
+                        .collect(),
+                    outputs_wanted: req.outputs_wanted.clone(),
+                    attributes: req
+                        .attributes
+                        .iter()
+                        .filter_map(|(k, v)| convert::attr_to_wit_ext(k, v))
+                        .collect(),
+                    target: convert::target_to_wit(self.target),
+                })
+            })
+            .as_ref()
     }
 
     /// `None`: the request says something only 1.2 can carry.
@@ -517,9 +567,24 @@ fn plan_on(
         plugin: p.label().to_string(),
         fault,
     };
-    let planned = match p.plan_ext(wit_req.ext()) {
-        Some(r) => r,
-        None => match wit_req.legacy() {
+    let planned = if p.has_planner2() {
+        p.plan2(wit_req.v2()).expect("has planner2")
+    } else if p.has_planner() {
+        match wit_req.ext() {
+            Some(ext) => p
+                .plan_ext(ext)
+                .expect("has planner")
+                .map(|r| r.map(plan_from_ext)),
+            None => {
+                return Ok(Err(format!(
+                    "built for umd:plugin@{}, which cannot take the packed sub-byte dtypes \
+                     (INT4, UINT4, INT2, UINT2, FLOAT4E2M1; ABI 1.4)",
+                    p.abi()
+                )));
+            }
+        }
+    } else {
+        match wit_req.legacy() {
             Some(legacy) => p.plan(legacy).map(|r| r.map(plan_from_legacy)),
             None => {
                 return Ok(Err(format!(
@@ -528,7 +593,7 @@ fn plan_on(
                     p.abi()
                 )));
             }
-        },
+        }
     };
     match planned.map_err(fault)? {
         Ok(plan) => {
@@ -547,13 +612,26 @@ fn plan_on(
     }
 }
 
-/// A 1.0/1.1 plan in the 1.2 form (every 1.1 dtype has a 1.2 twin).
-fn plan_from_legacy(p: wit::OpPlan) -> wit::OpPlanExt {
-    wit::OpPlanExt {
+/// A 1.0/1.1 plan in the 1.4 form (every 1.1 dtype has a 1.4 twin).
+fn plan_from_legacy(p: wit::OpPlan) -> wit::OpPlan2 {
+    wit::OpPlan2 {
         outputs: p
             .outputs
             .into_iter()
-            .map(|o| convert::tensor_to_wit_ext(&convert::tensor_from_wit(o)))
+            .map(|o| convert::tensor_to_wit2(&convert::tensor_from_wit(o)))
+            .collect(),
+        launches: p.launches,
+        workspace_bytes: p.workspace_bytes,
+    }
+}
+
+/// A 1.2/1.3 plan in the 1.4 form (every 1.2 dtype has a 1.4 twin).
+fn plan_from_ext(p: wit::OpPlanExt) -> wit::OpPlan2 {
+    wit::OpPlan2 {
+        outputs: p
+            .outputs
+            .into_iter()
+            .map(|o| convert::tensor_to_wit2(&convert::tensor_from_wit_ext(o)))
             .collect(),
         launches: p.launches,
         workspace_bytes: p.workspace_bytes,
@@ -592,7 +670,7 @@ pub fn validate_plan(
     target: &Target,
     plan: wit::OpPlanExt,
 ) -> std::result::Result<CommandBuffer, PluginFault> {
-    build_command_buffer("fuzz@0.0.0", &|_| [0; 32], req, target, plan)
+    build_command_buffer("fuzz@0.0.0", &|_| [0; 32], req, target, plan_from_ext(plan))
 }
 
 /// Turns the plan of plugin `label` into a validated command buffer (DESIGN §2 step 5);
@@ -602,7 +680,7 @@ fn build_command_buffer(
     module_hash: &dyn Fn(&str) -> [u8; 32],
     req: &OpRequest,
     target: &Target,
-    plan: wit::OpPlanExt,
+    plan: wit::OpPlan2,
 ) -> Result<CommandBuffer, PluginFault> {
     let invalid = |m: String| PluginFault::InvalidPlan(m);
     if plan.outputs.is_empty() || plan.outputs.len() > MAX_OUTPUTS {
@@ -629,7 +707,7 @@ fn build_command_buffer(
         })
         .collect();
     for (i, o) in plan.outputs.into_iter().enumerate() {
-        let desc = convert::tensor_from_wit_ext(o);
+        let desc = convert::tensor_from_wit2(o);
         if desc.validate().is_err() || desc.numel().is_none_or(|n| n > MAX_ELEMENTS) {
             return Err(invalid(format!(
                 "output {i} has an invalid shape {:?}",

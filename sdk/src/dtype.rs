@@ -5,9 +5,11 @@
 use crate::{Dtype, OpError};
 use half::{bf16, f16};
 
-/// Bytes per element.
+/// Bytes per element; 1 for the packed sub-byte types (their storage unit: size their tensors
+/// with [`byte_len`], see [`bits`]).
 pub fn size(dt: Dtype) -> usize {
     match dt {
+        Dtype::I4 | Dtype::U4 | Dtype::I2 | Dtype::U2 | Dtype::F4e2m1 => 1,
         Dtype::F64 | Dtype::I64 | Dtype::U64 => 8,
         Dtype::F32 | Dtype::I32 | Dtype::U32 => 4,
         Dtype::F16 | Dtype::Bf16 | Dtype::I16 | Dtype::U16 => 2,
@@ -43,10 +45,126 @@ pub fn name(dt: Dtype) -> &'static str {
         Dtype::F8e5m2 => "f8e5m2",
         Dtype::F8e5m2fnuz => "f8e5m2fnuz",
         Dtype::F8e8m0 => "f8e8m0",
+        Dtype::I4 => "i4",
+        Dtype::U4 => "u4",
+        Dtype::I2 => "i2",
+        Dtype::U2 => "u2",
+        Dtype::F4e2m1 => "f4e2m1",
     }
 }
 
-/// Every dtype, in `dtype-ext` order.
+/// Bits per element: 8 x [`size`], except 4 for `I4`, `U4`, `F4e2m1` and 2 for `I2`, `U2`.
+pub fn bits(dt: Dtype) -> u32 {
+    match dt {
+        Dtype::I4 | Dtype::U4 | Dtype::F4e2m1 => 4,
+        Dtype::I2 | Dtype::U2 => 2,
+        other => 8 * size(other) as u32,
+    }
+}
+
+/// Whether `dt` is a packed sub-byte type (ABI 1.4): several elements per byte, element `i` in
+/// byte `i * bits / 8`, the first element of a byte in its lowest bits.
+pub fn is_packed(dt: Dtype) -> bool {
+    bits(dt) < 8
+}
+
+/// Bytes of `n` elements of `dt` (packed types round up to whole bytes); `None` on overflow.
+pub fn byte_len(dt: Dtype, n: u64) -> Option<u64> {
+    Some(n.checked_mul(bits(dt) as u64)?.div_ceil(8))
+}
+
+/// The code (low `bits` bits) of element `i` of a packed buffer.
+#[inline(always)]
+pub fn packed_code(bytes: &[u8], dt: Dtype, i: usize) -> u8 {
+    let b = bits(dt) as usize;
+    let per = 8 / b;
+    (bytes[i / per] >> ((i % per) * b)) & ((1u8 << b) - 1)
+}
+
+/// The value of a packed code: the integer of `I4`/`U4`/`I2`/`U2` (sign-extended for the
+/// signed ones), the float of `F4e2m1`.
+pub fn packed_value(code: u8, dt: Dtype) -> f32 {
+    match dt {
+        Dtype::I4 => ((code << 4) as i8 >> 4) as f32,
+        Dtype::I2 => ((code << 6) as i8 >> 6) as f32,
+        Dtype::F4e2m1 => f4e2m1_to_f32(code),
+        _ => code as f32,
+    }
+}
+
+/// The 8 magnitudes of FLOAT4E2M1 (1 sign, 2 exponent bits with bias 1, 1 mantissa bit).
+const F4_MAGNITUDES: [f32; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+
+/// Decodes a FLOAT4E2M1 code (low 4 bits).
+pub fn f4e2m1_to_f32(code: u8) -> f32 {
+    let m = F4_MAGNITUDES[(code & 7) as usize];
+    if code & 8 != 0 { -m } else { m }
+}
+
+/// Encodes `v` as FLOAT4E2M1 as ONNX's reference (ml_dtypes) does: round to nearest, ties to
+/// the even code; beyond ±6 (±inf included) saturates to ±6; NaN becomes the code 0b1000 (a
+/// NaN with the sign bit set, 0b0000); the type has no NaN or infinity.
+pub fn f32_to_f4e2m1(v: f64) -> u8 {
+    if v.is_nan() {
+        return if v.is_sign_negative() { 0 } else { 8 };
+    }
+    let sign = if v.is_sign_negative() { 8 } else { 0 };
+    let a = v.abs().min(6.0); // saturate (infinities included) before rounding
+    let mut best = 0u8;
+    for (c, &m) in F4_MAGNITUDES.iter().enumerate().skip(1) {
+        let (d, bd) = ((a - m as f64).abs(), (a - F4_MAGNITUDES[best as usize] as f64).abs());
+        if d < bd || (d == bd && c % 2 == 0) {
+            best = c as u8;
+        }
+    }
+    sign | best
+}
+
+/// The packed code of integer `v` in `dt` (`I4`/`U4`/`I2`/`U2`): its low bits, so values
+/// outside the type's range wrap (two's complement), as ONNX's reference casts do.
+pub fn int_to_packed(v: i64, dt: Dtype) -> u8 {
+    (v as u8) & ((1u8 << bits(dt)) - 1)
+}
+
+/// Packs element codes (one per byte, low `bits` bits used) into `out`, `8 / bits` per byte.
+pub fn pack_codes(codes: impl IntoIterator<Item = u8>, dt: Dtype, out: &mut [u8]) {
+    let b = bits(dt) as usize;
+    let per = 8 / b;
+    out.fill(0);
+    for (i, c) in codes.into_iter().enumerate() {
+        out[i / per] |= (c & ((1u8 << b) - 1)) << ((i % per) * b);
+    }
+}
+
+/// CUDA C helpers for the packed types (FLOAT4E2M1 decode/encode as [`f4e2m1_to_f32`] and
+/// [`f32_to_f4e2m1`], and float → packed integer as the CPU: truncate to a 64-bit integer, NaN
+/// and out-of-range → 0, keep the low bits).
+pub const CUDA_PACKED: &str = r#"
+__device__ __forceinline__ float umd_f4_decode(unsigned int c) {
+    const float m[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    const float v = m[c & 7u];
+    return (c & 8u) ? -v : v;
+}
+__device__ __forceinline__ unsigned int umd_f4_encode(double v) {
+    if (v != v) return signbit(v) ? 0u : 8u;
+    const unsigned int sign = signbit(v) ? 8u : 0u;
+    const double a = fmin(fabs(v), 6.0);
+    const double m[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+    unsigned int best = 0u;
+    for (unsigned int c = 1u; c < 8u; ++c) {
+        const double d = fabs(a - m[c]), bd = fabs(a - m[best]);
+        if (d < bd || (d == bd && (c & 1u) == 0u)) best = c;
+    }
+    return sign | best;
+}
+__device__ __forceinline__ long long umd_f2ll_wrap(double d) {
+    if (d != d || d >= 9223372036854775808.0 || d < -9223372036854775808.0) return 0;
+    return (long long)d;
+}
+"#;
+
+/// Every dtype whose elements are whole bytes (every one but [`PACKED`]), in `dtype2` order:
+/// what a byte-moving kernel serves.
 pub const ALL: [Dtype; 18] = [
     Dtype::F32,
     Dtype::F16,
@@ -67,6 +185,9 @@ pub const ALL: [Dtype; 18] = [
     Dtype::F8e5m2fnuz,
     Dtype::F8e8m0,
 ];
+
+/// The packed sub-byte dtypes (ABI 1.4), in `dtype2` order.
+pub const PACKED: [Dtype; 5] = [Dtype::I4, Dtype::U4, Dtype::I2, Dtype::U2, Dtype::F4e2m1];
 
 /// Whether `dt` is one of the 8-bit float types.
 pub fn is_f8(dt: Dtype) -> bool {
@@ -214,7 +335,7 @@ pub fn of_module(module_id: &str, prefix: &str, served: &[Dtype]) -> Result<Dtyp
 
 /// The dtype named by [`name`].
 pub fn from_name(s: &str) -> Option<Dtype> {
-    ALL.into_iter().find(|d| name(*d) == s)
+    ALL.into_iter().chain(PACKED).find(|d| name(*d) == s)
 }
 
 /// CUDA C helpers every template includes: f16/bf16 stored as `unsigned short` and converted
@@ -276,7 +397,16 @@ pub fn cuda_type(dt: Dtype) -> Option<CudaType> {
         ),
         Dtype::U32 => t("unsigned int", "unsigned int", "(X)", "(X)"),
         Dtype::U64 => t("unsigned long long", "unsigned long long", "(X)", "(X)"),
-        Dtype::F8e4m3fn | Dtype::F8e4m3fnuz | Dtype::F8e5m2 | Dtype::F8e5m2fnuz | Dtype::F8e8m0 => {
+        Dtype::F8e4m3fn
+        | Dtype::F8e4m3fnuz
+        | Dtype::F8e5m2
+        | Dtype::F8e5m2fnuz
+        | Dtype::F8e8m0
+        | Dtype::I4
+        | Dtype::U4
+        | Dtype::I2
+        | Dtype::U2
+        | Dtype::F4e2m1 => {
             return None;
         }
         Dtype::Boolean => t(
@@ -367,6 +497,15 @@ half_element!(bf16, Dtype::Bf16);
 /// Encodes values as little-endian elements of `dt` (self-test cases, constants). Integers are
 /// truncated toward zero and saturate; booleans are `v != 0`.
 pub fn encode(dt: Dtype, values: &[f64]) -> Option<Vec<u8>> {
+    if is_packed(dt) {
+        let mut out = vec![0u8; byte_len(dt, values.len() as u64)? as usize];
+        let codes = values.iter().map(|&v| match dt {
+            Dtype::F4e2m1 => f32_to_f4e2m1(v),
+            _ => int_to_packed(v as i64, dt),
+        });
+        pack_codes(codes, dt, &mut out);
+        return Some(out);
+    }
     let mut out = Vec::with_capacity(values.len() * size(dt));
     for &v in values {
         match dt {
@@ -392,6 +531,12 @@ pub fn encode(dt: Dtype, values: &[f64]) -> Option<Vec<u8>> {
 /// Decodes little-endian elements of `dt` as f64 (any dtype; booleans are 0/1). A trailing
 /// partial element is ignored.
 pub fn decode_f64(dt: Dtype, bytes: &[u8]) -> Vec<f64> {
+    if is_packed(dt) {
+        let n = bytes.len() * 8 / bits(dt) as usize;
+        return (0..n)
+            .map(|i| packed_value(packed_code(bytes, dt, i), dt) as f64)
+            .collect();
+    }
     let s = size(dt);
     bytes
         .chunks_exact(s)
@@ -416,6 +561,9 @@ pub fn decode_f64(dt: Dtype, bytes: &[u8]) -> Vec<f64> {
 
 /// Decodes little-endian elements of an integer (or bool) dtype as i64; `None` for a float dtype.
 pub fn decode_ints(dt: Dtype, bytes: &[u8]) -> Option<Vec<i64>> {
+    if is_packed(dt) && dt != Dtype::F4e2m1 {
+        return Some(decode_f64(dt, bytes).into_iter().map(|v| v as i64).collect());
+    }
     let s = size(dt);
     let it = bytes.chunks_exact(s);
     Some(match dt {
@@ -549,4 +697,58 @@ mod tests {
         bf16::from_f32(2.5).store(&mut b2);
         assert_eq!(bf16::load(&b2).to_compute(), 2.5);
     }
+}
+
+/// ONNX `TensorProto.DataType` numbers and names of the umd dtypes, in `dtype2` order.
+const ONNX_CODES: [(Dtype, i64, &str); 23] = [
+    (Dtype::F32, 1, "FLOAT"),
+    (Dtype::F16, 10, "FLOAT16"),
+    (Dtype::Bf16, 16, "BFLOAT16"),
+    (Dtype::F64, 11, "DOUBLE"),
+    (Dtype::I32, 6, "INT32"),
+    (Dtype::I64, 7, "INT64"),
+    (Dtype::I8, 3, "INT8"),
+    (Dtype::U8, 2, "UINT8"),
+    (Dtype::Boolean, 9, "BOOL"),
+    (Dtype::I16, 5, "INT16"),
+    (Dtype::U16, 4, "UINT16"),
+    (Dtype::U32, 12, "UINT32"),
+    (Dtype::U64, 13, "UINT64"),
+    (Dtype::F8e4m3fn, 17, "FLOAT8E4M3FN"),
+    (Dtype::F8e4m3fnuz, 18, "FLOAT8E4M3FNUZ"),
+    (Dtype::F8e5m2, 19, "FLOAT8E5M2"),
+    (Dtype::F8e5m2fnuz, 20, "FLOAT8E5M2FNUZ"),
+    (Dtype::F8e8m0, 24, "FLOAT8E8M0"),
+    (Dtype::I4, 22, "INT4"),
+    (Dtype::U4, 21, "UINT4"),
+    (Dtype::I2, 26, "INT2"),
+    (Dtype::U2, 25, "UINT2"),
+    (Dtype::F4e2m1, 23, "FLOAT4E2M1"),
+];
+
+/// The umd dtype of an ONNX `TensorProto.DataType` number (`None` for STRING, COMPLEX…).
+pub fn from_onnx(code: i64) -> Option<Dtype> {
+    ONNX_CODES
+        .iter()
+        .find(|(_, c, _)| *c == code)
+        .map(|(d, _, _)| *d)
+}
+
+/// The ONNX `TensorProto.DataType` number of a dtype.
+pub fn to_onnx(dt: Dtype) -> i64 {
+    ONNX_CODES
+        .iter()
+        .find(|(d, _, _)| *d == dt)
+        .map(|(_, c, _)| *c)
+        .expect("every dtype has an ONNX number")
+}
+
+/// "1 FLOAT, 2 UINT8, …": the ONNX numbers umd serves, for error messages.
+pub fn onnx_codes_served() -> String {
+    let mut v: Vec<(i64, &str)> = ONNX_CODES.iter().map(|(_, c, n)| (*c, *n)).collect();
+    v.sort_by_key(|(c, _)| *c);
+    v.iter()
+        .map(|(c, n)| format!("{c} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -9,6 +9,7 @@
 //!
 //! The SDK never touches a device or the host's memory: it only builds the data the host checks.
 
+pub mod abi12;
 pub mod attr;
 pub mod cpu;
 pub mod cuda;
@@ -26,10 +27,10 @@ pub mod shape;
 pub mod simd;
 pub mod testing;
 
-/// Generated bindings of `umd:plugin@1.3.0` (the world `plugin`).
+/// Generated bindings of `umd:plugin@1.4.0` (the world `plugin`).
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "wit/umd-plugin-1.3.0",
+        path: "wit/umd-plugin-1.4.0",
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "export_plugin_world",
@@ -43,21 +44,26 @@ pub use bindings::exports::umd::plugin::device_code::Guest as DeviceCodeGuest;
 pub use bindings::exports::umd::plugin::device_code::ModuleImage;
 pub use bindings::exports::umd::plugin::operator::Guest;
 pub use bindings::exports::umd::plugin::planner::Guest as PlannerGuest;
+pub use bindings::exports::umd::plugin::planner2::Guest as Planner2Guest;
 pub use bindings::exports::umd::plugin::self_test::Guest as SelfTestGuest;
 pub use bindings::umd::plugin::host::LogLevel;
-// The 1.2 forms are the SDK's primary names (`Dtype` has every 1.2 element type); the 1.0/1.1
-// forms the legacy exports still use are `Legacy*` (see [`legacy`] for the conversions).
+// The 1.4 forms are the SDK's primary names (`Dtype` has every 1.4 element type, packed
+// sub-byte ones included; `PlanRequestExt`, `AttrValueExt`… keep their 1.2 names); the 1.0/1.1
+// forms the legacy exports still use are `Legacy*` (see [`legacy`]), the 1.2 forms of the
+// `planner` export are converted in [`abi12`].
 pub use bindings::umd::plugin::types::{
-    Access, AttrValue, AttrValueExt, Attribute, AttributeExt, CpuBuffer, CpuCall, CpuWrite, Dim3,
-    Dtype as LegacyDtype, DtypeExt as Dtype, InputSlot, Launch, ModuleSource, OpError, OpInfo,
-    OpPlan as LegacyOpPlan, OpPlanExt as OpPlan, OpSignature, OpTolerance as Tolerance,
-    PlanRequest, PlanRequestExt, PluginInfo, Relocation, SourceLanguage, Target, TargetLimits,
-    TensorDesc as LegacyTensorDesc, TensorDescExt as TensorDesc, TensorValue, TestCase, TuningHint,
+    Access, AttrValue, AttrValue2 as AttrValueExt, Attribute, Attribute2 as AttributeExt,
+    CpuBuffer, CpuCall, CpuWrite, Dim3, Dtype as LegacyDtype, Dtype2 as Dtype,
+    InputSlot2 as InputSlot, Launch, ModuleSource, OpError, OpInfo, OpPlan as LegacyOpPlan,
+    OpPlan2 as OpPlan, OpSignature, OpTolerance as Tolerance, PlanRequest,
+    PlanRequest2 as PlanRequestExt, PluginInfo, Relocation, SourceLanguage, Target, TargetLimits,
+    TensorDesc as LegacyTensorDesc, TensorDesc2 as TensorDesc, TensorValue2 as TensorValue,
+    TestCase, TuningHint,
 };
 pub use half;
 
 /// ABI version of the WIT package this SDK is generated from.
-pub const ABI_VERSION: &str = "1.3.0";
+pub const ABI_VERSION: &str = "1.4.0";
 
 /// What a plugin implements. [`export_plugin!`] turns it into the component's exports.
 pub trait Plugin {
@@ -79,6 +85,13 @@ pub trait Plugin {
                 request.op
             ))),
         }
+    }
+    /// (ABI 1.4) Whether `op` takes or produces the packed sub-byte dtypes (`I4`, `U4`, `I2`,
+    /// `U2`, `F4e2m1`; see [`dtype::bits`]). Default: no — the SDK then declines, before
+    /// [`Plugin::plan_ext`] runs, a request with a packed input, and refuses a plan with a
+    /// packed output, so a plugin that sizes tensors by [`dtype::size`] never mis-sizes one.
+    fn serves_packed(_op: &str) -> bool {
+        false
     }
     /// (ABI 1.2) Per-op signatures: which inputs' values a plan needs. Default: none.
     fn signatures() -> Vec<OpSignature> {
@@ -209,6 +222,38 @@ impl TensorDesc {
     }
 }
 
+/// Plans `request` through [`Plugin::plan_ext`], declining packed sub-byte inputs and refusing
+/// packed outputs of ops the plugin does not declare in [`Plugin::serves_packed`]. Every export
+/// that plans (`planner2`, `planner`, `operator`) goes through here.
+pub fn plan_checked<P: Plugin + ?Sized>(request: &PlanRequestExt) -> Result<OpPlan, OpError> {
+    let packed = P::serves_packed(&request.op);
+    if !packed {
+        if let Some(d) = request.present().find(|d| dtype::is_packed(d.dtype)) {
+            return Err(OpError::UnsupportedDtype(format!(
+                "{}: input `{}` is {}, a packed sub-byte dtype this plugin does not serve for {}",
+                request.op,
+                d.name,
+                dtype::name(d.dtype),
+                request.op
+            )));
+        }
+    }
+    let plan = P::plan_ext(request)?;
+    if !packed {
+        if let Some(o) = plan.outputs.iter().find(|o| dtype::is_packed(o.dtype)) {
+            return Err(OpError::UnsupportedDtype(format!(
+                "{}: output `{}` would be {}, a packed sub-byte dtype this plugin does not serve \
+                 for {}",
+                request.op,
+                o.name,
+                dtype::name(o.dtype),
+                request.op
+            )));
+        }
+    }
+    Ok(plan)
+}
+
 /// Exports a [`Plugin`] implementation as the component's `operator` interface.
 ///
 /// ```ignore
@@ -256,10 +301,24 @@ macro_rules! export_plugin {
                     <$plugin as $crate::Plugin>::signatures()
                 }
                 fn plan(
+                    request: $crate::abi12::Request,
+                ) -> Result<$crate::abi12::Plan, $crate::OpError> {
+                    $crate::install_panic_hook();
+                    $crate::abi12::plan::<$plugin>(request)
+                }
+                fn tolerance(
+                    op: String,
+                    dtype: $crate::abi12::Dtype,
+                ) -> Option<$crate::Tolerance> {
+                    <$plugin as $crate::Plugin>::tolerance(&op, $crate::abi12::dtype_from(dtype))
+                }
+            }
+            impl $crate::Planner2Guest for __UmdExport {
+                fn plan(
                     request: $crate::PlanRequestExt,
                 ) -> Result<$crate::OpPlan, $crate::OpError> {
                     $crate::install_panic_hook();
-                    <$plugin as $crate::Plugin>::plan_ext(&request)
+                    $crate::plan_checked::<$plugin>(&request)
                 }
                 fn tolerance(op: String, dtype: $crate::Dtype) -> Option<$crate::Tolerance> {
                     <$plugin as $crate::Plugin>::tolerance(&op, dtype)
@@ -396,11 +455,11 @@ mod wit_copy {
     #[test]
     fn sdk_wit_is_the_published_abi() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let ours = std::fs::read(root.join("wit/umd-plugin-1.3.0/plugin.wit")).unwrap();
-        let published = std::fs::read(root.join("../wit/umd-plugin-1.3.0/plugin.wit")).unwrap();
+        let ours = std::fs::read(root.join("wit/umd-plugin-1.4.0/plugin.wit")).unwrap();
+        let published = std::fs::read(root.join("../wit/umd-plugin-1.4.0/plugin.wit")).unwrap();
         assert!(
             ours == published,
-            "sdk/wit/umd-plugin-1.3.0 differs from wit/umd-plugin-1.3.0: copy the published WIT"
+            "sdk/wit/umd-plugin-1.4.0 differs from wit/umd-plugin-1.4.0: copy the published WIT"
         );
     }
 }

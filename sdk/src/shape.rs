@@ -21,10 +21,10 @@ pub fn numel(shape: &[u64]) -> Result<u64, OpError> {
     })
 }
 
-/// Bytes of a tensor of `shape` and `dt`, refusing overflow.
+/// Bytes of a tensor of `shape` and `dt` (packed types round up to whole bytes), refusing
+/// overflow.
 pub fn byte_size(shape: &[u64], dt: Dtype) -> Result<u64, OpError> {
-    numel(shape)?
-        .checked_mul(dtype::size(dt) as u64)
+    dtype::byte_len(dt, numel(shape)?)
         .ok_or_else(|| OpError::shape(format!("byte size of shape {shape:?} overflows u64")))
 }
 

@@ -16,7 +16,7 @@ pub fn run<P: Plugin>(
     request: &PlanRequestExt,
     inputs: &[Vec<u8>],
 ) -> Result<(OpPlan, Vec<Vec<u8>>), OpError> {
-    let plan = P::plan_ext(request)?;
+    let plan = crate::plan_checked::<P>(request)?;
     let outputs = execute_kernels::<P>(&plan, inputs)?;
     Ok((plan, outputs))
 }
@@ -164,7 +164,7 @@ pub fn cuda_sources<P: Plugin>(
     let target = cuda_target("sm_90");
     let mut req = request.clone();
     req.target = target.clone();
-    let plan = P::plan_ext(&req)?;
+    let plan = crate::plan_checked::<P>(&req)?;
     let mut out: Vec<(String, crate::ModuleSource)> = Vec::new();
     for l in &plan.launches {
         if out.iter().any(|(id, _)| *id == l.module_id) {

@@ -6,7 +6,7 @@
 //! many products, transcendental functions).
 
 pub use crate::data::{Difference, compare};
-use crate::plugin::{LoadedPlugin, convert};
+use crate::plugin::LoadedPlugin;
 use crate::tensor::Dtype;
 
 /// The host's tolerance for a dtype when the plugin declares none (0: exact).
@@ -26,7 +26,7 @@ pub fn default_tolerance(dtype: Dtype) -> f64 {
 /// absolute and relative parts, which bounds `|got - want| <= abs + rel * |want|`).
 pub fn tolerance(plugin: &LoadedPlugin, op: &str, dtype: Dtype) -> f64 {
     let declared = plugin
-        .tolerance(op, convert::dtype_to_wit_ext(dtype))
+        .tolerance(op, dtype)
         .map(|t| t.absolute.max(t.relative))
         .unwrap_or(0.0);
     default_tolerance(dtype).max(declared)

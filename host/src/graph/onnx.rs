@@ -45,6 +45,11 @@ pub fn dtype_of(elem_type: i32) -> Option<Dtype> {
         19 => Dtype::F8e5m2,
         20 => Dtype::F8e5m2fnuz,
         24 => Dtype::F8e8m0,
+        21 => Dtype::U4,
+        22 => Dtype::I4,
+        23 => Dtype::F4e2m1,
+        25 => Dtype::U2,
+        26 => Dtype::I2,
         _ => return None,
     })
 }
@@ -320,6 +325,17 @@ fn typed(t: &proto::TensorProto, dtype: Dtype, n: usize) -> Result<Vec<u8>, Stri
         }
     };
     Ok(match dtype {
+        // The packed types travel as their packed bytes, one per int32_data entry.
+        Dtype::I4 | Dtype::U4 | Dtype::I2 | Dtype::U2 | Dtype::F4e2m1 => {
+            let bytes = dtype.bytes_for(n as u64).unwrap_or(0) as usize;
+            if t.int32_data.len() != bytes {
+                return Err(format!(
+                    "int32_data has {} entries; the shape needs {bytes} packed bytes",
+                    t.int32_data.len()
+                ));
+            }
+            t.int32_data.iter().map(|&v| v as u8).collect()
+        }
         Dtype::F32 => {
             want(t.float_data.len(), "float_data")?;
             t.float_data.iter().flat_map(|v| v.to_le_bytes()).collect()

@@ -36,9 +36,35 @@ pub fn dtype_from_wit(d: wit::Dtype) -> Dtype {
     }
 }
 
-/// The 1.2 form of a dtype (every host dtype has one).
-pub fn dtype_to_wit_ext(d: Dtype) -> wit::DtypeExt {
+/// The 1.2 form of a dtype; `None` for the packed types only 1.4 has.
+pub fn dtype_to_wit_ext(d: Dtype) -> Option<wit::DtypeExt> {
     use wit::DtypeExt as W;
+    Some(match d {
+        Dtype::F32 => W::F32,
+        Dtype::F16 => W::F16,
+        Dtype::Bf16 => W::Bf16,
+        Dtype::F64 => W::F64,
+        Dtype::I32 => W::I32,
+        Dtype::I64 => W::I64,
+        Dtype::I8 => W::I8,
+        Dtype::U8 => W::U8,
+        Dtype::Bool => W::Boolean,
+        Dtype::I16 => W::I16,
+        Dtype::U16 => W::U16,
+        Dtype::U32 => W::U32,
+        Dtype::U64 => W::U64,
+        Dtype::F8e4m3fn => W::F8e4m3fn,
+        Dtype::F8e4m3fnuz => W::F8e4m3fnuz,
+        Dtype::F8e5m2 => W::F8e5m2,
+        Dtype::F8e5m2fnuz => W::F8e5m2fnuz,
+        Dtype::F8e8m0 => W::F8e8m0,
+        Dtype::I4 | Dtype::U4 | Dtype::I2 | Dtype::U2 | Dtype::F4e2m1 => return None,
+    })
+}
+
+/// The 1.4 form of a dtype (every host dtype has one).
+pub fn dtype_to_wit2(d: Dtype) -> wit::Dtype2 {
+    use wit::Dtype2 as W;
     match d {
         Dtype::F32 => W::F32,
         Dtype::F16 => W::F16,
@@ -58,6 +84,40 @@ pub fn dtype_to_wit_ext(d: Dtype) -> wit::DtypeExt {
         Dtype::F8e5m2 => W::F8e5m2,
         Dtype::F8e5m2fnuz => W::F8e5m2fnuz,
         Dtype::F8e8m0 => W::F8e8m0,
+        Dtype::I4 => W::I4,
+        Dtype::U4 => W::U4,
+        Dtype::I2 => W::I2,
+        Dtype::U2 => W::U2,
+        Dtype::F4e2m1 => W::F4e2m1,
+    }
+}
+
+pub fn dtype_from_wit2(d: wit::Dtype2) -> Dtype {
+    use wit::Dtype2 as W;
+    match d {
+        W::F32 => Dtype::F32,
+        W::F16 => Dtype::F16,
+        W::Bf16 => Dtype::Bf16,
+        W::F64 => Dtype::F64,
+        W::I32 => Dtype::I32,
+        W::I64 => Dtype::I64,
+        W::I8 => Dtype::I8,
+        W::U8 => Dtype::U8,
+        W::Boolean => Dtype::Bool,
+        W::I16 => Dtype::I16,
+        W::U16 => Dtype::U16,
+        W::U32 => Dtype::U32,
+        W::U64 => Dtype::U64,
+        W::F8e4m3fn => Dtype::F8e4m3fn,
+        W::F8e4m3fnuz => Dtype::F8e4m3fnuz,
+        W::F8e5m2 => Dtype::F8e5m2,
+        W::F8e5m2fnuz => Dtype::F8e5m2fnuz,
+        W::F8e8m0 => Dtype::F8e8m0,
+        W::I4 => Dtype::I4,
+        W::U4 => Dtype::U4,
+        W::I2 => Dtype::I2,
+        W::U2 => Dtype::U2,
+        W::F4e2m1 => Dtype::F4e2m1,
     }
 }
 
@@ -102,12 +162,13 @@ pub fn tensor_from_wit(t: wit::TensorDesc) -> TensorDesc {
     }
 }
 
-pub fn tensor_to_wit_ext(t: &TensorDesc) -> wit::TensorDescExt {
-    wit::TensorDescExt {
+/// The 1.2 form of a description; `None` for a packed dtype only 1.4 has.
+pub fn tensor_to_wit_ext(t: &TensorDesc) -> Option<wit::TensorDescExt> {
+    Some(wit::TensorDescExt {
         name: t.name.clone(),
         shape: t.shape.clone(),
-        dtype: dtype_to_wit_ext(t.dtype),
-    }
+        dtype: dtype_to_wit_ext(t.dtype)?,
+    })
 }
 
 pub fn tensor_from_wit_ext(t: wit::TensorDescExt) -> TensorDesc {
@@ -115,6 +176,22 @@ pub fn tensor_from_wit_ext(t: wit::TensorDescExt) -> TensorDesc {
         name: t.name,
         shape: t.shape,
         dtype: dtype_from_wit_ext(t.dtype),
+    }
+}
+
+pub fn tensor_to_wit2(t: &TensorDesc) -> wit::TensorDesc2 {
+    wit::TensorDesc2 {
+        name: t.name.clone(),
+        shape: t.shape.clone(),
+        dtype: dtype_to_wit2(t.dtype),
+    }
+}
+
+pub fn tensor_from_wit2(t: wit::TensorDesc2) -> TensorDesc {
+    TensorDesc {
+        name: t.name,
+        shape: t.shape,
+        dtype: dtype_from_wit2(t.dtype),
     }
 }
 
@@ -134,9 +211,9 @@ pub fn attr_to_wit(name: &str, v: &AttrValue) -> Option<wit::Attribute> {
     })
 }
 
-/// The 1.2 form of an attribute.
-pub fn attr_to_wit_ext(name: &str, v: &AttrValue) -> wit::AttributeExt {
-    wit::AttributeExt {
+/// The 1.2 form of an attribute; `None` for a tensor of a packed dtype.
+pub fn attr_to_wit_ext(name: &str, v: &AttrValue) -> Option<wit::AttributeExt> {
+    Some(wit::AttributeExt {
         name: name.to_string(),
         value: match v {
             AttrValue::Int(x) => wit::AttrValueExt::Int(*x),
@@ -147,7 +224,27 @@ pub fn attr_to_wit_ext(name: &str, v: &AttrValue) -> wit::AttributeExt {
             AttrValue::Bool(x) => wit::AttrValueExt::Boolean(*x),
             AttrValue::Texts(x) => wit::AttrValueExt::Texts(x.clone()),
             AttrValue::Tensor(d, data) => wit::AttrValueExt::Tensor(wit::TensorValue {
-                desc: tensor_to_wit_ext(d),
+                desc: tensor_to_wit_ext(d)?,
+                data: data.clone(),
+            }),
+        },
+    })
+}
+
+/// The 1.4 form of an attribute.
+pub fn attr_to_wit2(name: &str, v: &AttrValue) -> wit::Attribute2 {
+    wit::Attribute2 {
+        name: name.to_string(),
+        value: match v {
+            AttrValue::Int(x) => wit::AttrValue2::Int(*x),
+            AttrValue::Float(x) => wit::AttrValue2::Float(*x),
+            AttrValue::Text(x) => wit::AttrValue2::Text(x.clone()),
+            AttrValue::Ints(x) => wit::AttrValue2::Ints(x.clone()),
+            AttrValue::Floats(x) => wit::AttrValue2::Floats(x.clone()),
+            AttrValue::Bool(x) => wit::AttrValue2::Boolean(*x),
+            AttrValue::Texts(x) => wit::AttrValue2::Texts(x.clone()),
+            AttrValue::Tensor(d, data) => wit::AttrValue2::Tensor(wit::TensorValue2 {
+                desc: tensor_to_wit2(d),
                 data: data.clone(),
             }),
         },

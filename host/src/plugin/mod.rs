@@ -35,10 +35,11 @@ pub use sandbox::SandboxLimits;
 use sandbox::StoreState;
 
 use crate::error::{LoadError, PluginFault};
+use crate::tensor::Dtype;
 
 /// The ABI this host implements: `umd:plugin@1.3.0`. Plugins of the same major load (1.0–1.2
 /// plugins without the later additions).
-pub const HOST_ABI: semver::Version = semver::Version::new(1, 3, 0);
+pub const HOST_ABI: semver::Version = semver::Version::new(1, 4, 0);
 /// Most op signatures a plugin may declare, and constant inputs per signature.
 const MAX_SIGNATURES: usize = 1024;
 const MAX_CONSTANT_INPUTS: usize = 64;
@@ -181,6 +182,7 @@ impl Runtime {
             })?;
         let self_test = self_test::Exports::find(&component, &abi);
         let planner = planner::Exports::find(&component, &abi);
+        let planner2 = planner::Exports2::find(&component, &abi);
         let cpu_kernel = kernel_io::Exports::find(&component, &abi);
         let device_module = device_code::find(&component, &abi);
         let pre = self
@@ -203,6 +205,7 @@ impl Runtime {
             run_cpu_index,
             self_test,
             planner,
+            planner2,
             cpu_kernel,
             device_module,
             splittable: Mutex::new(HashMap::new()),
@@ -392,6 +395,8 @@ pub struct LoadedPlugin {
     self_test: Option<self_test::Exports>,
     /// The 1.2 `planner` export, when the plugin has it.
     planner: Option<planner::Exports>,
+    /// The 1.4 `planner2` export, when the plugin has it.
+    planner2: Option<planner::Exports2>,
     /// The 1.3 `cpu-kernel` export, when the plugin has it.
     cpu_kernel: Option<kernel_io::Exports>,
     /// The 1.3 `device-code.device-module` export, when the plugin has it.
@@ -569,21 +574,50 @@ impl LoadedPlugin {
         }))
     }
 
-    /// (1.2) The plugin's tolerance for `op` in `dtype`; `None` when it declares none (or is
-    /// older than 1.2). A faulting call counts as none.
-    pub fn tolerance(&self, op: &str, dtype: wit::DtypeExt) -> Option<wit::OpTolerance> {
-        let ex = self.planner?;
-        self.call(
-            "planner.tolerance",
-            self.runtime.limits.plan_deadline,
-            |s, inst, _| {
+    /// Whether the plugin has the ABI 1.4 `planner2` (packed sub-byte dtypes).
+    pub fn has_planner2(&self) -> bool {
+        self.planner2.is_some()
+    }
+
+    /// (1.4) `planner2.plan` under the plan deadline; `None` for a plugin without it.
+    pub fn plan2(
+        &self,
+        req: &wit::PlanRequest2,
+    ) -> Option<Result<Result<wit::OpPlan2, wit::OpError>, PluginFault>> {
+        let ex = self.planner2?;
+        Some(self.call("planner2.plan", self.runtime.limits.plan_deadline, |s, inst, _| {
+            let f = inst.get_typed_func::<(&wit::PlanRequest2,), (Result<wit::OpPlan2, wit::OpError>,)>(
+                &mut *s, ex.plan,
+            )?;
+            Ok(f.call(s, (req,))?.0)
+        }))
+    }
+
+    /// (1.2) The plugin's tolerance for `op` in `dtype`, through `planner2` (1.4) or `planner`
+    /// (1.2, 1.3); `None` when it declares none, is older than 1.2, or (1.2/1.3) cannot be told
+    /// about `dtype`. A faulting call counts as none.
+    pub fn tolerance(&self, op: &str, dtype: Dtype) -> Option<wit::OpTolerance> {
+        let deadline = self.runtime.limits.plan_deadline;
+        let answer = if let Some(ex) = self.planner2 {
+            self.call("planner2.tolerance", deadline, |s, inst, _| {
+                let f = inst.get_typed_func::<(&str, wit::Dtype2), (Option<wit::OpTolerance>,)>(
+                    &mut *s,
+                    ex.tolerance,
+                )?;
+                Ok(f.call(s, (op, convert::dtype_to_wit2(dtype)))?.0)
+            })
+        } else {
+            let ex = self.planner?;
+            let dt = convert::dtype_to_wit_ext(dtype)?;
+            self.call("planner.tolerance", deadline, |s, inst, _| {
                 let f = inst.get_typed_func::<(&str, wit::DtypeExt), (Option<wit::OpTolerance>,)>(
                     &mut *s,
                     ex.tolerance,
                 )?;
-                Ok(f.call(s, (op, dtype))?.0)
-            },
-        )
+                Ok(f.call(s, (op, dt))?.0)
+            })
+        };
+        answer
         .ok()
         .flatten()
         .filter(|t| {

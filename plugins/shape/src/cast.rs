@@ -73,7 +73,13 @@ fn cast_to(req: &PlanRequestExt, to: Dtype) -> Result<OpPlan, OpError> {
         .u64(n)
         .u32(mode);
     let entry = format!("cast_{}_{}", dt_name(x.dtype), dt_name(to));
-    let l = make_launch(req, &module_id(x.dtype), entry, n, p)?;
+    // A packed output is written a byte (several elements) per thread.
+    let threads = if umd_sdk::dtype::is_packed(to) {
+        umd_sdk::shape::byte_size(&x.shape, to)?
+    } else {
+        n
+    };
+    let l = make_launch(req, &module_id(x.dtype), entry, threads, p)?;
     Ok(plan(vec![out(req, x.shape.clone(), to)], vec![l]))
 }
 
@@ -362,6 +368,10 @@ fn convert_from<S: Src>(to: Dtype, src: &[u8], dst: &mut [u8], m: Mode) {
         Dtype::F8e5m2 => convert::<S, F8<2>>(src, dst, m),
         Dtype::F8e5m2fnuz => convert::<S, F8<3>>(src, dst, m),
         Dtype::F8e8m0 => convert::<S, E8m0>(src, dst, m),
+        // Packed destinations go through `crate::packed`, which calls this with whole bytes.
+        Dtype::I4 | Dtype::U4 | Dtype::I2 | Dtype::U2 | Dtype::F4e2m1 => {
+            unreachable!("packed casts go through crate::packed")
+        }
     }
 }
 
@@ -391,6 +401,9 @@ pub fn convert_bytes(from: Dtype, to: Dtype, mode: u32, src: &[u8], dst: &mut [u
         Dtype::F8e5m2 => convert_from::<F8<2>>(to, src, dst, m),
         Dtype::F8e5m2fnuz => convert_from::<F8<3>>(to, src, dst, m),
         Dtype::F8e8m0 => convert_from::<E8m0>(to, src, dst, m),
+        Dtype::I4 | Dtype::U4 | Dtype::I2 | Dtype::U2 | Dtype::F4e2m1 => {
+            unreachable!("packed casts go through crate::packed")
+        }
     }
 }
 
@@ -398,14 +411,22 @@ pub fn convert_bytes(from: Dtype, to: Dtype, mode: u32, src: &[u8], dst: &mut [u
 pub fn run_cpu(call: &CpuCall, from: Dtype, to: Dtype) -> Result<Vec<CpuWrite>, OpError> {
     let mut r = ParamReader::new(&call.params, &call.relocations);
     let (src, dst, n, mode) = (r.ptr()?, r.ptr()?, r.u64()?, r.u32()?);
-    let input = read_input(call, src, n, umd_sdk::dtype::size(from))?;
+    let bytes_of = |dt| {
+        umd_sdk::dtype::byte_len(dt, n)
+            .ok_or_else(|| OpError::internal(format!("{n} elements overflow")))
+    };
+    let input = read_input(call, src, bytes_of(from)?, 1)?;
     let mut w = written_buffer(call, dst)?;
-    let bytes = n as usize * umd_sdk::dtype::size(to);
+    let bytes = bytes_of(to)? as usize;
     let out = w.data.get_mut(..bytes).ok_or_else(|| {
         OpError::internal(format!(
             "cast output binding {dst} is smaller than {bytes} bytes"
         ))
     })?;
-    convert_bytes(from, to, mode, input, out);
+    if umd_sdk::dtype::is_packed(from) || umd_sdk::dtype::is_packed(to) {
+        crate::packed::convert(from, to, mode, n as usize, input, out);
+    } else {
+        convert_bytes(from, to, mode, input, out);
+    }
     Ok(vec![w])
 }

@@ -11,6 +11,21 @@ pub const THREADS: u32 = 256;
 /// Every dtype umd knows (data movement serves them all).
 pub const ALL_DTYPES: [Dtype; 18] = dtype::ALL;
 
+/// Every dtype, the packed ones (ABI 1.4) last: Cast's sources and targets.
+pub const CAST_DTYPES: [Dtype; 23] = {
+    let mut all = [Dtype::F32; 23];
+    let mut i = 0;
+    while i < 18 {
+        all[i] = dtype::ALL[i];
+        i += 1;
+    }
+    while i < 23 {
+        all[i] = dtype::PACKED[i - 18];
+        i += 1;
+    }
+    all
+};
+
 /// A launch of `entry` in `module` over `n` work items (grid-stride loops in the kernels).
 pub fn make_launch(
     req: &PlanRequestExt,
@@ -87,37 +102,15 @@ pub fn norm_axes(
 
 /// The umd dtype of an ONNX `TensorProto.DataType` number.
 pub fn onnx_dtype(code: i64) -> Option<Dtype> {
-    Some(match code {
-        1 => Dtype::F32,
-        2 => Dtype::U8,
-        3 => Dtype::I8,
-        6 => Dtype::I32,
-        7 => Dtype::I64,
-        9 => Dtype::Boolean,
-        10 => Dtype::F16,
-        11 => Dtype::F64,
-        16 => Dtype::Bf16,
-        4 => Dtype::U16,
-        5 => Dtype::I16,
-        12 => Dtype::U32,
-        13 => Dtype::U64,
-        17 => Dtype::F8e4m3fn,
-        18 => Dtype::F8e4m3fnuz,
-        19 => Dtype::F8e5m2,
-        20 => Dtype::F8e5m2fnuz,
-        24 => Dtype::F8e8m0,
-        _ => return None,
-    })
+    dtype::from_onnx(code)
 }
 
 /// The error for an ONNX dtype number umd has no dtype for.
 pub fn unknown_onnx_dtype(req: &PlanRequestExt, attr: &str, code: i64) -> OpError {
     OpError::UnsupportedDtype(format!(
-        "{}: attribute `{attr}` = {code} is not a served dtype (served: 1 FLOAT, 2 UINT8, 3 INT8, \
-         4 UINT16, 5 INT16, 6 INT32, 7 INT64, 9 BOOL, 10 FLOAT16, 11 DOUBLE, 12 UINT32, 13 UINT64, \
-         16 BFLOAT16, 17 FLOAT8E4M3FN, 18 FLOAT8E4M3FNUZ, 19 FLOAT8E5M2, 20 FLOAT8E5M2FNUZ, \
-         24 FLOAT8E8M0)",
-        req.op
+        "{}: attribute `{attr}` = {code} is not a served dtype (served: {})",
+        req.op,
+        dtype::onnx_codes_served()
     ))
 }
 

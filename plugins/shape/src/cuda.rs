@@ -5,7 +5,8 @@
 use umd_sdk::dtype::{self, CUDA_PRELUDE};
 use umd_sdk::{Dtype, ModuleSource, SourceLanguage};
 
-use crate::common::ALL_DTYPES;
+use crate::common::CAST_DTYPES;
+use crate::packed;
 use crate::consts::{FILL_CHUNK, RANGE_DTYPES};
 use crate::copy::KMAX;
 
@@ -254,19 +255,43 @@ pub fn cast_module(from: Dtype) -> ModuleSource {
     let mut code = header();
     code.push_str(SATURATE);
     code.push_str(crate::f8::CUDA);
+    code.push_str(dtype::CUDA_PACKED);
     let mut entries = Vec::new();
     let a = storage(from);
-    for to in ALL_DTYPES.into_iter().filter(|&t| t != from) {
+    // What a source element loads as, and under which name.
+    let (load, class, value) = if dtype::is_packed(from) {
+        let float = packed::loads_float(from);
+        (
+            packed::cuda_load(from, "i"),
+            if float { Class::Float } else { Class::Int },
+            if float { "f" } else { "v" },
+        )
+    } else {
+        let class = class(from);
+        let value = match class {
+            Class::Float => "f",
+            Class::Double => "d",
+            Class::Int | Class::UInt => "v",
+        };
+        (load_expr(from), class, value)
+    };
+    for to in CAST_DTYPES.into_iter().filter(|&t| t != from) {
         let b = storage(to);
         let entry = format!("cast_{}_{}", dtype::name(from), dtype::name(to));
+        let body = if dtype::is_packed(to) {
+            packed::cuda_store_body(to, &load, value)
+        } else {
+            format!(
+                "UMD_GRID_STRIDE(i, n) {{ {load} dst[i] = {conv}; }}",
+                conv = convert_expr(class, to)
+            )
+        };
         code.push_str(&format!(
             "extern \"C\" __global__ void {entry}(const {a}* __restrict__ src, {b}* __restrict__ dst,
     unsigned long long n, unsigned int mode) {{
-    UMD_GRID_STRIDE(i, n) {{ {load} dst[i] = {conv}; }}
+    {body}
 }}
-",
-            load = load_expr(from),
-            conv = convert_expr(class(from), to),
+"
         ));
         entries.push(entry);
     }

@@ -1,7 +1,7 @@
 //! Planning of the ops that rearrange one tensor: Identity, Reshape, Flatten, Squeeze,
 //! Unsqueeze (a plain copy under a new shape), Transpose, Expand and Tile (strided copies).
 
-use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, attr, dtype};
+use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, attr, dtype, shape};
 
 use crate::common::{arity, dim, norm_axes, numel_checked, out, plan, required_ints};
 use crate::copy::{StridedCopy, strides};
@@ -16,7 +16,13 @@ pub fn plain_copy(req: &PlanRequestExt, shape: Vec<u64>) -> Result<OpPlan, OpErr
             req.op, x.shape
         )));
     }
-    let l = StridedCopy::plain(n, dtype::size(x.dtype)).launch(
+    // A packed tensor (ABI 1.4) moves as its bytes: a view never splits one.
+    let copy = if dtype::is_packed(x.dtype) {
+        StridedCopy::plain(shape::byte_size(&x.shape, x.dtype)?, 1)
+    } else {
+        StridedCopy::plain(n, dtype::size(x.dtype))
+    };
+    let l = copy.launch(
         req,
         req.binding(0).unwrap_or(0),
         req.output_binding(0),

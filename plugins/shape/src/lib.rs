@@ -4,10 +4,12 @@
 //! Slice plan into one strided-copy kernel ([`copy`]) dispatched on element size; Shape, Size,
 //! Constant and ConstantOfShape write values known when planning ([`consts`]); Range, EyeLike,
 //! Trilu and Cast/CastLike have their own kernels. Files: [`common`] (planning helpers),
-//! [`layout`], [`window`], [`consts`], [`tri`], [`cast`] (planning per op group), [`f8`] (8-bit float conversions), [`cuda`] (CUDA
+//! [`layout`], [`window`], [`consts`], [`tri`], [`cast`] (planning per op group), [`f8`] (8-bit float conversions), [`packed`] (casts of the
+//! packed sub-byte types), [`cuda`] (CUDA
 //! C modules), [`cpu`] (the same kernels on the CPU).
 
 pub mod cast;
+
 pub mod common;
 pub mod consts;
 pub mod copy;
@@ -15,8 +17,20 @@ pub mod cpu;
 pub mod cuda;
 pub mod f8;
 pub mod layout;
+pub mod packed;
 pub mod tri;
 pub mod window;
+
+/// The ops that take or produce the packed sub-byte dtypes of ABI 1.4.
+const PACKED_OPS: [&str; 7] = [
+    "Cast",
+    "CastLike",
+    "Identity",
+    "Reshape",
+    "Flatten",
+    "Squeeze",
+    "Unsqueeze",
+];
 
 use umd_sdk::{
     AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, OpSignature,
@@ -58,6 +72,12 @@ impl Plugin for Shape {
             env!("CARGO_PKG_VERSION"),
             OPS.iter().map(|(name, _, _)| *name),
         )
+    }
+
+    /// Cast/CastLike convert to and from the packed types; the views (Identity, Reshape,
+    /// Flatten, Squeeze, Unsqueeze) copy their bytes.
+    fn serves_packed(op: &str) -> bool {
+        PACKED_OPS.iter().any(|o| op.eq_ignore_ascii_case(o))
     }
 
     fn signatures() -> Vec<OpSignature> {

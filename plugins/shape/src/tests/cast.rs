@@ -5,26 +5,7 @@ use super::*;
 use half::{bf16, f16};
 
 pub fn onnx_code(dt: Dtype) -> i64 {
-    match dt {
-        Dtype::U16 => 4,
-        Dtype::I16 => 5,
-        Dtype::U32 => 12,
-        Dtype::U64 => 13,
-        Dtype::F8e4m3fn => 17,
-        Dtype::F8e4m3fnuz => 18,
-        Dtype::F8e5m2 => 19,
-        Dtype::F8e5m2fnuz => 20,
-        Dtype::F8e8m0 => 24,
-        Dtype::F32 => 1,
-        Dtype::U8 => 2,
-        Dtype::I8 => 3,
-        Dtype::I32 => 6,
-        Dtype::I64 => 7,
-        Dtype::Boolean => 9,
-        Dtype::F16 => 10,
-        Dtype::F64 => 11,
-        Dtype::Bf16 => 16,
-    }
+    umd_sdk::dtype::to_onnx(dt)
 }
 
 fn is_float(dt: Dtype) -> bool {
@@ -337,9 +318,9 @@ fn cast_like_and_errors() {
     assert!(matches!(e, OpError::UnsupportedDtype(m) if m.contains("24 FLOAT8E8M0")));
     let e = case("Cast")
         .input(&[2], Dtype::F32, &[1., 2.])
-        .int("to", 21)
+        .int("to", 14)
         .err();
-    assert!(matches!(e, OpError::UnsupportedDtype(m) if m.contains("16 BFLOAT16")));
+    assert!(matches!(e, OpError::UnsupportedDtype(m) if m.contains("16 BFLOAT16, 17")));
     assert!(is_attr_err(
         &case("Cast").input(&[2], Dtype::F32, &[1., 2.]).err()
     ));
@@ -526,4 +507,96 @@ fn wide_integers_round_once() {
         .int("to", 7)
         .run();
     assert_eq!(outs[0], (-1i64).to_le_bytes().to_vec(), "u64 -> i64 wraps");
+}
+
+/// Casts to and from the packed types (ABI 1.4), against values ml_dtypes 0.5 gives (ONNX's
+/// reference casts): floats truncate to i64 then wrap (NaN, inf, beyond i64 → 0); FLOAT4E2M1
+/// rounds to nearest even code and saturates.
+#[test]
+fn packed_casts_match_ml_dtypes() {
+    let src = [
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        -9.,
+        16.,
+        17.,
+        1e10,
+        -1e10,
+        2.7,
+        -2.7,
+    ];
+    for (to, want) in [
+        (Dtype::I4, [0., 0., 0., 7., 0., 1., 0., 0., 2., -2.]),
+        (Dtype::U4, [0., 0., 0., 7., 0., 1., 0., 0., 2., 14.]),
+        (Dtype::I2, [0., 0., 0., -1., 0., 1., 0., 0., -2., -2.]),
+        (Dtype::U2, [0., 0., 0., 3., 0., 1., 0., 0., 2., 2.]),
+    ] {
+        for from in [Dtype::F32, Dtype::F16, Dtype::F64] {
+            let (plan, outs) = case("Cast")
+                .input(&[10], from, &src)
+                .int("to", onnx_code(to))
+                .run();
+            assert_eq!(plan.outputs[0].dtype, to);
+            assert_eq!(outs[0].len() as u64, dtype::byte_len(to, 10).unwrap());
+            let got = dtype::decode_f64(to, &outs[0]);
+            // f16 cannot hold 1e10 (inf) nor 17 exactly... it can; only the big ones differ.
+            let skip = |i: usize| from == Dtype::F16 && (i == 6 || i == 7);
+            for i in (0..10).filter(|&i| !skip(i)) {
+                assert_eq!(got[i], want[i], "{from:?} {} -> {to:?}", src[i]);
+            }
+        }
+    }
+    let f4 = [f64::NAN, f64::INFINITY, -0., 5., -5., 0.25, 0.75, 1e-7, 1e6, -3.5];
+    let (_, outs) = case("Cast")
+        .input(&[10], Dtype::F32, &f4)
+        .int("to", onnx_code(Dtype::F4e2m1))
+        .run();
+    let codes: Vec<u8> = (0..10)
+        .map(|i| dtype::packed_code(&outs[0], Dtype::F4e2m1, i))
+        .collect();
+    assert_eq!(codes, [8, 7, 8, 6, 14, 0, 2, 0, 7, 14]);
+    // Packed sources: every code of each type, an odd count (a half-used last byte).
+    for from in dtype::PACKED {
+        let n = 1usize << dtype::bits(from);
+        let values: Vec<f64> = (0..n as u8)
+            .map(|c| dtype::packed_value(c, from) as f64)
+            .collect();
+        let odd = &values[..n - 1];
+        for to in [Dtype::F32, Dtype::F64, Dtype::I8, Dtype::I64, Dtype::F16] {
+            let got = case("Cast")
+                .input(&[odd.len() as u64], from, odd)
+                .int("to", onnx_code(to))
+                .out();
+            let want: Vec<f64> = odd
+                .iter()
+                .map(|&v| if to == Dtype::I8 || to == Dtype::I64 { v.trunc() } else { v })
+                .collect();
+            assert_eq!(got, (vec![odd.len() as u64], want), "{from:?} -> {to:?}");
+        }
+    }
+    // Packed to packed: INT4 -1 is UINT4 15; UINT4 15 is INT2 -1 (low bits).
+    let got = case("Cast")
+        .input(&[3], Dtype::I4, &[-1., 7., -8.])
+        .int("to", onnx_code(Dtype::U4))
+        .out();
+    assert_eq!(got.1, vec![15., 7., 8.]);
+    let got = case("Cast")
+        .input(&[2], Dtype::U4, &[15., 6.])
+        .int("to", onnx_code(Dtype::I2))
+        .out();
+    assert_eq!(got.1, vec![-1., -2.]);
+    // Views move the packed bytes; ops that do not serve packed types decline them.
+    let got = case("Reshape")
+        .input(&[5], Dtype::I4, &[1., -2., 3., -4., 5.])
+        .ints(&[5, 1])
+        .out();
+    assert_eq!(got, (vec![5, 1], vec![1., -2., 3., -4., 5.]));
+    let e = case("Transpose")
+        .input(&[2, 3], Dtype::I4, &[0.; 6])
+        .err();
+    assert!(
+        matches!(&e, OpError::UnsupportedDtype(m) if m.contains("i4") && m.contains("Transpose")),
+        "{e:?}"
+    );
 }

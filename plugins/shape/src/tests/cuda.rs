@@ -70,9 +70,16 @@ fn check(c: &Case) {
 fn cuda_sources_for_every_op_and_dtype() {
     for dt in ALL_DTYPES {
         requests(dt).iter().for_each(check);
-        for to in ALL_DTYPES {
+        for to in crate::common::CAST_DTYPES {
             let code = super::cast::onnx_code(to);
             check(&case("Cast").input(&[4], dt, &values(4, dt)).int("to", code));
+        }
+    }
+    // Casts from the packed types (ABI 1.4) to every dtype.
+    for dt in dtype::PACKED {
+        for to in crate::common::CAST_DTYPES {
+            let code = super::cast::onnx_code(to);
+            check(&case("Cast").input(&[5], dt, &[0., 1., 0., 1., 0.]).int("to", code));
         }
     }
     for dt in RANGE_DTYPES {
@@ -91,6 +98,7 @@ fn cuda_sources_for_every_op_and_dtype() {
             .unwrap()
             .entry_points
             .len(),
-        17
+        22,
+        "bool casts to the 17 other whole-byte dtypes and the 5 packed ones"
     );
 }
