@@ -82,7 +82,11 @@ mod packed {
                 best = c;
             }
         }
-        if v.is_sign_negative() { 8 | best as u8 } else { best as u8 }
+        if v.is_sign_negative() {
+            8 | best as u8
+        } else {
+            best as u8
+        }
     }
 
     fn value(dt: Dtype, c: u8) -> f64 {

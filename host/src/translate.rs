@@ -453,7 +453,10 @@ impl<'a> WitRequest<'a> {
     }
 
     /// Each input slot: `None` when absent, else its description and value.
-    fn slots<T>(&self, mut desc: impl FnMut(&TensorDesc) -> T) -> Vec<Option<(T, Option<Vec<u8>>)>> {
+    fn slots<T>(
+        &self,
+        mut desc: impl FnMut(&TensorDesc) -> T,
+    ) -> Vec<Option<(T, Option<Vec<u8>>)>> {
         let req = self.req;
         let mut present = req.inputs.iter().enumerate();
         (0..req.slots() as u32)

@@ -112,7 +112,10 @@ pub fn f32_to_f4e2m1(v: f64) -> u8 {
     let a = v.abs().min(6.0); // saturate (infinities included) before rounding
     let mut best = 0u8;
     for (c, &m) in F4_MAGNITUDES.iter().enumerate().skip(1) {
-        let (d, bd) = ((a - m as f64).abs(), (a - F4_MAGNITUDES[best as usize] as f64).abs());
+        let (d, bd) = (
+            (a - m as f64).abs(),
+            (a - F4_MAGNITUDES[best as usize] as f64).abs(),
+        );
         if d < bd || (d == bd && c % 2 == 0) {
             best = c as u8;
         }
@@ -562,7 +565,12 @@ pub fn decode_f64(dt: Dtype, bytes: &[u8]) -> Vec<f64> {
 /// Decodes little-endian elements of an integer (or bool) dtype as i64; `None` for a float dtype.
 pub fn decode_ints(dt: Dtype, bytes: &[u8]) -> Option<Vec<i64>> {
     if is_packed(dt) && dt != Dtype::F4e2m1 {
-        return Some(decode_f64(dt, bytes).into_iter().map(|v| v as i64).collect());
+        return Some(
+            decode_f64(dt, bytes)
+                .into_iter()
+                .map(|v| v as i64)
+                .collect(),
+        );
     }
     let s = size(dt);
     let it = bytes.chunks_exact(s);

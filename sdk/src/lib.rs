@@ -306,10 +306,7 @@ macro_rules! export_plugin {
                     $crate::install_panic_hook();
                     $crate::abi12::plan::<$plugin>(request)
                 }
-                fn tolerance(
-                    op: String,
-                    dtype: $crate::abi12::Dtype,
-                ) -> Option<$crate::Tolerance> {
+                fn tolerance(op: String, dtype: $crate::abi12::Dtype) -> Option<$crate::Tolerance> {
                     <$plugin as $crate::Plugin>::tolerance(&op, $crate::abi12::dtype_from(dtype))
                 }
             }
@@ -351,7 +348,7 @@ macro_rules! export_plugin {
                     <$plugin as $crate::Plugin>::tuning_hints()
                 }
             }
-    $crate::bindings::export_plugin_world!(__UmdExport with_types_in $crate::bindings);
+            $crate::bindings::export_plugin_world!(__UmdExport with_types_in $crate::bindings);
         };
     };
 }

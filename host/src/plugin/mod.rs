@@ -585,12 +585,17 @@ impl LoadedPlugin {
         req: &wit::PlanRequest2,
     ) -> Option<Result<Result<wit::OpPlan2, wit::OpError>, PluginFault>> {
         let ex = self.planner2?;
-        Some(self.call("planner2.plan", self.runtime.limits.plan_deadline, |s, inst, _| {
-            let f = inst.get_typed_func::<(&wit::PlanRequest2,), (Result<wit::OpPlan2, wit::OpError>,)>(
-                &mut *s, ex.plan,
-            )?;
-            Ok(f.call(s, (req,))?.0)
-        }))
+        Some(self.call(
+            "planner2.plan",
+            self.runtime.limits.plan_deadline,
+            |s, inst, _| {
+                let f = inst
+                    .get_typed_func::<(&wit::PlanRequest2,), (Result<wit::OpPlan2, wit::OpError>,)>(
+                        &mut *s, ex.plan,
+                    )?;
+                Ok(f.call(s, (req,))?.0)
+            },
+        ))
     }
 
     /// (1.2) The plugin's tolerance for `op` in `dtype`, through `planner2` (1.4) or `planner`
@@ -617,10 +622,7 @@ impl LoadedPlugin {
                 Ok(f.call(s, (op, dt))?.0)
             })
         };
-        answer
-        .ok()
-        .flatten()
-        .filter(|t| {
+        answer.ok().flatten().filter(|t| {
             t.absolute.is_finite()
                 && t.relative.is_finite()
                 && t.absolute >= 0.0

@@ -3,10 +3,10 @@
 //! Arithmetic is done in `double` with explicit rounding where the reference rounds, so the
 //! results match the CPU kernels bit for bit (float `/` is IEEE-rounded: no fast-math option).
 
-use umd_sdk::dtype::CUDA_PRELUDE;
+use umd_sdk::dtype::{self, CUDA_PACKED, CUDA_PRELUDE};
 use umd_sdk::{Dtype, ModuleSource, SourceLanguage};
 
-use crate::elem::{CUDA_ROUND, cuda_load, cuda_storage, cuda_store, int_range};
+use crate::elem::{CUDA_ROUND, cuda_load, cuda_load_at, cuda_storage, cuda_store, int_range};
 use crate::f8;
 
 const COMMON: &str = r#"
@@ -23,7 +23,10 @@ fn module(id: &str, entries: Vec<String>, body: String) -> ModuleSource {
     ModuleSource {
         language: SourceLanguage::CudaC,
         options: Vec::new(),
-        code: format!("{CUDA_PRELUDE}{COMMON}{CUDA_ROUND}{}{body}", f8::CUDA),
+        code: format!(
+            "{CUDA_PRELUDE}{CUDA_PACKED}{COMMON}{CUDA_ROUND}{}{body}",
+            f8::CUDA
+        ),
         entry_points: if entries.is_empty() {
             vec![id.to_string()]
         } else {
@@ -32,15 +35,33 @@ fn module(id: &str, entries: Vec<String>, body: String) -> ModuleSource {
     }
 }
 
-/// `quant_q_{X}_{S}_{Y}` or `quant_dq_{X}_{S}_{Y}`.
+/// `quant_q_{X}_{S}_{Y}` or `quant_dq_{X}_{S}_{Y}`. A packed output (ABI 1.4) is written a byte
+/// per thread: the thread computes that byte's elements in turn.
 pub fn qdq(id: &str, quantize: bool, x: Dtype, s: Dtype, y: Dtype) -> ModuleSource {
     let z = if quantize { y } else { x };
+    let packed_y = dtype::is_packed(y);
+    let (open, close) = if packed_y {
+        let b = dtype::bits(y);
+        let per = 8 / b;
+        (
+            format!(
+                "  UMD_GRID_STRIDE(j, (n * {b}ull + 7ull) / 8ull) {{\n  unsigned int byte = 0u;\n  \
+                 for (unsigned int kk = 0u; kk < {per}u; ++kk) {{\n    const u64 e = j * {per}ull + kk;\n    \
+                 if (e >= n) break;\n"
+            ),
+            "  }\n  y[j] = (unsigned char)byte;\n  }\n}\n".to_string(),
+        )
+    } else {
+        (
+            "  UMD_GRID_STRIDE(e, n) {\n".to_string(),
+            "  }\n}\n".to_string(),
+        )
+    };
     let head = format!(
         r#"extern "C" __global__ void {id}(unsigned int flags, unsigned int prec,
     const {xt}* __restrict__ x, const {st}* __restrict__ s, const {zt}* __restrict__ zp,
     {yt}* __restrict__ y, u64 n, u64 inner, u64 len, u64 block, u64 so, u64 sa, u64 si) {{
-  UMD_GRID_STRIDE(e, n) {{
-    u64 i = e % inner, t = e / inner;
+{open}    u64 i = e % inner, t = e / inner;
     u64 k = (t / len) * so + ((t % len) / block) * sa + i * si;
     double sv = {ls};
     double xv = {lx};
@@ -50,17 +71,30 @@ pub fn qdq(id: &str, quantize: bool, x: Dtype, s: Dtype, y: Dtype) -> ModuleSour
         st = cuda_storage(s),
         zt = cuda_storage(z),
         yt = cuda_storage(y),
-        ls = cuda_load(s, "s[k]"),
-        lx = cuda_load(x, "x[e]"),
-        lz = cuda_load(z, "zp[k]"),
+        ls = cuda_load_at(s, "s", "k"),
+        lx = cuda_load_at(x, "x", "e"),
+        lz = cuda_load_at(z, "zp", "k"),
     );
+    let put = |code: String| {
+        let b = dtype::bits(y);
+        format!(
+            "    byte |= ({code} & {}u) << (kk * {b}u);\n",
+            (1u32 << b) - 1
+        )
+    };
     let body = if quantize {
         let q = "    double q = prec == 3u ? xv / sv : umd_round_to((double)((float)umd_round_to(xv, prec) / (float)umd_round_to(sv, prec)), prec);\n";
         let store = match int_range(y) {
+            Some((lo, hi)) if packed_y => put(format!(
+                "(unsigned int)(long long)umd_clamp(rint(q) + zv, {lo:.1}, {hi:.1})"
+            )),
             Some((lo, hi)) => format!(
                 "    y[e] = {};\n",
                 cuda_store(y, &format!("umd_clamp(rint(q) + zv, {lo:.1}, {hi:.1})"))
             ),
+            None if y == Dtype::F4e2m1 => {
+                put("umd_f4_encode((double)((float)q + (float)zv))".to_string())
+            }
             None => {
                 let (eb, bias, fnuz) = f8::format(y);
                 format!(
@@ -78,7 +112,7 @@ pub fn qdq(id: &str, quantize: bool, x: Dtype, s: Dtype, y: Dtype) -> ModuleSour
             cuda_store(y, "v")
         )
     };
-    module(id, vec![], format!("{head}{body}  }}\n}}\n"))
+    module(id, vec![], format!("{head}{body}{close}"))
 }
 
 /// `quant_qmm_{A}_{B}_{S}_{Y}`.

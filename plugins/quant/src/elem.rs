@@ -43,8 +43,34 @@ pub fn loader(dt: Dtype) -> Result<Load, OpError> {
         Dtype::F8e5m2 => ld_f8::<2>,
         Dtype::F8e5m2fnuz => ld_f8::<3>,
         Dtype::F8e8m0 => ld_f8::<4>,
+        Dtype::I4 => ld_packed::<{ Dtype::I4 as u8 }>,
+        Dtype::U4 => ld_packed::<{ Dtype::U4 as u8 }>,
+        Dtype::I2 => ld_packed::<{ Dtype::I2 as u8 }>,
+        Dtype::U2 => ld_packed::<{ Dtype::U2 as u8 }>,
+        Dtype::F4e2m1 => ld_packed::<{ Dtype::F4e2m1 as u8 }>,
         other => return Err(unsupported(other)),
     })
+}
+
+/// The packed dtype of its `dtype2` discriminant.
+fn packed_of(code: u8) -> Dtype {
+    dtype::PACKED
+        .into_iter()
+        .find(|d| *d as u8 == code)
+        .expect("a packed dtype")
+}
+
+fn ld_packed<const DT: u8>(b: &[u8], i: usize) -> f64 {
+    let dt = packed_of(DT);
+    dtype::packed_value(dtype::packed_code(b, dt, i), dt) as f64
+}
+
+/// ORs the code of `v` (an integer already in range) into element `i` of a zeroed packed buffer.
+fn st_packed<const DT: u8>(b: &mut [u8], i: usize, v: f64) {
+    let dt = packed_of(DT);
+    let bits = dtype::bits(dt) as usize;
+    let per = 8 / bits;
+    b[i / per] |= dtype::int_to_packed(v as i64, dt) << ((i % per) * bits);
 }
 
 fn st<T: Element>(b: &mut [u8], i: usize, v: f64)
@@ -80,6 +106,11 @@ pub fn storer(dt: Dtype) -> Result<Store, OpError> {
         Dtype::U8 => st::<u8>,
         Dtype::I16 => st::<i16>,
         Dtype::U16 => st::<u16>,
+        // Packed integers OR their code into a zeroed output (each element written once).
+        Dtype::I4 => st_packed::<{ Dtype::I4 as u8 }>,
+        Dtype::U4 => st_packed::<{ Dtype::U4 as u8 }>,
+        Dtype::I2 => st_packed::<{ Dtype::I2 as u8 }>,
+        Dtype::U2 => st_packed::<{ Dtype::U2 as u8 }>,
         other => return Err(unsupported(other)),
     })
 }
@@ -128,6 +159,26 @@ pub fn cuda_storage(dt: Dtype) -> &'static str {
         .unwrap_or("unsigned char")
 }
 
+/// A CUDA C `double` expression of element `idx` of the array `arr` of dtype `dt` (packed
+/// types: the code of element `idx`, sign-extended or decoded).
+pub fn cuda_load_at(dt: Dtype, arr: &str, idx: &str) -> String {
+    if !dtype::is_packed(dt) {
+        return cuda_load(dt, &format!("{arr}[{idx}]"));
+    }
+    let b = dtype::bits(dt);
+    let per = 8 / b;
+    let code = format!(
+        "(((unsigned int){arr}[({idx}) / {per}ull] >> ((unsigned int)(({idx}) % {per}ull) * {b}u)) & {}u)",
+        (1u32 << b) - 1
+    );
+    match dt {
+        Dtype::I4 => format!("(double)((int)({code} << 28) >> 28)"),
+        Dtype::I2 => format!("(double)((int)({code} << 30) >> 30)"),
+        Dtype::F4e2m1 => format!("(double)umd_f4_decode({code})"),
+        _ => format!("(double){code}"),
+    }
+}
+
 /// A CUDA C `double` expression of the element `e` (a storage lvalue) of dtype `dt`.
 pub fn cuda_load(dt: Dtype, e: &str) -> String {
     match dt {
@@ -170,6 +221,10 @@ pub fn int_range(dt: Dtype) -> Option<(f64, f64)> {
         Dtype::I16 => (-32768.0, 32767.0),
         Dtype::U16 => (0.0, 65535.0),
         Dtype::I32 => (i32::MIN as f64, i32::MAX as f64),
+        Dtype::I4 => (-8.0, 7.0),
+        Dtype::U4 => (0.0, 15.0),
+        Dtype::I2 => (-2.0, 1.0),
+        Dtype::U2 => (0.0, 3.0),
         _ => return None,
     })
 }

@@ -34,6 +34,12 @@ impl Plugin for Quant {
         umd_sdk::plugin_info("quant", env!("CARGO_PKG_VERSION"), OPS.iter().copied())
     }
 
+    /// Q/DQ quantize to and dequantize from the packed types (INT4, UINT4, INT2, UINT2,
+    /// FLOAT4E2M1; ABI 1.4).
+    fn serves_packed(op: &str) -> bool {
+        op.eq_ignore_ascii_case("QuantizeLinear") || op.eq_ignore_ascii_case("DequantizeLinear")
+    }
+
     fn plan_ext(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         let op = OPS
             .iter()

@@ -9,24 +9,7 @@ pub const THREADS: u32 = 256;
 
 /// The umd dtype of an ONNX `TensorProto.DataType` code; `None` for those umd lacks.
 pub fn from_onnx(code: i64) -> Option<Dtype> {
-    Some(match code {
-        1 => Dtype::F32,
-        2 => Dtype::U8,
-        3 => Dtype::I8,
-        4 => Dtype::U16,
-        5 => Dtype::I16,
-        6 => Dtype::I32,
-        7 => Dtype::I64,
-        10 => Dtype::F16,
-        11 => Dtype::F64,
-        16 => Dtype::Bf16,
-        17 => Dtype::F8e4m3fn,
-        18 => Dtype::F8e4m3fnuz,
-        19 => Dtype::F8e5m2,
-        20 => Dtype::F8e5m2fnuz,
-        24 => Dtype::F8e8m0,
-        _ => return None,
-    })
+    dtype::from_onnx(code).filter(|d| *d != Dtype::Boolean)
 }
 
 /// Normalises `axis` into `0..rank`; `InvalidAttribute` otherwise.

@@ -31,8 +31,9 @@ pub const SCALES: [Dtype; 6] = [
     Dtype::I32,
     Dtype::F8e8m0,
 ];
-/// Quantized dtypes (Q's output, DQ's input; DQ also reads i32).
-pub const QUANTIZED: [Dtype; 8] = [
+/// Quantized dtypes (Q's output, DQ's input; DQ also reads i32); the packed ones (ABI 1.4)
+/// last.
+pub const QUANTIZED: [Dtype; 13] = [
     Dtype::I8,
     Dtype::U8,
     Dtype::I16,
@@ -41,6 +42,11 @@ pub const QUANTIZED: [Dtype; 8] = [
     Dtype::F8e4m3fnuz,
     Dtype::F8e5m2,
     Dtype::F8e5m2fnuz,
+    Dtype::I4,
+    Dtype::U4,
+    Dtype::I2,
+    Dtype::U2,
+    Dtype::F4e2m1,
 ];
 /// DequantizeLinear's output dtypes.
 pub const DQ_Y: [Dtype; 4] = [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::F64];
@@ -249,8 +255,8 @@ pub fn plan(req: &PlanRequestExt, quantize: bool) -> Result<OpPlan, OpError> {
                 dtype::name(x.dtype)
             )));
         }
-        if dtype::is_f8(x.dtype) {
-            flags &= !1; // a float8 zero point is 0 by definition
+        if dtype::is_f8(x.dtype) || x.dtype == Dtype::F4e2m1 {
+            flags &= !1; // a float8/float4 zero point is ignored (0 by definition)
         }
         let y_dt = out_attr.unwrap_or(s.dtype);
         if !DQ_Y.contains(&y_dt) {
@@ -274,9 +280,11 @@ pub fn plan(req: &PlanRequestExt, quantize: bool) -> Result<OpPlan, OpError> {
         .u64(view.so)
         .u64(view.sa)
         .u64(view.si);
+    // A packed output is written a byte (several elements) per thread.
+    let threads = shape::byte_size(&x.shape, y_dt)?.min(n);
     Ok(OpPlan {
         outputs: vec![TensorDesc::new("y", x.shape.clone(), y_dt)],
-        launches: vec![linear_launch(req, id.clone(), id, n, p)?],
+        launches: vec![linear_launch(req, id.clone(), id, threads, p)?],
         workspace_bytes: 0,
     })
 }
@@ -325,16 +333,18 @@ pub fn run_cpu(
     };
     let bufs = cpu::Buffers::new(call);
     let z_dt = if quantize { y_dt } else { x_dt };
-    let size = |dt| dtype::size(dt) as u64;
-    let x = bufs.input(xb, n * size(x_dt))?;
-    let mut out = bufs.output(yb, n * size(y_dt))?;
+    let bytes = |dt, n| {
+        dtype::byte_len(dt, n).ok_or_else(|| OpError::internal(format!("{n} elements overflow")))
+    };
+    let x = bufs.input(xb, bytes(x_dt, n)?)?;
+    let mut out = bufs.output(yb, bytes(y_dt, n)?)?;
     if n == 0 {
         return Ok(vec![out]);
     }
     let s_len = view.index(n - 1) + 1; // the last element's scale is the last one
-    let s = bufs.input(sb, s_len * size(s_dt))?;
+    let s = bufs.input(sb, bytes(s_dt, s_len)?)?;
     let z = match zb {
-        Some(b) => Some(bufs.input(b, s_len * size(z_dt))?),
+        Some(b) => Some(bufs.input(b, bytes(z_dt, s_len)?)?),
         None => None,
     };
     let (lx, ls) = (loader(x_dt)?, loader(s_dt)?);
@@ -357,6 +367,14 @@ pub fn run_cpu(
             for e in 0..n {
                 y[e as usize] = f8::encode(q(e, view.index(e)) as f32, y_dt, saturate);
             }
+        } else if y_dt == Dtype::F4e2m1 {
+            // x / scale + zero point (a float4 value), then cast: always saturating.
+            let codes = (0..n).map(|e| {
+                let k = view.index(e);
+                let zv = z.map_or(0.0, |z| lz(z, k as usize));
+                dtype::f32_to_f4e2m1((q(e, k) as f32 + zv as f32) as f64)
+            });
+            dtype::pack_codes(codes, y_dt, y);
         } else {
             let (lo, hi) = int_range(y_dt).expect("integer output");
             let st = storer(y_dt)?;

@@ -6,9 +6,9 @@ use umd_sdk::dtype::{self, CUDA_PRELUDE};
 use umd_sdk::{Dtype, ModuleSource, SourceLanguage};
 
 use crate::common::CAST_DTYPES;
-use crate::packed;
 use crate::consts::{FILL_CHUNK, RANGE_DTYPES};
 use crate::copy::KMAX;
+use crate::packed;
 
 /// Element sizes the byte-moving kernels are instantiated for, with their storage types.
 const SIZES: [(usize, &str); 4] = [

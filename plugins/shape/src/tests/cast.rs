@@ -547,7 +547,18 @@ fn packed_casts_match_ml_dtypes() {
             }
         }
     }
-    let f4 = [f64::NAN, f64::INFINITY, -0., 5., -5., 0.25, 0.75, 1e-7, 1e6, -3.5];
+    let f4 = [
+        f64::NAN,
+        f64::INFINITY,
+        -0.,
+        5.,
+        -5.,
+        0.25,
+        0.75,
+        1e-7,
+        1e6,
+        -3.5,
+    ];
     let (_, outs) = case("Cast")
         .input(&[10], Dtype::F32, &f4)
         .int("to", onnx_code(Dtype::F4e2m1))
@@ -570,7 +581,13 @@ fn packed_casts_match_ml_dtypes() {
                 .out();
             let want: Vec<f64> = odd
                 .iter()
-                .map(|&v| if to == Dtype::I8 || to == Dtype::I64 { v.trunc() } else { v })
+                .map(|&v| {
+                    if to == Dtype::I8 || to == Dtype::I64 {
+                        v.trunc()
+                    } else {
+                        v
+                    }
+                })
                 .collect();
             assert_eq!(got, (vec![odd.len() as u64], want), "{from:?} -> {to:?}");
         }
@@ -592,9 +609,7 @@ fn packed_casts_match_ml_dtypes() {
         .ints(&[5, 1])
         .out();
     assert_eq!(got, (vec![5, 1], vec![1., -2., 3., -4., 5.]));
-    let e = case("Transpose")
-        .input(&[2, 3], Dtype::I4, &[0.; 6])
-        .err();
+    let e = case("Transpose").input(&[2, 3], Dtype::I4, &[0.; 6]).err();
     assert!(
         matches!(&e, OpError::UnsupportedDtype(m) if m.contains("i4") && m.contains("Transpose")),
         "{e:?}"

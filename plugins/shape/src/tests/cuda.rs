@@ -79,7 +79,11 @@ fn cuda_sources_for_every_op_and_dtype() {
     for dt in dtype::PACKED {
         for to in crate::common::CAST_DTYPES {
             let code = super::cast::onnx_code(to);
-            check(&case("Cast").input(&[5], dt, &[0., 1., 0., 1., 0.]).int("to", code));
+            check(
+                &case("Cast")
+                    .input(&[5], dt, &[0., 1., 0., 1., 0.])
+                    .int("to", code),
+            );
         }
     }
     for dt in RANGE_DTYPES {
