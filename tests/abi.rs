@@ -1,7 +1,8 @@
-//! ABI versions: 1.0, 1.1 and 1.2 plugins run unchanged on the 1.3 host (and decline what only
-//! 1.2 can say), 1.1+ plugins use the self-test addition and are admitted only when their cases
-//! pass, 1.2+ plugins are planned through `planner`, 1.3 plugins run their CPU kernels in place,
-//! and a failing replacement leaves the working version serving. (A 2.0 plugin's refusal is in
+//! ABI versions: 1.0, 1.1, 1.2 and 1.3 plugins run unchanged on the 1.4 host (and decline what
+//! only a later minor can say), 1.1+ plugins use the self-test addition and are admitted only
+//! when their cases pass, 1.2+ plugins are planned through `planner`, 1.3 plugins run their CPU
+//! kernels in place, 1.4 plugins are planned through `planner2` (packed sub-byte dtypes), and a
+//! failing replacement leaves the working version serving. (A 2.0 plugin's refusal is in
 //! sandbox.rs.)
 
 use std::sync::Arc;
@@ -12,8 +13,8 @@ use umd::{Dtype, Host, data};
 use umd_tests::{fixture, fixture_dir};
 
 #[test]
-fn a_1_0_plugin_runs_unchanged_on_the_1_3_host() {
-    assert_eq!(HOST_ABI.to_string(), "1.3.0");
+fn a_1_0_plugin_runs_unchanged_on_the_1_4_host() {
+    assert_eq!(HOST_ABI.to_string(), "1.4.0");
     let dir = fixture_dir(&["abi10"]);
     let host = Host::builder().plugin_dir(dir.path()).build().unwrap();
     let p = host
@@ -39,7 +40,7 @@ fn a_1_0_plugin_runs_unchanged_on_the_1_3_host() {
 }
 
 #[test]
-fn a_1_1_plugin_runs_unchanged_on_the_1_3_host_and_declines_1_2_requests() {
+fn a_1_1_plugin_runs_unchanged_on_the_1_4_host_and_declines_1_2_requests() {
     let dir = fixture_dir(&["abi11"]);
     let host = Host::builder().plugin_dir(dir.path()).build().unwrap();
     let p = host
@@ -98,13 +99,98 @@ fn a_1_2_plugin_from_the_previous_sdk_runs_through_run_cpu() {
     assert_eq!(data::decode(Dtype::F32, &out[0].1), vec![1.0]);
 }
 
+/// A packed INT4 input for `Tag` (which takes any inputs).
+fn int4_request() -> umd::OpRequest {
+    umd::OpRequest::new("Tag", vec![umd::TensorDesc::new("x", vec![3], Dtype::I4)])
+}
+
 #[test]
-fn plugins_built_with_the_sdk_are_1_3_and_declare_self_tests_and_hints() {
+fn a_1_3_plugin_from_the_previous_sdk_runs_in_place_and_declines_packed_dtypes() {
+    let dir = umd_tests::tempdir::TempDir::new();
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/prebuilt/tagger-v1-abi-1.3.0.wasm"
+        ),
+        dir.path().join("tagger.wasm"),
+    )
+    .unwrap();
+    let host = Host::builder()
+        .bundled_plugins(false)
+        .plugin_dir(dir.path())
+        .build()
+        .unwrap();
+    let p = host
+        .registry()
+        .snapshot()
+        .by_label("tagger@1.0.0")
+        .cloned()
+        .expect("the 1.3 build loads");
+    assert_eq!(p.abi().to_string(), "1.3.0");
+    assert!(p.has_planner() && !p.has_planner2());
+    assert!(p.runs_in_place(), "1.3 plugins have the cpu-kernel export");
+    let out = host.run("Tag", &[]).unwrap();
+    assert_eq!(data::decode(Dtype::F32, &out[0].1), vec![1.0]);
+    // A packed dtype cannot be said to a 1.3 plugin: declined by ABI, not mistranslated.
+    let err = host.translate(&int4_request()).unwrap_err();
+    assert_eq!(err.status(), umd::error::status::UNSUPPORTED, "{err}");
+    assert!(
+        err.to_string().contains("umd:plugin@1.3.0") && err.to_string().contains("INT4"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_1_4_plugin_that_serves_no_packed_dtype_declines_them_through_the_sdk() {
+    let dir = fixture_dir(&["tagger_v1"]);
+    let host = Host::builder()
+        .bundled_plugins(false)
+        .plugin_dir(dir.path())
+        .build()
+        .unwrap();
+    let p = host
+        .registry()
+        .snapshot()
+        .by_label("tagger@1.0.0")
+        .cloned()
+        .unwrap();
+    assert_eq!(p.abi().to_string(), "1.4.0");
+    let err = host.translate(&int4_request()).unwrap_err();
+    assert_eq!(err.status(), umd::error::status::UNSUPPORTED, "{err}");
+    assert!(
+        err.to_string().contains("i4") && err.to_string().contains("packed"),
+        "{err}"
+    );
+}
+
+#[test]
+fn packed_dtypes_round_trip_through_cast_on_the_cpu_device() {
+    // f32 -> INT4 (wrapping, as ONNX's reference) -> f32, odd count: a half-used last byte.
+    let host = Host::builder().build().unwrap();
+    let x = umd::TensorDesc::new("x", vec![5], Dtype::F32);
+    let req = umd::OpRequest::new("Cast", vec![x]).attr("to", umd::AttrValue::Int(22));
+    let x_data = data::encode(Dtype::F32, &[1.0, -2.0, 7.9, -8.0, 9.0]);
+    let out = host.run_request(req, &[x_data]).unwrap();
+    assert_eq!(out[0].0.dtype, Dtype::I4);
+    assert_eq!(out[0].0.byte_size(), Some(3));
+    assert_eq!(out[0].1.len(), 3);
+    let back =
+        umd::OpRequest::new("Cast", vec![out[0].0.clone()]).attr("to", umd::AttrValue::Int(1));
+    let out = host.run_request(back, &[out[0].1.clone()]).unwrap();
+    assert_eq!(
+        data::decode(Dtype::F32, &out[0].1),
+        vec![1.0, -2.0, 7.0, -8.0, -7.0]
+    );
+}
+
+#[test]
+fn plugins_built_with_the_sdk_are_1_4_and_declare_self_tests_and_hints() {
     let host = Host::builder().build().unwrap();
     let snap = host.registry().snapshot();
     let ew = snap.by_label("elementwise@0.1.0").unwrap();
-    assert_eq!(ew.abi().to_string(), "1.3.0");
+    assert_eq!(ew.abi().to_string(), "1.4.0");
     assert!(ew.has_planner());
+    assert!(ew.has_planner2());
     assert!(ew.runs_in_place());
     let cases = ew
         .self_test_cases()

@@ -348,7 +348,7 @@ macro_rules! export_plugin {
                     <$plugin as $crate::Plugin>::tuning_hints()
                 }
             }
-            $crate::bindings::export_plugin_world!(__UmdExport with_types_in $crate::bindings);
+    $crate::bindings::export_plugin_world!(__UmdExport with_types_in $crate::bindings);
         };
     };
 }
