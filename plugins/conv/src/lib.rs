@@ -5,12 +5,14 @@
 //! [`plan`] checks attributes and shapes and packs one launch per op (pointers then a
 //! [`geom::Geom`]); [`cuda`] renders the module `conv_{dtype}` (direct kernels, one thread per
 //! output element); [`cpu`] runs the same entry points on the CPU (Conv as im2col + a blocked
-//! GEMM, ConvTranspose as GEMM + col2im, pools window by window).
+//! GEMM, ConvTranspose as GEMM + col2im, pools window by window). [`quant`]: ConvInteger and
+//! QLinearConv (u8/i8) on the same geometry.
 
 pub mod cpu;
 pub mod cuda;
 pub mod geom;
 pub mod plan;
+pub mod quant;
 
 use umd_sdk::{
     AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, OpSignature,
@@ -18,7 +20,7 @@ use umd_sdk::{
 };
 
 /// The ops this plugin serves (ONNX spelling).
-pub const OPS: [&str; 8] = [
+pub const OPS: [&str; 10] = [
     "Conv",
     "ConvTranspose",
     "MaxPool",
@@ -27,6 +29,8 @@ pub const OPS: [&str; 8] = [
     "GlobalMaxPool",
     "GlobalAveragePool",
     "GlobalLpPool",
+    "ConvInteger",
+    "QLinearConv",
 ];
 
 /// The module holding every entry point of `dt`.
@@ -76,11 +80,17 @@ impl Plugin for Conv {
     }
 
     fn kernel_source(module_id: &str, _target: &Target) -> Result<ModuleSource, OpError> {
+        if module_id == quant::MODULE {
+            return Ok(quant::module());
+        }
         let dt = dtype::of_module(module_id, "conv_", &plan::MAX_DTYPES)?;
         Ok(cuda::module(dt))
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
+        if quant::is_entry(&call.entry_point) {
+            return quant::run_cpu(&call);
+        }
         cpu::run(&call)
     }
 

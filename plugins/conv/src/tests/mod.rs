@@ -8,6 +8,7 @@ mod emu;
 mod inplace;
 mod node_cases;
 mod pool;
+mod quant;
 mod reference;
 
 use crate::Conv;
