@@ -6,10 +6,11 @@
 //! [`geom::Geom`]); [`cuda`] renders the module `conv_{dtype}` (direct kernels, one thread per
 //! output element); [`cpu`] runs the same entry points on the CPU (Conv as im2col + a blocked
 //! GEMM, ConvTranspose as GEMM + col2im, pools window by window). [`quant`]: ConvInteger and
-//! QLinearConv (u8/i8) on the same geometry.
+//! QLinearConv (u8/i8) on the same geometry; [`deform`]: DeformConv (2-D).
 
 pub mod cpu;
 pub mod cuda;
+pub mod deform;
 pub mod geom;
 pub mod plan;
 pub mod quant;
@@ -20,7 +21,7 @@ use umd_sdk::{
 };
 
 /// The ops this plugin serves (ONNX spelling).
-pub const OPS: [&str; 10] = [
+pub const OPS: [&str; 11] = [
     "Conv",
     "ConvTranspose",
     "MaxPool",
@@ -31,6 +32,7 @@ pub const OPS: [&str; 10] = [
     "GlobalLpPool",
     "ConvInteger",
     "QLinearConv",
+    "DeformConv",
 ];
 
 /// The module holding every entry point of `dt`.
@@ -56,7 +58,7 @@ impl Plugin for Conv {
     fn tolerance(op: &str, dt: Dtype) -> Option<Tolerance> {
         let is = |names: &[&str]| names.iter().any(|n| op.eq_ignore_ascii_case(n));
         let t = |absolute, relative| Some(Tolerance { absolute, relative });
-        if is(&["Conv", "ConvTranspose"]) {
+        if is(&["Conv", "ConvTranspose", "DeformConv"]) {
             match dt {
                 Dtype::F32 => t(1e-4, 1e-4),
                 Dtype::F16 => t(2e-2, 2e-2),
@@ -83,6 +85,9 @@ impl Plugin for Conv {
         if module_id == quant::MODULE {
             return Ok(quant::module());
         }
+        if let Some(dt) = deform::module_dtype(module_id) {
+            return Ok(deform::module(dt));
+        }
         let dt = dtype::of_module(module_id, "conv_", &plan::MAX_DTYPES)?;
         Ok(cuda::module(dt))
     }
@@ -90,6 +95,9 @@ impl Plugin for Conv {
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
         if quant::is_entry(&call.entry_point) {
             return quant::run_cpu(&call);
+        }
+        if let Some(dt) = deform::module_dtype(&call.module_id) {
+            return deform::run_cpu(&call, dt);
         }
         cpu::run(&call)
     }

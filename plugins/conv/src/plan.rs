@@ -48,6 +48,7 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         "GlobalAveragePool" => global(req, Pool::Avg),
         "ConvInteger" => crate::quant::plan_conv_integer(req),
         "QLinearConv" => crate::quant::plan_qlinear_conv(req),
+        "DeformConv" => crate::deform::plan(req),
         _ => global(req, Pool::Lp),
     }
 }
