@@ -4,6 +4,7 @@
 #![allow(clippy::too_many_arguments)]
 
 mod conv;
+mod deform;
 mod emu;
 mod inplace;
 mod node_cases;
