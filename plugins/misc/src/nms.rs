@@ -111,11 +111,13 @@ pub fn select<F: Real>(s: &Setup, boxes: &[F], scores: &[F]) -> Vec<Vec<u32>> {
             let sc = &scores[(b * s.classes + c) * s.boxes..][..s.boxes];
             order.clear();
             order.extend((0..s.boxes as u32).filter(|&i| score.is_none_or(|t| sc[i as usize] > t)));
-            // stable: equal scores keep the lower index first
+            // stable: equal scores keep the lower index first; NaN after every number (a total
+            // order, as the CUDA kernel's)
             order.sort_by(|p, q| {
-                sc[*q as usize]
-                    .partial_cmp(&sc[*p as usize])
-                    .unwrap_or(std::cmp::Ordering::Equal)
+                let (a, b) = (sc[*p as usize], sc[*q as usize]);
+                #[allow(clippy::eq_op)]
+                let nan = |v: F| v != v;
+                b.partial_cmp(&a).unwrap_or_else(|| nan(a).cmp(&nan(b)))
             });
             let mut sel: Vec<u32> = Vec::new();
             for &i in &order {
@@ -294,10 +296,12 @@ __device__ bool umd_suppress(const T* a, const T* b, unsigned int center, C thr)
   if (area_a <= (C)0 || area_b <= (C)0 || uni <= (C)0) return false;
   return inter / uni > thr;
 }
-/* p ranks before q: higher score, then lower index */
+/* p ranks before q: higher score, then lower index; NaN after every number */
 __device__ __forceinline__ bool umd_before(const T* s, unsigned int p, unsigned int q) {
   C a = LD(s[p]), b = LD(s[q]);
-  return a > b || (!(a < b) && !(a > b) && p < q);
+  bool an = a != a, bn = b != b;
+  if (an != bn) return bn;
+  return a > b || ((an || a == b) && p < q);
 }
 __device__ void umd_sift(const T* s, unsigned int* o, unsigned long long root, unsigned long long n) {
   for (;;) {

@@ -284,3 +284,38 @@ fn errors() {
         .build(target());
     assert!(matches!(bad(unknown), OpError::InvalidAttribute(_)));
 }
+
+#[test]
+fn nan_scores_rank_last_without_a_panic() {
+    // disjoint boxes; NaN scores after every number, in index order
+    let boxes: Vec<f64> = (0..4)
+        .flat_map(|i| [0.0, 2.0 * i as f64, 1.0, 2.0 * i as f64 + 1.0])
+        .collect();
+    let scores = [f64::NAN, 0.5, f64::NAN, 0.9];
+    for dt in crate::common::FLOATS {
+        let req = request(
+            (&[1, 4, 4], &boxes),
+            (&[1, 1, 4], &scores),
+            Some(4),
+            Some(0.5),
+            None,
+            None,
+            dt,
+        );
+        assert_eq!(
+            run_nms(&req, &boxes, &scores),
+            [[0, 0, 3], [0, 0, 1], [0, 0, 0], [0, 0, 2]]
+        );
+        // a score threshold drops them (NaN > t is false)
+        let req = request(
+            (&[1, 4, 4], &boxes),
+            (&[1, 1, 4], &scores),
+            Some(4),
+            Some(0.5),
+            Some(0.0),
+            None,
+            dt,
+        );
+        assert_eq!(run_nms(&req, &boxes, &scores), [[0, 0, 3], [0, 0, 1]]);
+    }
+}
