@@ -164,6 +164,21 @@ impl Plugin for Conv {
                 1e-6,
             ),
             umd_sdk::test_case(
+                "convinteger u8 with zero points",
+                "ConvInteger",
+                vec![
+                    (
+                        t(&[1, 1, 3, 3], Dtype::U8),
+                        (2..11).map(f64::from).collect(),
+                    ),
+                    (t(&[1, 1, 2, 2], Dtype::U8), vec![2.0; 4]),
+                    (t(&[], Dtype::U8), vec![1.0]),
+                    (t(&[1], Dtype::U8), vec![1.0]),
+                ],
+                vec![(Dtype::I32, vec![12., 16., 24., 28.])],
+                0.0,
+            ),
+            umd_sdk::test_case(
                 "globalaveragepool f16",
                 "GlobalAveragePool",
                 vec![(
