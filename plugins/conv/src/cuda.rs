@@ -8,7 +8,8 @@
 use umd_sdk::dtype::{self, CUDA_PRELUDE, CudaType};
 use umd_sdk::{Dtype, ModuleSource, SourceLanguage};
 
-const COMMON: &str = r#"
+/// The parameter struct, the grid-stride loop and the window arithmetic every module shares.
+pub const GEOM: &str = r#"
 struct conv_geom {
   long long n, c, m, group, cg, mg;
   long long in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
@@ -34,6 +35,9 @@ __device__ __forceinline__ long long umd_unravel(long long i, const conv_geom& g
   *oy = i % g.out[1]; i /= g.out[1];
   *oz = i % g.out[0]; return i / g.out[0];
 }
+"#;
+
+const COMMON: &str = r#"
 /* MaxPool over one window; col-major (storage_order 1) indices on request. */
 template <bool IDX>
 __device__ __forceinline__ void maxpool_body(const T* __restrict__ x, T* __restrict__ y,
@@ -299,6 +303,7 @@ pub fn module(dt: Dtype) -> ModuleSource {
         load.replace('X', "(X)"),
         store.replace('X', "(X)"),
     );
+    code.push_str(GEOM);
     code.push_str(COMMON);
     if !math.is_empty() {
         code.push_str(FLOAT);

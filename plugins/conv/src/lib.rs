@@ -5,12 +5,15 @@
 //! [`plan`] checks attributes and shapes and packs one launch per op (pointers then a
 //! [`geom::Geom`]); [`cuda`] renders the module `conv_{dtype}` (direct kernels, one thread per
 //! output element); [`cpu`] runs the same entry points on the CPU (Conv as im2col + a blocked
-//! GEMM, ConvTranspose as GEMM + col2im, pools window by window).
+//! GEMM, ConvTranspose as GEMM + col2im, pools window by window). [`quant`]: ConvInteger and
+//! QLinearConv (u8/i8) on the same geometry; [`deform`]: DeformConv (2-D).
 
 pub mod cpu;
 pub mod cuda;
+pub mod deform;
 pub mod geom;
 pub mod plan;
+pub mod quant;
 
 use umd_sdk::{
     AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, OpSignature,
@@ -18,7 +21,7 @@ use umd_sdk::{
 };
 
 /// The ops this plugin serves (ONNX spelling).
-pub const OPS: [&str; 8] = [
+pub const OPS: [&str; 11] = [
     "Conv",
     "ConvTranspose",
     "MaxPool",
@@ -27,6 +30,9 @@ pub const OPS: [&str; 8] = [
     "GlobalMaxPool",
     "GlobalAveragePool",
     "GlobalLpPool",
+    "ConvInteger",
+    "QLinearConv",
+    "DeformConv",
 ];
 
 /// The module holding every entry point of `dt`.
@@ -52,7 +58,7 @@ impl Plugin for Conv {
     fn tolerance(op: &str, dt: Dtype) -> Option<Tolerance> {
         let is = |names: &[&str]| names.iter().any(|n| op.eq_ignore_ascii_case(n));
         let t = |absolute, relative| Some(Tolerance { absolute, relative });
-        if is(&["Conv", "ConvTranspose"]) {
+        if is(&["Conv", "ConvTranspose", "DeformConv"]) {
             match dt {
                 Dtype::F32 => t(1e-4, 1e-4),
                 Dtype::F16 => t(2e-2, 2e-2),
@@ -76,11 +82,23 @@ impl Plugin for Conv {
     }
 
     fn kernel_source(module_id: &str, _target: &Target) -> Result<ModuleSource, OpError> {
+        if module_id == quant::MODULE {
+            return Ok(quant::module());
+        }
+        if let Some(dt) = deform::module_dtype(module_id) {
+            return Ok(deform::module(dt));
+        }
         let dt = dtype::of_module(module_id, "conv_", &plan::MAX_DTYPES)?;
         Ok(cuda::module(dt))
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
+        if quant::is_entry(&call.entry_point) {
+            return quant::run_cpu(&call);
+        }
+        if let Some(dt) = deform::module_dtype(&call.module_id) {
+            return deform::run_cpu(&call, dt);
+        }
         cpu::run(&call)
     }
 
@@ -144,6 +162,21 @@ impl Plugin for Conv {
                 vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1, 1, 1, 1])],
                 vec![(Dtype::F32, vec![3., 3.5, 4., 4.5, 5., 5.5, 6., 6.5, 7.])],
                 1e-6,
+            ),
+            umd_sdk::test_case(
+                "convinteger u8 with zero points",
+                "ConvInteger",
+                vec![
+                    (
+                        t(&[1, 1, 3, 3], Dtype::U8),
+                        (2..11).map(f64::from).collect(),
+                    ),
+                    (t(&[1, 1, 2, 2], Dtype::U8), vec![2.0; 4]),
+                    (t(&[], Dtype::U8), vec![1.0]),
+                    (t(&[1], Dtype::U8), vec![1.0]),
+                ],
+                vec![(Dtype::I32, vec![12., 16., 24., 28.])],
+                0.0,
             ),
             umd_sdk::test_case(
                 "globalaveragepool f16",

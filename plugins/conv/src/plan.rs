@@ -46,11 +46,18 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         "LpPool" => pool(req, Pool::Lp),
         "GlobalMaxPool" => global(req, Pool::Max),
         "GlobalAveragePool" => global(req, Pool::Avg),
+        "ConvInteger" => crate::quant::plan_conv_integer(req),
+        "QLinearConv" => crate::quant::plan_qlinear_conv(req),
+        "DeformConv" => crate::deform::plan(req),
         _ => global(req, Pool::Lp),
     }
 }
 
-fn check_dtype(req: &PlanRequestExt, t: &TensorDesc, served: &[Dtype]) -> Result<Dtype, OpError> {
+pub(crate) fn check_dtype(
+    req: &PlanRequestExt,
+    t: &TensorDesc,
+    served: &[Dtype],
+) -> Result<Dtype, OpError> {
     if served.contains(&t.dtype) {
         return Ok(t.dtype);
     }
@@ -65,7 +72,11 @@ fn check_dtype(req: &PlanRequestExt, t: &TensorDesc, served: &[Dtype]) -> Result
 }
 
 /// The spatial rank of `x` (rank − 2), which must be 1..=3 (`min_rank` 2 allows 0).
-fn spatial_rank(req: &PlanRequestExt, x: &TensorDesc, min_rank: usize) -> Result<usize, OpError> {
+pub(crate) fn spatial_rank(
+    req: &PlanRequestExt,
+    x: &TensorDesc,
+    min_rank: usize,
+) -> Result<usize, OpError> {
     let r = x.shape.len();
     if r < min_rank || (min_rank > 2 && r - 2 > MAX_SPATIAL) {
         return Err(OpError::shape(format!(
@@ -86,7 +97,7 @@ fn flag(attrs: &[umd_sdk::AttributeExt], name: &str) -> Result<bool, OpError> {
     }
 }
 
-fn slots(req: &PlanRequestExt, min: usize, max: usize) -> Result<(), OpError> {
+pub(crate) fn slots(req: &PlanRequestExt, min: usize, max: usize) -> Result<(), OpError> {
     if req.slots() < min || req.slots() > max {
         return Err(OpError::shape(format!(
             "{} takes {min}..={max} inputs, got {}",
@@ -105,12 +116,29 @@ fn launch(
     n: u64,
     p: ParamPacker,
 ) -> Result<Launch, OpError> {
+    launch_in(
+        req,
+        crate::module_id(dt),
+        format!("{kernel}_{}", dtype::name(dt)),
+        n,
+        p,
+    )
+}
+
+/// A grid-stride launch of `module`'s `entry` over `n` items.
+pub(crate) fn launch_in(
+    req: &PlanRequestExt,
+    module: String,
+    entry: String,
+    n: u64,
+    p: ParamPacker,
+) -> Result<Launch, OpError> {
     let limits = &req.target.limits;
     let (grid, block) = launch::linear(n, THREADS, limits)?;
     let (params, relocations) = p.finish(limits.max_param_bytes)?;
     Ok(Launch {
-        module_id: crate::module_id(dt),
-        entry_point: format!("{kernel}_{}", dtype::name(dt)),
+        module_id: module,
+        entry_point: entry,
         grid,
         block,
         shared_memory: 0,
@@ -119,7 +147,7 @@ fn launch(
     })
 }
 
-fn binding(req: &PlanRequestExt, i: usize) -> Result<u32, OpError> {
+pub(crate) fn binding(req: &PlanRequestExt, i: usize) -> Result<u32, OpError> {
     req.binding(i)
         .ok_or_else(|| OpError::shape(format!("{}: input {i} is required", req.op)))
 }
@@ -154,6 +182,52 @@ fn conv(req: &PlanRequestExt, transpose: bool) -> Result<OpPlan, OpError> {
             )));
         }
     }
+    let (g, out_shape) = conv_geometry(req, x, w, transpose)?;
+    let m = g.m;
+    if let Some(b) = b
+        && b.shape != [m as u64]
+    {
+        return Err(OpError::shape(format!(
+            "{}: bias `{}` {:?} must have shape [{m}]",
+            req.op, b.name, b.shape
+        )));
+    }
+    shape::byte_size(&out_shape, dt)?;
+    shape::byte_size(&w.shape, dt)?;
+    let total = shape::numel(&out_shape)?;
+    let mut p = ParamPacker::new();
+    p.ptr(binding(req, 0)?, Access::Read)
+        .ptr(binding(req, 1)?, Access::Read);
+    if b.is_some() {
+        p.ptr(binding(req, 2)?, Access::Read);
+    }
+    p.ptr(req.output_binding(0), Access::Write);
+    g.pack(&mut p);
+    let kernel = match (transpose, b.is_some()) {
+        (false, false) => "conv",
+        (false, true) => "conv_bias",
+        (true, false) => "convt",
+        (true, true) => "convt_bias",
+    };
+    Ok(OpPlan {
+        outputs: vec![TensorDesc::new("Y", out_shape, dt)],
+        launches: vec![launch(req, dt, kernel, total, p)?],
+        workspace_bytes: 0,
+    })
+}
+
+/// The geometry and output shape of a Conv-like op: `x` `[N, C, D1..Dk]` (1 <= k <= 3), `w`
+/// `[M, C/group, K1..Kk]` (ConvTranspose: `[C, M/group, K..]`) and the attributes `group`,
+/// `kernel_shape`, `strides`, `dilations`, `pads`, `auto_pad` (ConvTranspose also
+/// `output_padding`, `output_shape`). Shared by Conv, ConvTranspose, ConvInteger, QLinearConv
+/// and DeformConv.
+pub fn conv_geometry(
+    req: &PlanRequestExt,
+    x: &TensorDesc,
+    w: &TensorDesc,
+    transpose: bool,
+) -> Result<(Geom, Vec<u64>), OpError> {
+    let attrs = &req.attributes;
     let sr = spatial_rank(req, x, 3)?;
     if w.shape.len() != sr + 2 {
         return Err(OpError::shape(format!(
@@ -207,14 +281,6 @@ fn conv(req: &PlanRequestExt, transpose: bool) -> Result<OpPlan, OpError> {
         }
         (w1, w0 / group, w0)
     };
-    if let Some(b) = b
-        && b.shape != [m as u64]
-    {
-        return Err(OpError::shape(format!(
-            "{}: bias `{}` {:?} must have shape [{m}]",
-            req.op, b.name, b.shape
-        )));
-    }
     let strides = geom::ints(attrs, "strides", sr, 1, 1)?;
     let dilations = geom::ints(attrs, "dilations", sr, 1, 1)?;
     let pads = geom::ints(attrs, "pads", 2 * sr, 0, 0)?;
@@ -274,28 +340,7 @@ fn conv(req: &PlanRequestExt, transpose: bool) -> Result<OpPlan, OpError> {
         g.set_dim(sr, i, inp, out, kernel[i], strides[i], dilations[i], pb, pe);
         out_shape.push(out as u64);
     }
-    shape::byte_size(&out_shape, dt)?;
-    shape::byte_size(&w.shape, dt)?;
-    let total = shape::numel(&out_shape)?;
-    let mut p = ParamPacker::new();
-    p.ptr(binding(req, 0)?, Access::Read)
-        .ptr(binding(req, 1)?, Access::Read);
-    if b.is_some() {
-        p.ptr(binding(req, 2)?, Access::Read);
-    }
-    p.ptr(req.output_binding(0), Access::Write);
-    g.pack(&mut p);
-    let kernel = match (transpose, b.is_some()) {
-        (false, false) => "conv",
-        (false, true) => "conv_bias",
-        (true, false) => "convt",
-        (true, true) => "convt_bias",
-    };
-    Ok(OpPlan {
-        outputs: vec![TensorDesc::new("Y", out_shape, dt)],
-        launches: vec![launch(req, dt, kernel, total, p)?],
-        workspace_bytes: 0,
-    })
+    Ok((g, out_shape))
 }
 
 /// The entry point's kernel name and parameters of a pooling launch.

@@ -2,8 +2,9 @@
 """Runs the plugin's CUDA kernels on the host, without a GPU: every CUDA module dumped by
 `UMD_DUMP_CUDA` is compiled as C++ with g++ (a shim for the CUDA built-ins; the prelude's PTX
 f16 conversions replaced by _Float16 ones), then each case dumped by `UMD_DUMP_VECTORS`
-(src/tests/emu.rs) is run: its relocated parameter block is handed to the entry point, every
-"thread" of a small grid runs in turn, and the outputs are compared with the CPU kernels'.
+(src/tests/emu.rs) is run: the entry point's arguments are read from its relocated parameter
+block (each at its alignment, as CUDA lays them out), every "thread" of a small grid runs in
+turn, and the outputs are compared with the CPU kernels'.
 
     UMD_DUMP_CUDA=/tmp/cu UMD_DUMP_VECTORS=/tmp/vec cargo test -p umd-plugin-conv cuda dump
     python3 plugins/conv/tools/cuda_emu.py /tmp/cu /tmp/vec
@@ -34,6 +35,11 @@ static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); re
 static inline unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, 4); return i; }
 static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
 using std::isnan;
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __dadd_rn(double a, double b) { return a + b; }
 """
 
 HOST_F16 = r"""
@@ -64,16 +70,6 @@ int main(int argc, char** argv) {
     void* p = bufs[bind].data();
     memcpy(&params[off], &p, 8);
   }
-  void* ptr[8];
-  int np = 0;
-  while (np < 8 && (size_t)(np * 8) < params.size()) {
-    void* p; memcpy(&p, &params[np * 8], 8);
-    bool is_ptr = false;
-    for (auto& b : bufs) if (p == (void*)b.data()) is_ptr = true;
-    if (!is_ptr) break;
-    ptr[np++] = p;
-  }
-  conv_geom g; memcpy(&g, &params[np * 8], sizeof g);
   gridDim = {3, 1, 1}; blockDim = {5, 1, 1};
   for (unsigned bx = 0; bx < gridDim.x; ++bx)
     for (unsigned tx = 0; tx < blockDim.x; ++tx) {
@@ -89,8 +85,27 @@ int main(int argc, char** argv) {
 }
 """
 
-ARGS = {"conv": 3, "conv_bias": 4, "convt": 3, "convt_bias": 4, "maxpool": 2,
-        "maxpool_idx": 3, "avgpool": 2, "lppool": 2}
+# Calls an entry point with its arguments read from the (relocated) parameter block, laid out
+# as CUDA lays kernel parameters: each at the next multiple of its alignment.
+CALL = r"""
+#include <tuple>
+#include <utility>
+template <class... A, size_t... I>
+void umd_call(void (*f)(A...), const unsigned char* p, std::index_sequence<I...>) {
+  std::tuple<std::remove_cv_t<A>...> t;
+  size_t off = 0;
+  ((off = (off + alignof(std::tuple_element_t<I, std::tuple<std::remove_cv_t<A>...>>) - 1) /
+          alignof(std::tuple_element_t<I, std::tuple<std::remove_cv_t<A>...>>) *
+          alignof(std::tuple_element_t<I, std::tuple<std::remove_cv_t<A>...>>),
+    memcpy((void*)&std::get<I>(t), p + off, sizeof(std::get<I>(t))),
+    off += sizeof(std::get<I>(t))), ...);
+  std::apply(f, t);
+}
+template <class... A>
+void umd_call(void (*f)(A...), const unsigned char* p) {
+  umd_call(f, p, std::index_sequence_for<A...>{});
+}
+"""
 
 
 def build(cu_path, workdir):
@@ -99,21 +114,9 @@ def build(cu_path, workdir):
     src = re.sub(r"__device__ __forceinline__ umd_half umd_f2h.*?\n}\n", "", src, flags=re.S)
     src = src.replace("typedef unsigned short umd_bf16;\n", "typedef unsigned short umd_bf16;\n" + HOST_F16, 1)
     name = os.path.basename(cu_path)[:-3]
-    dt = name.split("_", 1)[1]
-    lines = []
-    for k, n in ARGS.items():
-        fn = f"{k}_{dt}"
-        if f"void {fn}(" not in src:
-            continue
-        # pointer types are the kernel's own: cast through the declared parameter types
-        args = ", ".join(f"(decltype(ptr_arg<{i}>({fn})))ptr[{i}]" for i in range(n))
-        lines.append(f'if (entry == "{fn}") {fn}({args}, g);')
-    helper = r"""
-template <int I, class R, class... A> auto ptr_arg(R (*)(A...)) {
-  return std::get<I>(std::tuple<A...>{});
-}
-"""
-    code = SHIM + "#include <tuple>\n" + src + helper + MAIN.replace("DISPATCH", "\n      else ".join(lines))
+    lines = [f'if (entry == "{fn}") umd_call({fn}, params.data());'
+             for fn in re.findall(r'extern "C" __global__ void (\w+)\(', src)]
+    code = SHIM + CALL + src + MAIN.replace("DISPATCH", "\n      else ".join(lines))
     cpp = os.path.join(workdir, name + ".cpp")
     exe = os.path.join(workdir, name)
     open(cpp, "w").write(code)
@@ -122,7 +125,7 @@ template <int I, class R, class... A> auto ptr_arg(R (*)(A...)) {
 
 
 def decode(dt, b):
-    fmt = {"f32": "f", "f64": "d", "i64": "q", "i8": "b", "u8": "B"}
+    fmt = {"f32": "f", "f64": "d", "i64": "q", "i32": "i", "i8": "b", "u8": "B"}
     if dt in fmt:
         size = struct.calcsize(fmt[dt])
         return list(struct.unpack("<%d%s" % (len(b) // size, fmt[dt]), b))
@@ -132,7 +135,7 @@ def decode(dt, b):
     return [struct.unpack("<e", struct.pack("<H", v))[0] for v in vals]
 
 
-TOL = {"f32": 1e-5, "f64": 1e-12, "f16": 2e-3, "bf16": 1.6e-2, "i64": 0, "i8": 0, "u8": 0}
+TOL = {"f32": 1e-5, "f64": 1e-12, "f16": 2e-3, "bf16": 1.6e-2, "i64": 0, "i32": 0, "i8": 0, "u8": 0}
 
 
 def main():
@@ -163,7 +166,7 @@ def main():
         bad = []
         for b, (dt, h) in c["output"].items():
             want, have = decode(dt, bytes.fromhex(h)), decode(dt, bytes.fromhex(got[b]))
-            t = TOL[dt] * (8 if c["entry"].startswith("conv") else 1)
+            t = TOL[dt] * (8 if c["entry"].startswith(("conv", "deform")) else 1)
             for i, (w, g) in enumerate(zip(want, have)):
                 if not ((w != w and g != g) or abs(w - g) <= t * (1 + abs(w))):
                     bad.append(f"binding {b} [{i}]: cuda {g} cpu {w}")

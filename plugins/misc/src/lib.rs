@@ -6,6 +6,7 @@
 //! - [`window`]: HannWindow, HammingWindow, BlackmanWindow; [`signal`]: DFT, STFT;
 //! - [`einsum`]: Einsum, one loop nest over every label;
 //! - [`col2im`]: Col2Im; [`det`]: Det; [`unique`]: Unique, NonZero (value-shaped outputs);
+//! - [`nms`]: NonMaxSuppression (value-shaped output);
 //! - [`grid`]: AffineGrid and GridSample (2-D and 3-D); [`roi`]: RoiAlign.
 //!
 //! Module ids are `misc_copy` and `misc_{family}_{dtype}`; entry points name their dtype, so the
@@ -19,6 +20,7 @@ pub mod einsum;
 pub mod grid;
 pub mod layout;
 pub mod mt;
+pub mod nms;
 pub mod roi;
 pub mod signal;
 pub mod unique;
@@ -51,6 +53,7 @@ pub fn op_names() -> Vec<&'static str> {
         "MaxUnpool",
         "RoiAlign",
         "STFT",
+        "NonMaxSuppression",
     ];
     v.extend(window::OPS.iter().map(|(n, _)| *n));
     v
@@ -80,6 +83,8 @@ impl Plugin for Misc {
             layout::plan_reverse_sequence(req)
         } else if is("Unique") {
             unique::plan_unique(req)
+        } else if is("NonMaxSuppression") {
+            nms::plan(req)
         } else if is("NonZero") {
             unique::plan_nonzero(req)
         } else if is("STFT") {
@@ -118,6 +123,8 @@ impl Plugin for Misc {
             // the data itself: the unique / non-zero count is the output's extent
             signature("Unique", &[0]),
             signature("NonZero", &[0]),
+            // boxes and scores: the selected count is the output's extent
+            signature("NonMaxSuppression", &[0, 1, 2, 3, 4]),
             signature("MaxUnpool", &[2]),
         ];
         v.extend(window::OPS.iter().map(|(n, _)| signature(n, &[0])));
@@ -167,6 +174,7 @@ impl Plugin for Misc {
             ("det", Some(dt)) if common::FLOATS.contains(&dt) => det::cuda(dt)?,
             ("roi", Some(dt)) if common::FLOATS.contains(&dt) => roi::cuda(dt)?,
             ("unique", Some(dt)) if unique::DTYPES.contains(&dt) => unique::cuda(dt)?,
+            ("nms", Some(dt)) if common::FLOATS.contains(&dt) => nms::cuda(dt)?,
             _ => return Err(unknown()),
         };
         Ok(ModuleSource {
@@ -191,6 +199,7 @@ impl Plugin for Misc {
             ("det", Some(dt)) => det::run_cpu(&call, dt),
             ("roi", Some(dt)) => roi::run_cpu(&call, dt),
             ("unique", Some(dt)) => unique::run_cpu(&call, dt),
+            ("nms", Some(dt)) => nms::run_cpu(&call, dt),
             _ => Err(unknown()),
         }
     }

@@ -162,6 +162,81 @@ fn requests() -> Vec<PlanRequestExt> {
         ));
         out.push(req("GlobalMaxPool", &[(&[2, 3, 5, 4], dt)], &[], 1));
     }
+    for dt in [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::F64] {
+        out.push(req(
+            "DeformConv",
+            &[
+                (&[2, 4, 6, 5], dt),
+                (&[6, 2, 3, 2], dt),
+                (&[2, 24, 4, 4], dt),
+                (&[6], dt),
+                (&[2, 12, 4, 4], dt),
+            ],
+            &[&win2[..], &[("group", int(2)), ("offset_group", int(2))]].concat(),
+            1,
+        ));
+        out.push(req(
+            "DeformConv",
+            &[
+                (&[1, 1, 4, 4], dt),
+                (&[1, 1, 2, 2], dt),
+                (&[1, 8, 5, 5], dt),
+            ],
+            &[("pads", ints(&[1, 1, 1, 1]))],
+            1,
+        ));
+    }
+    let (u8, i8, f32) = (Dtype::U8, Dtype::I8, Dtype::F32);
+    for (xt, wt, yt) in [(u8, u8, u8), (u8, i8, i8), (i8, i8, u8), (i8, u8, i8)] {
+        out.push(req(
+            "ConvInteger",
+            &[
+                (&[2, 4, 7, 9], xt),
+                (&[6, 2, 3, 2], wt),
+                (&[], xt),
+                (&[6], wt),
+            ],
+            &[&win2[..], &[("group", int(2))]].concat(),
+            1,
+        ));
+        out.push(req(
+            "ConvInteger",
+            &[(&[1, 3, 11], xt), (&[4, 3, 3], wt)],
+            &[("strides", ints(&[2])), ("pads", ints(&[2, 1]))],
+            1,
+        ));
+        out.push(req(
+            "QLinearConv",
+            &[
+                (&[2, 4, 7, 9], xt),
+                (&[], f32),
+                (&[], xt),
+                (&[6, 2, 3, 2], wt),
+                (&[6], f32),
+                (&[6], wt),
+                (&[], f32),
+                (&[], yt),
+                (&[6], Dtype::I32),
+            ],
+            &[&win2[..], &[("group", int(2))]].concat(),
+            1,
+        ));
+        out.push(req(
+            "QLinearConv",
+            &[
+                (&[1, 2, 4, 5, 6], xt),
+                (&[], f32),
+                (&[], xt),
+                (&[3, 2, 2, 3, 2], wt),
+                (&[], f32),
+                (&[], wt),
+                (&[], f32),
+                (&[], yt),
+            ],
+            &[("auto_pad", text("SAME_LOWER"))],
+            1,
+        ));
+    }
     out
 }
 
@@ -180,11 +255,20 @@ fn dump_vectors_for_the_cuda_emulator() {
                 let (scale, shift) = match d.dtype {
                     Dtype::I8 => (120.0, 0.0),
                     Dtype::U8 => (120.0, 120.0),
+                    Dtype::I32 => (1000.0, 0.0),
                     _ => (1.0, 0.0),
                 };
+                // QLinearConv's scales: positive, the requantized sums within the output range
+                let qscale = r.op == "QLinearConv" && d.dtype == Dtype::F32;
                 let v: Vec<f64> = data(n, 31 * i as u64 + j as u64, Dtype::F64)
                     .iter()
-                    .map(|x| x * scale + shift)
+                    .map(|x| {
+                        if qscale {
+                            0.002 + 0.01 * x.abs()
+                        } else {
+                            x * scale + shift
+                        }
+                    })
                     .collect();
                 dtype::encode(d.dtype, &v).unwrap()
             })

@@ -4,10 +4,12 @@
 #![allow(clippy::too_many_arguments)]
 
 mod conv;
+mod deform;
 mod emu;
 mod inplace;
 mod node_cases;
 mod pool;
+mod quant;
 mod reference;
 
 use crate::Conv;

@@ -17,8 +17,9 @@ import onnx
 from onnx.backend.test.case.base import Base
 
 MODULES = ["conv", "convtranspose", "maxpool", "averagepool", "lppool",
-           "globalaveragepool", "globalmaxpool"]
-DT = {"float32": "f32", "uint8": "u8", "int64": "i64", "float64": "f64"}
+           "globalaveragepool", "globalmaxpool", "convinteger", "qlinearconv", "deformconv"]
+DT = {"float32": "f32", "uint8": "u8", "int8": "i8", "int32": "i32", "int64": "i64",
+      "float64": "f64"}
 
 
 def main():
@@ -26,6 +27,8 @@ def main():
     limit = int(sys.argv[2]) if len(sys.argv) > 2 else 1 << 60
 
     def expect(node, inputs, outputs, name, **_):
+        inputs = [np.asarray(i) for i in inputs]
+        outputs = [np.asarray(o) for o in outputs]
         if sum(i.size for i in inputs) > limit:
             return
         out.write(f"case {name} {node.op_type} {len(node.output)}\n")

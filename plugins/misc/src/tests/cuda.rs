@@ -125,6 +125,17 @@ fn requests() -> Vec<PlanRequestExt> {
                 .build(target()),
         );
     }
+    for dt in crate::common::FLOATS {
+        let b = dtype::encode(dt, &[0.0, 0.0, 1.0, 1.0, 0.0, 0.5, 1.0, 1.5]).unwrap();
+        let s = dtype::encode(dt, &[0.9, 0.8]).unwrap();
+        v.push(
+            PlanRequestExt::builder("NonMaxSuppression")
+                .constant(desc(&[1, 2, 4], dt), &b)
+                .constant(desc(&[1, 1, 2], dt), &s)
+                .constant(desc(&[1], Dtype::I64), &3i64.to_le_bytes())
+                .build(target()),
+        );
+    }
     for dt in crate::einsum::DTYPES {
         v.push(
             PlanRequestExt::builder("Einsum")

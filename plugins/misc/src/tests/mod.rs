@@ -13,6 +13,7 @@ mod cuda;
 mod einsum;
 mod grid;
 mod layout;
+mod nms;
 mod signal;
 mod unique;
 mod window;
