@@ -8,29 +8,10 @@ use umd_sdk::{Dim3, Dtype, Launch, OpError, PlanRequestExt, TensorDesc};
 /// The float dtypes (compute in f32, f64 in f64).
 pub const FLOATS: [Dtype; 4] = [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::F64];
 
-/// The dtype of ONNX `TensorProto` element type number `n` (those umd has).
+/// The dtype of ONNX `TensorProto` element type number `n` (those umd has, whole-byte ones:
+/// misc serves no packed dtype).
 pub fn onnx_dtype(n: i64) -> Option<Dtype> {
-    Some(match n {
-        1 => Dtype::F32,
-        2 => Dtype::U8,
-        3 => Dtype::I8,
-        4 => Dtype::U16,
-        5 => Dtype::I16,
-        6 => Dtype::I32,
-        7 => Dtype::I64,
-        9 => Dtype::Boolean,
-        10 => Dtype::F16,
-        11 => Dtype::F64,
-        12 => Dtype::U32,
-        13 => Dtype::U64,
-        16 => Dtype::Bf16,
-        17 => Dtype::F8e4m3fn,
-        18 => Dtype::F8e4m3fnuz,
-        19 => Dtype::F8e5m2,
-        20 => Dtype::F8e5m2fnuz,
-        24 => Dtype::F8e8m0,
-        _ => return None,
-    })
+    dtype::from_onnx(n).filter(|d| !dtype::is_packed(*d))
 }
 
 /// Names of `dts` for error messages.
