@@ -172,8 +172,8 @@ where
                 };
                 match cell {
                     Cell::Rnn => {
-                        for j in 0..hidden {
-                            hn[j] = act(0, clamp(pre_x(0, j) + rec(0, j, &h)));
+                        for (j, v) in hn.iter_mut().enumerate() {
+                            *v = act(0, clamp(pre_x(0, j) + rec(0, j, &h)));
                         }
                     }
                     Cell::Lstm => {
