@@ -238,10 +238,12 @@ where
                     store(&mut y.data, yo + j, zero);
                 }
             }
+            // a sequence of length 0 has zero final states (as onnxruntime answers)
+            let fin = |v: T::Compute| if len == 0 { zero } else { v };
             for j in 0..hidden {
-                store(&mut yh.data, so + j, h[j]);
+                store(&mut yh.data, so + j, fin(h[j]));
                 if let Some(yc) = &mut yc {
-                    store(&mut yc.data, so + j, cs[j]);
+                    store(&mut yc.data, so + j, fin(cs[j]));
                 }
             }
         }

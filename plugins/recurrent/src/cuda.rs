@@ -136,8 +136,9 @@ __device__ void recurrent(const T* x, const T* w, const T* r, const T* bias, con
       for (u64 j = threadIdx.x; j < H; j += blockDim.x) yo[j] = umd_st((C)0);
     }
     for (u64 j = threadIdx.x; j < H; j += blockDim.x) {
-      yh[so + j] = umd_st(hs[j]);
-      if (yc) yc[so + j] = umd_st(cs[j]);
+      // a sequence of length 0 has zero final states (as onnxruntime answers)
+      yh[so + j] = umd_st(len ? hs[j] : (C)0);
+      if (yc) yc[so + j] = umd_st(len ? cs[j] : (C)0);
     }
     __syncthreads();
   }
