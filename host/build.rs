@@ -16,7 +16,8 @@ fn main() {
         .plugin("plugins/attention")
         .plugin("plugins/misc")
         .plugin("plugins/quant")
-        .plugin("plugins/loss");
+        .plugin("plugins/loss")
+        .plugin("plugins/recurrent");
     for dir in ["plugins", "sdk/src", "sdk/wit", "sdk/Cargo.toml", "wit"] {
         println!(
             "cargo:rerun-if-changed={}",
