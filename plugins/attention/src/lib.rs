@@ -208,6 +208,17 @@ impl Plugin for AttentionPlugin {
                 vec![(Dtype::F32, vec![-3., 2., 1., 4.])],
                 1e-6,
             ),
+            // no write indices: the update lands at position 0 of the sequence axis (-2)
+            umd_sdk::test_case(
+                "tensorscatter at the start of the cache",
+                "TensorScatter",
+                vec![
+                    (t("past_cache", &[1, 3, 2]), vec![1., 2., 3., 4., 5., 6.]),
+                    (t("update", &[1, 1, 2]), vec![10., 20.]),
+                ],
+                vec![(Dtype::F32, vec![10., 20., 3., 4., 5., 6.])],
+                0.0,
+            ),
         ]
     }
 }
