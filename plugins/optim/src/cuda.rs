@@ -8,15 +8,10 @@ use umd_sdk::{Dtype, ModuleSource, SourceLanguage};
 
 const KERNELS: &str = r#"
 typedef unsigned long long u64;
-#define UMD_OPTIM_PARAMS unsigned int flags, const void* __restrict__ r, \
-    const long long* __restrict__ t, const T* __restrict__ x, const T* __restrict__ g, \
-    const T* __restrict__ s1, const T* __restrict__ s2, T* __restrict__ xo, \
-    T* __restrict__ s1o, T* __restrict__ s2o, u64 n, double c0, double c1, double c2, \
-    double c3, double c4
 __device__ __forceinline__ double umd_r(unsigned int flags, const void* r) {
   return (flags & 1u) ? *(const double*)r : (double)*(const float*)r;
 }
-extern "C" __global__ void adagrad_NAME(UMD_OPTIM_PARAMS) {
+extern "C" __global__ void adagrad_NAME(PARAMS) {
   double rv = umd_r(flags, r);
   long long tv = *t;
   C lr = (C)(rv / (1.0 + (double)tv * c0)), eps = (C)c1, norm = (C)c2;
@@ -28,7 +23,7 @@ extern "C" __global__ void adagrad_NAME(UMD_OPTIM_PARAMS) {
     s1o[i] = umd_st(h2);
   }
 }
-extern "C" __global__ void adam_NAME(UMD_OPTIM_PARAMS) {
+extern "C" __global__ void adam_NAME(PARAMS) {
   double rv = umd_r(flags, r);
   long long tv = *t;
   if (tv > 0) rv = rv * sqrt(1.0 - pow(c1, (double)tv)) / (1.0 - pow(c0, (double)tv));
@@ -44,7 +39,7 @@ extern "C" __global__ void adam_NAME(UMD_OPTIM_PARAMS) {
     s2o[i] = umd_st(h2);
   }
 }
-extern "C" __global__ void momentum_NAME(UMD_OPTIM_PARAMS) {
+extern "C" __global__ void momentum_NAME(PARAMS) {
   C lr = (C)umd_r(flags, r);
   long long tv = *t;
   C alpha = (C)c0, beta = (C)(tv > 0 ? c1 : 1.0), norm = (C)c2;
@@ -58,6 +53,14 @@ extern "C" __global__ void momentum_NAME(UMD_OPTIM_PARAMS) {
   }
 }
 "#;
+
+/// The parameter list every kernel shares (spelled out in each, for readers and tools that do
+/// not run the preprocessor).
+const PARAMS: &str = "unsigned int flags, const void* __restrict__ r,
+    const long long* __restrict__ t, const T* __restrict__ x, const T* __restrict__ g,
+    const T* __restrict__ s1, const T* __restrict__ s2, T* __restrict__ xo,
+    T* __restrict__ s1o, T* __restrict__ s2o, u64 n, double c0, double c1, double c2,
+    double c3, double c4";
 
 /// The module `optim_{dt}`.
 pub fn module(dt: Dtype) -> ModuleSource {
@@ -79,7 +82,7 @@ pub fn module(dt: Dtype) -> ModuleSource {
         st = store.replace('X', "v"),
     ));
     code.push_str(umd_sdk::cuda::HELPERS);
-    code.push_str(&KERNELS.replace("NAME", name));
+    code.push_str(&KERNELS.replace("NAME", name).replace("PARAMS", PARAMS));
     ModuleSource {
         language: SourceLanguage::CudaC,
         code,

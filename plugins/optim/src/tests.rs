@@ -98,7 +98,7 @@ impl Case {
             })
             .collect()
     }
-    fn run(&self) -> Result<(Vec<TensorDesc>, Vec<Vec<f64>>), OpError> {
+    fn bytes(&self) -> Vec<Vec<u8>> {
         let vals = self.values();
         let mut bytes = vec![
             dtype::encode(self.rdt, &[self.r]).unwrap(),
@@ -109,7 +109,10 @@ impl Case {
                 bytes.push(dtype::encode(self.dt, v).unwrap());
             }
         }
-        let (plan, outs) = testing::run::<OptimPlugin>(&self.request(), &bytes)?;
+        bytes
+    }
+    fn run(&self) -> Result<(Vec<TensorDesc>, Vec<Vec<f64>>), OpError> {
+        let (plan, outs) = testing::run::<OptimPlugin>(&self.request(), &self.bytes())?;
         let decoded = plan
             .outputs
             .iter()
@@ -387,4 +390,43 @@ fn self_tests_pass_and_describe_lists_every_op() {
     let info = OptimPlugin::describe();
     assert_eq!(info.ops.len(), OPS.len());
     assert!(info.ops.iter().all(|o| o.targets == ["cpu", "cuda"]));
+}
+
+/// Vectors for the norm plugin's `tools/cuda_emu.py` (which runs CUDA modules on the host): when
+/// `UMD_DUMP_VECTORS` names a directory, each case (one parameter, so one launch) goes to
+/// `optim.cases` and every module to `<module>.cu`; also run with a one-block grid.
+#[test]
+fn cuda_emulation_vectors() {
+    use umd_sdk::Dim3;
+    use umd_sdk::emu_vectors::dump_case;
+    let Ok(dir) = std::env::var("UMD_DUMP_VECTORS") else {
+        return;
+    };
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut out = String::new();
+    for dt in DTYPES {
+        for t in [0, 3] {
+            let cases = [
+                Case::new(Kind::Adagrad, dt, &[&[700]])
+                    .attr("decay_factor", A::Float(0.1))
+                    .attr("norm_coefficient", A::Float(0.01)),
+                Case::new(Kind::Adam, dt, &[&[700]])
+                    .attr("norm_coefficient_post", A::Float(0.01))
+                    .attr("epsilon", A::Float(1e-3)),
+                momentum(dt, &[&[700]], "standard"),
+                momentum(dt, &[&[700]], "nesterov"),
+                Case::new(Kind::Adam, dt, &[&[0]]),
+            ];
+            for (k, mut c) in cases.into_iter().enumerate() {
+                c.t = t;
+                c.rdt = if t == 0 { Dtype::F32 } else { Dtype::F64 };
+                let name = format!("{}-{k}-t{t}-{dt:?}", c.kind.name());
+                let (req, bytes) = (c.request(), c.bytes());
+                dump_case::<OptimPlugin>(&mut out, &dir, &name, &req, &bytes, None);
+                let g1 = format!("{name}-grid1");
+                dump_case::<OptimPlugin>(&mut out, &dir, &g1, &req, &bytes, Some(Dim3::x(1)));
+            }
+        }
+    }
+    std::fs::write(format!("{dir}/optim.cases"), out).unwrap();
 }
