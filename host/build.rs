@@ -16,6 +16,7 @@ fn main() {
         .plugin("plugins/attention")
         .plugin("plugins/misc")
         .plugin("plugins/quant")
+        .plugin("plugins/optim")
         .plugin("plugins/loss")
         .plugin("plugins/recurrent");
     for dir in ["plugins", "sdk/src", "sdk/wit", "sdk/Cargo.toml", "wit"] {

@@ -38,12 +38,12 @@ fn cache_hits_return_the_same_translation_and_ignore_op_case() {
 fn status_codes_and_messages() {
     let host = Host::builder().build().unwrap();
     let err = host
-        .translate(&OpRequest::new("LSTM", vec![f32t(&[1])]))
+        .translate(&OpRequest::new("RegexFullMatch", vec![f32t(&[1])]))
         .unwrap_err();
     assert_eq!(err.status(), status::UNSUPPORTED);
     assert!(
         err.to_string()
-            .contains("op `LSTM` is not supported for target `cpu`"),
+            .contains("op `RegexFullMatch` is not supported for target `cpu`"),
         "{err}"
     );
 

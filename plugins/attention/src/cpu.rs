@@ -133,6 +133,10 @@ pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
             use crate::linear::run as linear;
             typed!(linear)
         }
+        "swiglu" => {
+            use crate::swiglu::run as swiglu;
+            typed!(swiglu)
+        }
         _ => Err(unknown()),
     }
 }

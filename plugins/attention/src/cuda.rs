@@ -1,7 +1,7 @@
 //! CUDA C: one module `attention_{T}` per dtype with the entry points `attention_{T}` (one
 //! block per query row, see [`crate::attention`]) and `rotary_{T}` (one thread per element, see
 //! [`crate::rotary`]), `causalconv_{T}` and `linear_{T}` (one thread per output element /
-//! state column, see [`crate::conv`], [`crate::linear`]). Reductions over a row are block-wide (warp shuffles, then one shared slot
+//! state column, see [`crate::conv`], [`crate::linear`]) and `swiglu_{T}` ([`crate::swiglu`]). Reductions over a row are block-wide (warp shuffles, then one shared slot
 //! per warp); the probabilities of up to a block's worth of keys are staged in shared memory
 //! while each thread accumulates its share of the output row.
 
@@ -303,6 +303,7 @@ pub fn module(dt: Dtype) -> ModuleSource {
     code.push_str(&ATTENTION.replace("NAME", name));
     code.push_str(&ROTARY.replace("NAME", name));
     code.push_str(&STATE.replace("NAME", name));
+    code.push_str(&crate::swiglu::KERNEL.replace("NAME", name));
     ModuleSource {
         language: SourceLanguage::CudaC,
         code,
@@ -311,6 +312,7 @@ pub fn module(dt: Dtype) -> ModuleSource {
             format!("rotary_{name}"),
             format!("causalconv_{name}"),
             format!("linear_{name}"),
+            format!("swiglu_{name}"),
         ],
         options: vec!["--std=c++17".into()],
     }

@@ -3,12 +3,14 @@
 //! `softcap`, `qk_matmul_output_mode` 0–3, `softmax_precision`, `nonpad_kv_seqlen`, and the
 //! opset-25 sliding window), FlexAttention (`ai.onnx.preview`, without its graph attributes),
 //! RotaryEmbedding (opset 23), and the opset-27 LinearAttention
-//! (linear, gated, delta and gated-delta recurrences) and CausalConvWithState on f32, f16, bf16
-//! (computed in f32) and f64.
+//! (linear, gated, delta and gated-delta recurrences), CausalConvWithState and the opset-28
+//! SwiGLU on f32, f16, bf16 (computed in f32) and f64; and TensorScatter (opset 24, the KV-cache
+//! update) on every dtype.
 //!
-//! [`attention`], [`rotary`], [`linear`] and [`conv`] plan the ops (one launch each); [`cuda`]
-//! renders one module per dtype holding every kernel; [`cpu`] (and the CPU halves of [`linear`]
-//! and [`conv`]) runs the same parameter blocks on the CPU.
+//! [`attention`], [`rotary`], [`linear`], [`conv`] and [`swiglu`] plan the ops (one launch
+//! each); [`cuda`] renders one module per dtype holding every float kernel; [`cpu`] (and the CPU
+//! halves of [`linear`], [`conv`] and [`swiglu`]) runs the same parameter blocks on the CPU.
+//! [`scatter`] (TensorScatter) moves bytes: its own dtype-independent module, plan and CPU kernel.
 
 mod attention;
 mod conv;
@@ -16,6 +18,8 @@ mod cpu;
 mod cuda;
 mod linear;
 mod rotary;
+mod scatter;
+mod swiglu;
 
 use umd_sdk::{
     AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt,
@@ -23,12 +27,14 @@ use umd_sdk::{
 };
 
 /// Every op this plugin serves, in ONNX spelling.
-pub const OPS: [&str; 5] = [
+pub const OPS: [&str; 7] = [
     "Attention",
     "FlexAttention",
     "RotaryEmbedding",
     "LinearAttention",
     "CausalConvWithState",
+    "TensorScatter",
+    "SwiGLU",
 ];
 /// Dtypes every op serves.
 pub const DTYPES: [Dtype; 4] = [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::F64];
@@ -92,6 +98,10 @@ impl Plugin for AttentionPlugin {
             linear::plan(req)
         } else if req.op.eq_ignore_ascii_case("CausalConvWithState") {
             conv::plan(req)
+        } else if req.op.eq_ignore_ascii_case("TensorScatter") {
+            scatter::plan(req)
+        } else if req.op.eq_ignore_ascii_case("SwiGLU") {
+            swiglu::plan(req)
         } else {
             Err(umd_sdk::unsupported_op_ext(req))
         }
@@ -109,11 +119,17 @@ impl Plugin for AttentionPlugin {
     }
 
     fn kernel_source(module_id: &str, _target: &Target) -> Result<ModuleSource, OpError> {
+        if module_id == scatter::MODULE {
+            return Ok(scatter::module());
+        }
         let dt = dtype::of_module(module_id, "attention_", &DTYPES)?;
         Ok(cuda::module(dt))
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
+        if call.module_id == scatter::MODULE {
+            return scatter::run(&call);
+        }
         cpu::run(&call)
     }
 
@@ -191,6 +207,17 @@ impl Plugin for AttentionPlugin {
                 vec![],
                 vec![(Dtype::F32, vec![-3., 2., 1., 4.])],
                 1e-6,
+            ),
+            // no write indices: the update lands at position 0 of the sequence axis (-2)
+            umd_sdk::test_case(
+                "tensorscatter at the start of the cache",
+                "TensorScatter",
+                vec![
+                    (t("past_cache", &[1, 3, 2]), vec![1., 2., 3., 4., 5., 6.]),
+                    (t("update", &[1, 1, 2]), vec![10., 20.]),
+                ],
+                vec![(Dtype::F32, vec![10., 20., 3., 4., 5., 6.])],
+                0.0,
             ),
         ]
     }

@@ -42,5 +42,36 @@ fn cuda_emulation_vectors() {
             &[data(24, 1), data(1200, 2), data(60000, 3)],
         );
     }
+    // TensorScatter: one element width per dtype, both modes, i64, i32 and no write indices
+    for dt in [Dtype::U8, Dtype::F16, Dtype::F32, Dtype::I64] {
+        let ints = |n: usize, base: f64| (0..n).map(|i| base + (i % 50) as f64).collect::<Vec<_>>();
+        let cases = [
+            (
+                &[2u64, 3, 40, 5][..],
+                &[2u64, 3, 7, 5][..],
+                "linear",
+                Some((Dtype::I64, vec![3., 33.])),
+            ),
+            (
+                &[2, 3, 40, 5],
+                &[2, 3, 9, 5],
+                "circular",
+                Some((Dtype::I32, vec![35., 70.])),
+            ),
+            (&[3, 50, 2], &[3, 4, 2], "linear", None),
+        ];
+        for (k, (past, upd, mode, idx)) in cases.into_iter().enumerate() {
+            let mut r = Req::new("TensorScatter")
+                .input(past, dt)
+                .input(upd, dt)
+                .attr("mode", A::Text(mode.into()));
+            let mut vals = vec![ints(numel(past), 0.0), ints(numel(upd), 60.0)];
+            if let Some((idt, v)) = idx {
+                r = r.input(&[v.len() as u64], idt);
+                vals.push(v);
+            }
+            add(format!("TensorScatter-{k}-{dt:?}"), &r, &vals);
+        }
+    }
     std::fs::write(format!("{dir}/attention.cases"), out).unwrap();
 }

@@ -7,6 +7,7 @@ mod attention;
 mod emu;
 mod reference;
 mod rotary;
+mod scatter;
 mod state;
 
 use super::*;
@@ -248,6 +249,13 @@ pub fn every_op(dt: Dtype) -> Vec<(Req, Vec<Vec<f64>>)> {
             vec![v(96, 13), v(40, 14), v(40, 15), vec![0., 9., 3., 4.]],
         ),
         (rot3, vec![v(48, 16), v(8, 17), v(8, 18)]),
+        (
+            Req::new("SwiGLU")
+                .input(&[3, 5], dt)
+                .input(&[3, 5], dt)
+                .attr("alpha", A::Float(1.5)),
+            vec![v(15, 32), v(15, 33)],
+        ),
     ]
 }
 
