@@ -56,7 +56,7 @@ fn a_panicking_plugin_fails_its_call_with_its_message() {
             matches!(
                 fault,
                 PluginFault::Trap {
-                    call: "planner.plan",
+                    call: "planner2.plan",
                     ..
                 }
             ),
@@ -105,7 +105,7 @@ fn a_looping_plugin_is_interrupted_at_its_deadline() {
         matches!(
             fault,
             PluginFault::Deadline {
-                call: "planner.plan",
+                call: "planner2.plan",
                 deadline_ms: 1000
             }
         ),
@@ -151,7 +151,7 @@ fn a_memory_hog_hits_its_limit() {
         matches!(
             fault,
             PluginFault::Memory {
-                call: "planner.plan",
+                call: "planner2.plan",
                 limit_mib: 1024
             }
         ),

@@ -115,7 +115,7 @@ async fn translate_status_codes() {
     assert_eq!(ok.plugin, "elementwise@0.1.0");
 
     let unsupported = c
-        .translate(req("LSTM", vec![desc(&[1], "f32")], 1))
+        .translate(req("RegexFullMatch", vec![desc(&[1], "f32")], 1))
         .await
         .unwrap()
         .into_inner();
