@@ -99,3 +99,17 @@ def test_torch_example_where_installed(server):
     out = subprocess.run([sys.executable, str(HERE.parent / "examples" / "torch_add.py"), server],
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+def test_packed_int4_and_bf16_arrays_round_trip_through_cast(client):
+    """ml_dtypes arrays (onnx's dependency): INT4 travels packed two per byte (ABI 1.4)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed")
+    x = np.array([1.0, -2.0, 7.9, -8.0, 9.0], np.float32)
+    (q,) = client.run("Cast", x, attributes={"to": 22})  # INT4
+    assert q.dtype == ml_dtypes.int4
+    np.testing.assert_array_equal(q, x.astype(ml_dtypes.int4))  # wraps as ONNX's reference
+    (back,) = client.run("Cast", q, attributes={"to": 1})
+    np.testing.assert_array_equal(back, np.array([1, -2, 7, -8, -7], np.float32))
+    b = np.array([1.5, -2.25, 3.0], ml_dtypes.bfloat16)
+    (f,) = client.run("Cast", b, attributes={"to": 1})
+    np.testing.assert_array_equal(f, b.astype(np.float32))

@@ -28,7 +28,64 @@ _NP_DTYPES = {
     "uint32": "u32",
     "uint64": "u64",
 }
+try:  # bf16, the 8-bit floats and the packed sub-byte types come from ml_dtypes (onnx's dep)
+    import ml_dtypes as _mld
+except ImportError:  # pragma: no cover - then those dtypes are refused by name
+    _mld = None
+if _mld is not None:
+    _NP_DTYPES.update({
+        "bfloat16": "bf16",
+        "float8_e4m3fn": "f8e4m3fn",
+        "float8_e4m3fnuz": "f8e4m3fnuz",
+        "float8_e5m2": "f8e5m2",
+        "float8_e5m2fnuz": "f8e5m2fnuz",
+        "float8_e8m0fnu": "f8e8m0",
+        "int4": "i4",
+        "uint4": "u4",
+        "int2": "i2",
+        "uint2": "u2",
+        "float4_e2m1fn": "f4e2m1",
+    })
 _UMD_TO_NP = {v: k for k, v in _NP_DTYPES.items()}
+#: Bits per element of umd's packed dtypes (ABI 1.4): stored 8/bits per byte, lowest bits
+#: first, as ONNX packs them; numpy (ml_dtypes) holds one element per byte.
+_PACKED_BITS = {"i4": 4, "u4": 4, "f4e2m1": 4, "i2": 2, "u2": 2}
+
+
+def _np_dtype(umd_dtype: str) -> np.dtype:
+    name = _UMD_TO_NP.get(umd_dtype)
+    if name is None:
+        raise UmdError(7, f"dtype {umd_dtype} has no numpy type here (install ml_dtypes)")
+    return np.dtype(getattr(_mld, name)) if _mld is not None and hasattr(_mld, name) \
+        else np.dtype(name)
+
+
+def to_bytes(array: np.ndarray) -> bytes:
+    """An array's contents as umd stores them (packed for the sub-byte types)."""
+    array = np.ascontiguousarray(array)
+    bits = _PACKED_BITS.get(_NP_DTYPES.get(str(array.dtype), ""))
+    if bits is None:
+        return array.tobytes()
+    per = 8 // bits
+    codes = array.ravel().view(np.uint8) & np.uint8((1 << bits) - 1)
+    codes = np.concatenate([codes, np.zeros((-len(codes)) % per, np.uint8)]).reshape(-1, per)
+    out = np.zeros(len(codes), np.uint8)
+    for k in range(per):
+        out |= codes[:, k] << np.uint8(k * bits)
+    return out.tobytes()
+
+
+def from_bytes(data: bytes, shape: Sequence[int], umd_dtype: str) -> np.ndarray:
+    """umd's bytes of a tensor as an array of `shape` (unpacking the sub-byte types)."""
+    dt = _np_dtype(umd_dtype)
+    n = int(np.prod(shape)) if len(shape) else 1
+    bits = _PACKED_BITS.get(umd_dtype)
+    if bits is None:
+        return np.frombuffer(data, dtype=dt)[:n].reshape(tuple(shape)).copy()
+    b = np.frombuffer(data, np.uint8)
+    codes = np.stack([(b >> np.uint8(k * bits)) & np.uint8((1 << bits) - 1)
+                      for k in range(8 // bits)], axis=1).ravel()[:n]
+    return codes.view(dt).reshape(tuple(shape)).copy()
 
 #: Bytes per WriteBuffer message (well under gRPC's 4 MiB default).
 CHUNK = 1 << 20
@@ -114,7 +171,7 @@ class Client:
 
     def upload(self, array: np.ndarray) -> str:
         """Copies an array into a new device buffer; returns its handle."""
-        data = np.ascontiguousarray(array).tobytes()
+        data = to_bytes(array)
         r = self.device_stub.CreateBuffer(pb.CreateBufferRequest(device=self.device, bytes=len(data)))
         if r.status != STATUS_OK:
             raise UmdError(r.status, r.msg)
@@ -133,7 +190,7 @@ class Client:
         """Reads a device buffer into an array of `shape` and umd dtype name `dtype`."""
         data = b"".join(c.data for c in self.device_stub.ReadBuffer(
             pb.ReadRequest(device=self.device, handle=handle)))
-        return np.frombuffer(data, dtype=_UMD_TO_NP[dtype]).reshape(tuple(shape)).copy()
+        return from_bytes(data, shape, dtype)
 
     def free(self, handle: str) -> None:
         self.device_stub.FreeBuffer(pb.BufferRequest(device=self.device, handle=handle))
@@ -193,17 +250,14 @@ class Model:
         values = []
         for name, arr in inputs.items():
             arr = np.ascontiguousarray(arr)
-            values.append(pb.TensorValue(desc=desc(arr, name=name), data=arr.tobytes()))
+            values.append(pb.TensorValue(desc=desc(arr, name=name), data=to_bytes(arr)))
         r = self._stub.Run(pb.RunModelRequest(handle=self.handle, inputs=values))
         if r.status != STATUS_OK:
             raise UmdError(r.status, r.msg)
         self.peak_bytes = r.peak_bytes
         out = {}
         for t in r.outputs:
-            dt = _UMD_TO_NP.get(t.desc.dtype)
-            if dt is None:
-                raise UmdError(7, f"output `{t.desc.name}` has dtype {t.desc.dtype}, not a numpy one")
-            out[t.desc.name] = np.frombuffer(t.data, dtype=dt).reshape(tuple(t.desc.shape)).copy()
+            out[t.desc.name] = from_bytes(t.data, list(t.desc.shape), t.desc.dtype)
         return out
 
     def run_on_device(self, inputs: Dict[str, object],
@@ -220,7 +274,7 @@ class Model:
                     desc=pb.TensorDesc(name=name, shape=list(shape), dtype=dtype), handle=handle))
             else:
                 arr = np.ascontiguousarray(v)
-                values.append(pb.TensorValue(desc=desc(arr, name=name), data=arr.tobytes()))
+                values.append(pb.TensorValue(desc=desc(arr, name=name), data=to_bytes(arr)))
         outs = [pb.DeviceTensor(desc=pb.TensorDesc(name=n), handle=h)
                 for n, h in (out_buffers or {}).items()]
         r = self._stub.Run(pb.RunModelRequest(handle=self.handle, inputs=values,
