@@ -70,17 +70,15 @@ fn a_1_1_plugin_runs_unchanged_on_the_1_4_host_and_declines_1_2_requests() {
     assert!(err.to_string().contains("umd:plugin@1.1.0"), "{err}");
 }
 
-#[test]
-fn a_1_2_plugin_from_the_previous_sdk_runs_through_run_cpu() {
+/// A host with only the prebuilt tagger built by the SDK of ABI `abi` (kept byte for byte), and
+/// that plugin.
+fn prebuilt_tagger(abi: &str) -> (Host, Arc<umd::plugin::LoadedPlugin>) {
     let dir = umd_tests::tempdir::TempDir::new();
-    std::fs::copy(
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/fixtures/prebuilt/tagger-v1-abi-1.2.0.wasm"
-        ),
-        dir.path().join("tagger.wasm"),
-    )
-    .unwrap();
+    let file = format!(
+        "{}/fixtures/prebuilt/tagger-v1-abi-{abi}.wasm",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::copy(file, dir.path().join("tagger.wasm")).unwrap();
     let host = Host::builder()
         .bundled_plugins(false)
         .plugin_dir(dir.path())
@@ -91,7 +89,13 @@ fn a_1_2_plugin_from_the_previous_sdk_runs_through_run_cpu() {
         .snapshot()
         .by_label("tagger@1.0.0")
         .cloned()
-        .expect("the 1.2 build loads");
+        .unwrap_or_else(|| panic!("the {abi} build loads"));
+    (host, p)
+}
+
+#[test]
+fn a_1_2_plugin_from_the_previous_sdk_runs_through_run_cpu() {
+    let (host, p) = prebuilt_tagger("1.2.0");
     assert_eq!(p.abi().to_string(), "1.2.0");
     assert!(p.has_planner());
     assert!(!p.runs_in_place(), "1.2 plugins have no cpu-kernel export");
@@ -106,26 +110,7 @@ fn int4_request() -> umd::OpRequest {
 
 #[test]
 fn a_1_3_plugin_from_the_previous_sdk_runs_in_place_and_declines_packed_dtypes() {
-    let dir = umd_tests::tempdir::TempDir::new();
-    std::fs::copy(
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/fixtures/prebuilt/tagger-v1-abi-1.3.0.wasm"
-        ),
-        dir.path().join("tagger.wasm"),
-    )
-    .unwrap();
-    let host = Host::builder()
-        .bundled_plugins(false)
-        .plugin_dir(dir.path())
-        .build()
-        .unwrap();
-    let p = host
-        .registry()
-        .snapshot()
-        .by_label("tagger@1.0.0")
-        .cloned()
-        .expect("the 1.3 build loads");
+    let (host, p) = prebuilt_tagger("1.3.0");
     assert_eq!(p.abi().to_string(), "1.3.0");
     assert!(p.has_planner() && !p.has_planner2());
     assert!(p.runs_in_place(), "1.3 plugins have the cpu-kernel export");

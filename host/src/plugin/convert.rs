@@ -36,113 +36,66 @@ pub fn dtype_from_wit(d: wit::Dtype) -> Dtype {
     }
 }
 
-/// The 1.2 form of a dtype; `None` for the packed types only 1.4 has.
-pub fn dtype_to_wit_ext(d: Dtype) -> Option<wit::DtypeExt> {
-    use wit::DtypeExt as W;
-    Some(match d {
-        Dtype::F32 => W::F32,
-        Dtype::F16 => W::F16,
-        Dtype::Bf16 => W::Bf16,
-        Dtype::F64 => W::F64,
-        Dtype::I32 => W::I32,
-        Dtype::I64 => W::I64,
-        Dtype::I8 => W::I8,
-        Dtype::U8 => W::U8,
-        Dtype::Bool => W::Boolean,
-        Dtype::I16 => W::I16,
-        Dtype::U16 => W::U16,
-        Dtype::U32 => W::U32,
-        Dtype::U64 => W::U64,
-        Dtype::F8e4m3fn => W::F8e4m3fn,
-        Dtype::F8e4m3fnuz => W::F8e4m3fnuz,
-        Dtype::F8e5m2 => W::F8e5m2,
-        Dtype::F8e5m2fnuz => W::F8e5m2fnuz,
-        Dtype::F8e8m0 => W::F8e8m0,
-        Dtype::I4 | Dtype::U4 | Dtype::I2 | Dtype::U2 | Dtype::F4e2m1 => return None,
-    })
+/// The host dtypes with their 1.2 (`dtype-ext`) and 1.4 (`dtype2`) cases, which share names:
+/// one list generates the conversions both ways; the packed types (after `packed:`) only 1.4 has.
+macro_rules! dtype_cases {
+    ([$($host:ident => $wit:ident,)*] packed: [$($phost:ident => $pwit:ident,)*]) => {
+        /// The 1.2 form of a dtype; `None` for the packed types only 1.4 has.
+        pub fn dtype_to_wit_ext(d: Dtype) -> Option<wit::DtypeExt> {
+            match d {
+                $(Dtype::$host => Some(wit::DtypeExt::$wit),)*
+                $(Dtype::$phost)|* => None,
+            }
+        }
+
+        pub fn dtype_from_wit_ext(d: wit::DtypeExt) -> Dtype {
+            match d {
+                $(wit::DtypeExt::$wit => Dtype::$host,)*
+            }
+        }
+
+        /// The 1.4 form of a dtype (every host dtype has one).
+        pub fn dtype_to_wit2(d: Dtype) -> wit::Dtype2 {
+            match d {
+                $(Dtype::$host => wit::Dtype2::$wit,)*
+                $(Dtype::$phost => wit::Dtype2::$pwit,)*
+            }
+        }
+
+        pub fn dtype_from_wit2(d: wit::Dtype2) -> Dtype {
+            match d {
+                $(wit::Dtype2::$wit => Dtype::$host,)*
+                $(wit::Dtype2::$pwit => Dtype::$phost,)*
+            }
+        }
+    };
 }
 
-/// The 1.4 form of a dtype (every host dtype has one).
-pub fn dtype_to_wit2(d: Dtype) -> wit::Dtype2 {
-    use wit::Dtype2 as W;
-    match d {
-        Dtype::F32 => W::F32,
-        Dtype::F16 => W::F16,
-        Dtype::Bf16 => W::Bf16,
-        Dtype::F64 => W::F64,
-        Dtype::I32 => W::I32,
-        Dtype::I64 => W::I64,
-        Dtype::I8 => W::I8,
-        Dtype::U8 => W::U8,
-        Dtype::Bool => W::Boolean,
-        Dtype::I16 => W::I16,
-        Dtype::U16 => W::U16,
-        Dtype::U32 => W::U32,
-        Dtype::U64 => W::U64,
-        Dtype::F8e4m3fn => W::F8e4m3fn,
-        Dtype::F8e4m3fnuz => W::F8e4m3fnuz,
-        Dtype::F8e5m2 => W::F8e5m2,
-        Dtype::F8e5m2fnuz => W::F8e5m2fnuz,
-        Dtype::F8e8m0 => W::F8e8m0,
-        Dtype::I4 => W::I4,
-        Dtype::U4 => W::U4,
-        Dtype::I2 => W::I2,
-        Dtype::U2 => W::U2,
-        Dtype::F4e2m1 => W::F4e2m1,
-    }
-}
-
-pub fn dtype_from_wit2(d: wit::Dtype2) -> Dtype {
-    use wit::Dtype2 as W;
-    match d {
-        W::F32 => Dtype::F32,
-        W::F16 => Dtype::F16,
-        W::Bf16 => Dtype::Bf16,
-        W::F64 => Dtype::F64,
-        W::I32 => Dtype::I32,
-        W::I64 => Dtype::I64,
-        W::I8 => Dtype::I8,
-        W::U8 => Dtype::U8,
-        W::Boolean => Dtype::Bool,
-        W::I16 => Dtype::I16,
-        W::U16 => Dtype::U16,
-        W::U32 => Dtype::U32,
-        W::U64 => Dtype::U64,
-        W::F8e4m3fn => Dtype::F8e4m3fn,
-        W::F8e4m3fnuz => Dtype::F8e4m3fnuz,
-        W::F8e5m2 => Dtype::F8e5m2,
-        W::F8e5m2fnuz => Dtype::F8e5m2fnuz,
-        W::F8e8m0 => Dtype::F8e8m0,
-        W::I4 => Dtype::I4,
-        W::U4 => Dtype::U4,
-        W::I2 => Dtype::I2,
-        W::U2 => Dtype::U2,
-        W::F4e2m1 => Dtype::F4e2m1,
-    }
-}
-
-pub fn dtype_from_wit_ext(d: wit::DtypeExt) -> Dtype {
-    use wit::DtypeExt as W;
-    match d {
-        W::F32 => Dtype::F32,
-        W::F16 => Dtype::F16,
-        W::Bf16 => Dtype::Bf16,
-        W::F64 => Dtype::F64,
-        W::I32 => Dtype::I32,
-        W::I64 => Dtype::I64,
-        W::I8 => Dtype::I8,
-        W::U8 => Dtype::U8,
-        W::Boolean => Dtype::Bool,
-        W::I16 => Dtype::I16,
-        W::U16 => Dtype::U16,
-        W::U32 => Dtype::U32,
-        W::U64 => Dtype::U64,
-        W::F8e4m3fn => Dtype::F8e4m3fn,
-        W::F8e4m3fnuz => Dtype::F8e4m3fnuz,
-        W::F8e5m2 => Dtype::F8e5m2,
-        W::F8e5m2fnuz => Dtype::F8e5m2fnuz,
-        W::F8e8m0 => Dtype::F8e8m0,
-    }
+dtype_cases! {
+    [F32 => F32,
+    F16 => F16,
+    Bf16 => Bf16,
+    F64 => F64,
+    I32 => I32,
+    I64 => I64,
+    I8 => I8,
+    U8 => U8,
+    Bool => Boolean,
+    I16 => I16,
+    U16 => U16,
+    U32 => U32,
+    U64 => U64,
+    F8e4m3fn => F8e4m3fn,
+    F8e4m3fnuz => F8e4m3fnuz,
+    F8e5m2 => F8e5m2,
+    F8e5m2fnuz => F8e5m2fnuz,
+    F8e8m0 => F8e8m0,]
+    packed: [
+    I4 => I4,
+    U4 => U4,
+    I2 => I2,
+    U2 => U2,
+    F4e2m1 => F4e2m1,]
 }
 
 /// The 1.0/1.1 form of a description; `None` for a dtype only 1.2 has.
