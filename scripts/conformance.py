@@ -105,9 +105,13 @@ def start_server(umd: str):
     raise SystemExit("umd serve did not start")
 
 
+#: Ops the host itself runs (control flow: it runs their subgraphs), not a plugin.
+HOST_OPS = {"If", "Loop", "Scan"}
+
+
 def served_ops(umd: str) -> set[str]:
     out = subprocess.run([umd, "plugins"], capture_output=True, text=True).stdout
-    return {m.group(1) for m in re.finditer(r"^ {4}(\w+)\s+targets", out, re.M)}
+    return {m.group(1) for m in re.finditer(r"^ {4}(\w+)\s+targets", out, re.M)} | HOST_OPS
 
 
 def to_umd_array(arr: np.ndarray, elem_type: int) -> tuple[str, bytes]:
@@ -211,24 +215,73 @@ class Remote:
         h, d = self.values[name]
         data = b"".join(c.data for c in self.stub.ReadBuffer(pb.ReadRequest(handle=h),
                                                              timeout=TIMEOUT))
-        n = int(np.prod(d.shape)) if len(d.shape) else 1
-        if d.dtype in PACKED_BITS:
-            if like.dtype.itemsize != 1:
-                raise Failed(f"output `{name}` is {d.dtype}, expected {like.dtype}")
-            codes = unpack(data, PACKED_BITS[d.dtype], n)
-            return codes.view(like.dtype).reshape(tuple(d.shape)), d.dtype
-        np_dt = UMD_TO_NP.get(d.dtype)
-        if np_dt is None:
-            if like.dtype.itemsize != (2 if d.dtype == "bf16" else 1):
-                raise Failed(f"output `{name}` is {d.dtype}, expected {like.dtype}")
-            np_dt = like.dtype
-        arr = np.frombuffer(data, dtype=np_dt)
-        n = int(np.prod(d.shape)) if len(d.shape) else 1
-        return arr[:n].reshape(tuple(d.shape)), d.dtype
+        return to_numpy(name, data, d, like)
 
     def free(self):
         for h in self.owned:
             self.stub.FreeBuffer(pb.BufferRequest(handle=h), timeout=TIMEOUT)
+
+
+def to_numpy(name: str, data: bytes, d: pb.TensorDesc, like: np.ndarray) -> tuple[np.ndarray, str]:
+    """umd's bytes of a value as an array: NumPy's dtype where it has one, else `like`'s (bf16,
+    the 8-bit floats, the packed types: ml_dtypes via onnx)."""
+    n = int(np.prod(d.shape)) if len(d.shape) else 1
+    if d.dtype in PACKED_BITS:
+        if like.dtype.itemsize != 1:
+            raise Failed(f"output `{name}` is {d.dtype}, expected {like.dtype}")
+        codes = unpack(data, PACKED_BITS[d.dtype], n)
+        return codes.view(like.dtype).reshape(tuple(d.shape)), d.dtype
+    np_dt = UMD_TO_NP.get(d.dtype)
+    if np_dt is None:
+        if like.dtype.itemsize != (2 if d.dtype == "bf16" else 1):
+            raise Failed(f"output `{name}` is {d.dtype}, expected {like.dtype}")
+        np_dt = like.dtype
+    arr = np.frombuffer(data, dtype=np_dt)
+    return arr[:n].reshape(tuple(d.shape)), d.dtype
+
+
+def has_subgraphs(graph: onnx.GraphProto) -> bool:
+    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+               for n in graph.node for a in n.attribute)
+
+
+def run_graph_test(channel, case) -> None:
+    """A test whose nodes carry subgraphs (If, Loop, Scan…): the whole model through `umd.Graph`
+    (LoadModel, then Run by value), since its control flow is the host's to run."""
+    graph = case.model.graph
+    stub = rpc.GraphStub(channel)
+    data = case.model.SerializeToString()
+    r = stub.LoadModel(iter([pb.ModelChunk(data=data[off:off + CHUNK])
+                             for off in range(0, max(len(data), 1), CHUNK)]), timeout=TIMEOUT)
+    if r.status == STATUS_UNSUPPORTED:
+        raise NotServed(r.msg)
+    if r.status != 0:
+        raise Failed(f"LoadModel: status {r.status}: {r.msg}")
+    try:
+        inits = {t.name for t in graph.initializer}
+        real_inputs = [i for i in graph.input if i.name not in inits]
+        for inputs, outputs in case.data_sets:
+            values = []
+            for vi, arr in zip(real_inputs, inputs):
+                et = elem_type(vi, "input")
+                arr = as_array(arr)
+                dt, raw = to_umd_array(arr, et)
+                values.append(pb.TensorValue(desc=tensor_desc(vi.name, arr.shape, dt), data=raw))
+            out = stub.Run(pb.RunModelRequest(handle=r.handle, inputs=values), timeout=TIMEOUT)
+            if out.status == STATUS_UNSUPPORTED:
+                raise NotServed(out.msg)
+            if out.status != 0:
+                raise Failed(f"Run: status {out.status}: {out.msg}")
+            by_name = {t.desc.name: t for t in out.outputs}
+            for vo, want in zip(graph.output, outputs):
+                et = elem_type(vo, "output")
+                t = by_name.get(vo.name)
+                if t is None:
+                    raise Failed(f"output `{vo.name}` was not returned")
+                got, got_dt = to_numpy(vo.name, t.data, t.desc, as_array(want))
+                compare(vo.name, got, got_dt, want, et, case.rtol, case.atol)
+    finally:
+        stub.Unload(pb.UnloadModelRequest(handle=r.handle), timeout=TIMEOUT)
 
 
 def as_array(v) -> np.ndarray:
@@ -264,8 +317,10 @@ def elem_type(vi: onnx.ValueInfoProto, what: str) -> int:
     return vi.type.tensor_type.elem_type
 
 
-def run_test(stub, case) -> None:
+def run_test(stub, channel, case) -> None:
     model = case.model
+    if has_subgraphs(model.graph):
+        return run_graph_test(channel, case)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     graph = model.graph
     inits = {t.name for t in graph.initializer}
@@ -331,7 +386,7 @@ def main():
         if a.verbose:
             print(f"[{n + 1}/{len(cases)}] {case.name}", flush=True)
         try:
-            run_test(stub, case)
+            run_test(stub, channel, case)
             outcome, reason = "pass", ""
         except NotServed as e:
             outcome, reason = "not served", str(e)

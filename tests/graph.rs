@@ -421,3 +421,272 @@ fn onnx_bytes_typed_fields_and_external_data() {
         "{e}"
     );
 }
+
+// ---- control flow (If, Loop, Scan): the host runs the subgraphs -------------------------------
+
+fn typed(name: &str, dtype: Dtype, dims: Vec<Dim>) -> ValueDecl {
+    ValueDecl {
+        name: name.into(),
+        dtype: Some(dtype),
+        dims: Some(dims),
+    }
+}
+
+fn body(nodes: Vec<Node>, inputs: Vec<ValueDecl>, outputs: &[&str]) -> umd::graph::Subgraph {
+    umd::graph::Subgraph::new(GraphDef {
+        nodes,
+        inputs,
+        outputs: outputs
+            .iter()
+            .map(|o| ValueDecl {
+                name: o.to_string(),
+                dtype: None,
+                dims: None,
+            })
+            .collect(),
+        opsets: HashMap::from([(String::new(), 17)]),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+fn with_subgraphs(mut n: Node, subgraphs: Vec<(&str, umd::graph::Subgraph)>) -> Node {
+    n.subgraphs = subgraphs
+        .into_iter()
+        .map(|(k, g)| (k.to_string(), g))
+        .collect();
+    n
+}
+
+fn i64s(v: &[i64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Loop: acc += x * i for i in 0..M while acc < limit (a body reading the outer `x`), each
+/// iteration's acc stacked as a scan output.
+fn loop_graph() -> GraphDef {
+    let b = body(
+        vec![
+            Node::new(
+                "Cast",
+                &["i"],
+                &["fi"],
+                vec![("to".into(), AttrValue::Int(1))],
+            ),
+            Node::new("Mul", &["x", "fi"], &["xi"], vec![]),
+            Node::new("Add", &["acc", "xi"], &["acc2"], vec![]),
+            Node::new(
+                "ReduceSum",
+                &["acc2"],
+                &["total"],
+                vec![("keepdims".into(), AttrValue::Int(0))],
+            ),
+            Node::new("Less", &["total", "limit"], &["go"], vec![]),
+            Node::new("Identity", &["acc2"], &["scan"], vec![]),
+        ],
+        vec![
+            typed("i", Dtype::I64, vec![]),
+            typed("c", Dtype::Bool, vec![]),
+            decl("acc", vec![Dim::Fixed(2)]),
+        ],
+        &["go", "acc2", "scan"],
+    );
+    GraphDef {
+        nodes: vec![with_subgraphs(
+            Node::new("Loop", &["m", "", "acc0"], &["acc_out", "scans"], vec![]),
+            vec![("body", b)],
+        )],
+        inputs: vec![
+            typed("m", Dtype::I64, vec![]),
+            decl("x", vec![Dim::Fixed(2)]),
+            decl("acc0", vec![Dim::Fixed(2)]),
+            decl("limit", vec![]),
+        ],
+        outputs: vec![decl("acc_out", vec![]), decl("scans", vec![])],
+        opsets: HashMap::from([(String::new(), 17)]),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn loop_runs_its_body_with_outer_values_until_its_trip_count_or_condition() {
+    let model = Model::new(host(), loop_graph()).unwrap();
+    let run = |m: i64, limit: f32| {
+        model
+            .run(&[
+                Tensor {
+                    desc: TensorDesc::new("m", vec![], Dtype::I64),
+                    data: i64s(&[m]),
+                },
+                tensor("x", vec![2], &[1.0, 10.0]),
+                tensor("acc0", vec![2], &[0.0, 0.0]),
+                tensor("limit", vec![], &[limit]),
+            ])
+            .unwrap()
+            .outputs
+    };
+    // 4 trips: acc = x * (0 + 1 + 2 + 3); scans stack every iteration's acc along axis 0.
+    let out = run(4, 1e9);
+    assert_eq!(out[0].desc.shape, vec![2]);
+    assert_eq!(data::decode(Dtype::F32, &out[0].data), vec![6.0, 60.0]);
+    assert_eq!(out[1].desc.shape, vec![4, 2]);
+    assert_eq!(
+        data::decode(Dtype::F32, &out[1].data),
+        vec![0.0, 0.0, 1.0, 10.0, 3.0, 30.0, 6.0, 60.0]
+    );
+    // The condition stops it first: after acc sums to 33 (i = 0..=2) 33 < 20 is false.
+    let out = run(100, 20.0);
+    assert_eq!(data::decode(Dtype::F32, &out[0].data), vec![3.0, 30.0]);
+    assert_eq!(out[1].desc.shape, vec![3, 2]);
+    // Zero trips: the initial value, an empty scan output.
+    let out = run(0, 1e9);
+    assert_eq!(data::decode(Dtype::F32, &out[0].data), vec![0.0, 0.0]);
+    assert_eq!(out[1].desc.shape[0], 0);
+}
+
+#[test]
+fn if_runs_the_branch_its_condition_names_and_scan_scans_both_ways() {
+    // If: y = cond ? x + 1 : x * 3 (both branches read the outer x; their constants are
+    // their own initializers, not captures).
+    let branch = |op: &str, c: &str, v: f32, out: &str| {
+        umd::graph::Subgraph::new(GraphDef {
+            nodes: vec![Node::new(op, &["x", c], &[out], vec![])],
+            outputs: vec![decl(out, vec![])],
+            constants: HashMap::from([(c.to_string(), constant(vec![], Dtype::F32, f32s(&[v])))]),
+            opsets: HashMap::from([(String::new(), 17)]),
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let (then_b, else_b) = (
+        branch("Add", "one", 1.0, "t"),
+        branch("Mul", "three", 3.0, "e"),
+    );
+    assert_eq!(then_b.captures, vec!["x"]);
+    let g = GraphDef {
+        nodes: vec![with_subgraphs(
+            Node::new("If", &["cond"], &["y"], vec![]),
+            vec![("then_branch", then_b), ("else_branch", else_b)],
+        )],
+        inputs: vec![
+            ValueDecl {
+                name: "cond".into(),
+                dtype: Some(Dtype::Bool),
+                dims: None,
+            },
+            decl("x", vec![Dim::Fixed(2)]),
+        ],
+        outputs: vec![decl("y", vec![])],
+        opsets: HashMap::from([(String::new(), 17)]),
+        ..Default::default()
+    };
+    let model = Model::new(host(), g).unwrap();
+    let run = |c: bool| {
+        let out = model
+            .run(&[
+                Tensor {
+                    desc: TensorDesc::new("cond", vec![], Dtype::Bool),
+                    data: vec![c as u8],
+                },
+                tensor("x", vec![2], &[2.0, -1.0]),
+            ])
+            .unwrap();
+        data::decode(Dtype::F32, &out.outputs[0].data)
+    };
+    assert_eq!(run(true), vec![3.0, 0.0]);
+    assert_eq!(run(false), vec![6.0, -3.0]);
+    // A condition of two elements is a clear error naming the node, not a crash.
+    let e = model
+        .run(&[
+            Tensor {
+                desc: TensorDesc::new("cond", vec![2], Dtype::Bool),
+                data: vec![1, 0],
+            },
+            tensor("x", vec![2], &[2.0, -1.0]),
+        ])
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("(If)") && e.to_string().contains("not one element"),
+        "{e}"
+    );
+
+    // Scan: running sums of the rows of x, forward and (second scan input) reversed.
+    let sb = body(
+        vec![
+            Node::new("Add", &["s", "row"], &["s2"], vec![]),
+            Node::new("Identity", &["s2"], &["out"], vec![]),
+        ],
+        vec![
+            decl("s", vec![Dim::Fixed(2)]),
+            decl("row", vec![Dim::Fixed(2)]),
+        ],
+        &["s2", "out"],
+    );
+    let g = GraphDef {
+        nodes: vec![with_subgraphs(
+            Node::new(
+                "Scan",
+                &["s0", "x"],
+                &["final", "sums"],
+                vec![
+                    ("num_scan_inputs".into(), AttrValue::Int(1)),
+                    ("scan_input_directions".into(), AttrValue::Ints(vec![1])),
+                ],
+            ),
+            vec![("body", sb)],
+        )],
+        inputs: vec![
+            decl("s0", vec![Dim::Fixed(2)]),
+            decl("x", vec![Dim::Fixed(3), Dim::Fixed(2)]),
+        ],
+        outputs: vec![decl("final", vec![]), decl("sums", vec![])],
+        opsets: HashMap::from([(String::new(), 17)]),
+        ..Default::default()
+    };
+    let model = Model::new(host(), g).unwrap();
+    let out = model
+        .run(&[
+            tensor("s0", vec![2], &[0.0, 0.0]),
+            tensor("x", vec![3, 2], &[1.0, 2.0, 10.0, 20.0, 100.0, 200.0]),
+        ])
+        .unwrap()
+        .outputs;
+    assert_eq!(data::decode(Dtype::F32, &out[0].data), vec![111.0, 222.0]);
+    assert_eq!(out[1].desc.shape, vec![3, 2]);
+    // Reversed input: rows 2, 1, 0 are added in that order.
+    assert_eq!(
+        data::decode(Dtype::F32, &out[1].data),
+        vec![100.0, 200.0, 110.0, 220.0, 111.0, 222.0]
+    );
+}
+
+#[test]
+fn an_endless_loop_is_stopped_at_its_iteration_bound() {
+    // No trip count, a body that passes its condition (true) through: it never ends by itself.
+    let b = body(
+        vec![],
+        vec![
+            typed("i", Dtype::I64, vec![]),
+            typed("c", Dtype::Bool, vec![]),
+            decl("v", vec![Dim::Fixed(1)]),
+        ],
+        &["c", "v"],
+    );
+    let g = GraphDef {
+        nodes: vec![with_subgraphs(
+            Node::new("Loop", &["", "", "v0"], &["v"], vec![]),
+            vec![("body", b)],
+        )],
+        inputs: vec![decl("v0", vec![Dim::Fixed(1)])],
+        outputs: vec![decl("v", vec![])],
+        opsets: HashMap::from([(String::new(), 17)]),
+        ..Default::default()
+    };
+    let model = Model::new(host(), g).unwrap();
+    let e = model.run(&[tensor("v0", vec![1], &[1.0])]).unwrap_err();
+    assert!(
+        matches!(&e, GraphError::Limit(m) if m.contains("iterations")),
+        "{e}"
+    );
+    assert_eq!(e.status(), umd::error::status::INVALID_INPUT);
+}

@@ -498,6 +498,16 @@ impl Host {
     /// description and bytes.
     pub fn run_request(
         &self,
+        req: OpRequest,
+        data: &[Vec<u8>],
+    ) -> Result<Vec<(TensorDesc, Vec<u8>)>> {
+        self.run_request_on(self.device().default_stream(), req, data)
+    }
+
+    /// [`Host::run_request`] on `stream` of the default device.
+    pub fn run_request_on(
+        &self,
+        stream: StreamId,
         mut req: OpRequest,
         data: &[Vec<u8>],
     ) -> Result<Vec<(TensorDesc, Vec<u8>)>> {
@@ -513,7 +523,7 @@ impl Host {
             .fill_values(&mut req, |i, _| Ok::<_, Error>(data[i].clone()))?;
         let t = self.translate(&req)?;
         let data: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
-        let outputs = crate::device::run_once(&**self.device(), &t.cmdbuf, &data)?;
+        let outputs = crate::device::run_once_on(&**self.device(), stream, &t.cmdbuf, &data)?;
         Ok(t.outputs.iter().cloned().zip(outputs).collect())
     }
 }

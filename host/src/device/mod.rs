@@ -403,6 +403,16 @@ pub fn run_once(
     cmd: &Arc<CommandBuffer>,
     inputs: &[&[u8]],
 ) -> Result<Vec<Vec<u8>>, DeviceError> {
+    run_once_on(dev, dev.default_stream(), cmd, inputs)
+}
+
+/// [`run_once`] on `stream` of `dev`.
+pub fn run_once_on(
+    dev: &dyn Device,
+    stream: StreamId,
+    cmd: &Arc<CommandBuffer>,
+    inputs: &[&[u8]],
+) -> Result<Vec<Vec<u8>>, DeviceError> {
     let n_in = cmd.count(Role::Input);
     if inputs.len() != n_in {
         return Err(DeviceError::BindingCount {
@@ -426,8 +436,7 @@ pub fn run_once(
                 dev.write(bufs[index], 0, data)?;
             }
         }
-        dev.submit(dev.default_stream(), cmd.clone(), &bufs)?
-            .wait()?;
+        dev.submit(stream, cmd.clone(), &bufs)?.wait()?;
         cmd.bindings
             .iter()
             .zip(&bufs)

@@ -551,30 +551,17 @@ impl<'a> Builder<'a> {
             self.stats.folded += 1;
             return Ok(());
         }
-        let mut req = OpRequest::new(node.op.clone(), Vec::new());
-        req.domain = node.domain.clone();
-        req.opset = self.def.opset(&node.domain);
-        req.attributes = node.attributes.clone();
-        let mut present = Vec::new();
-        let used = node
+        let present: Vec<usize> = node
             .inputs
             .iter()
-            .rposition(|i| !i.is_empty())
-            .map_or(0, |p| p + 1);
-        for (slot, name) in node.inputs[..used].iter().enumerate() {
-            if name.is_empty() {
-                req.absent.push(slot as u32);
-                continue;
-            }
-            let id = self.by_name[name.as_str()];
-            let mut d = self.vals[id].desc.clone();
-            d.name = name.chars().take(64).collect();
-            req.inputs.push(d);
-            present.push(id);
-        }
-        if node.outputs.len() > 1 || node.outputs.iter().any(|o| o.is_empty()) {
-            req.outputs_wanted = node.outputs.iter().map(|o| !o.is_empty()).collect();
-        }
+            .filter(|i| !i.is_empty())
+            .map(|name| self.by_name[name.as_str()])
+            .collect();
+        let mut req = node_request(
+            self.def,
+            node,
+            present.iter().map(|&id| &self.vals[id].desc),
+        );
         let all_const = present
             .iter()
             .all(|&v| matches!(self.vals[v].kind, Kind::Const(_)));
@@ -744,12 +731,47 @@ impl<'a> Builder<'a> {
 }
 
 /// Random ops must run every time: never folded.
+/// The request that runs `node` of `def` on its present inputs described by `descs` (in slot
+/// order): domain, opset, attributes, absent slots and the outputs wanted. Every path that runs
+/// a node (compiled plans, constant folding, the control-flow interpreter) builds it here.
+pub(super) fn node_request<'d>(
+    def: &GraphDef,
+    node: &Node,
+    descs: impl IntoIterator<Item = &'d TensorDesc>,
+) -> OpRequest {
+    let mut req = OpRequest::new(node.op.clone(), Vec::new());
+    req.domain = node.domain.clone();
+    req.opset = def.opset(&node.domain);
+    req.attributes = node.attributes.clone();
+    let used = node
+        .inputs
+        .iter()
+        .rposition(|i| !i.is_empty())
+        .map_or(0, |p| p + 1);
+    let mut descs = descs.into_iter();
+    for (slot, name) in node.inputs[..used].iter().enumerate() {
+        if name.is_empty() {
+            req.absent.push(slot as u32);
+            continue;
+        }
+        if let Some(d) = descs.next() {
+            let mut d = d.clone();
+            d.name = name.chars().take(64).collect();
+            req.inputs.push(d);
+        }
+    }
+    if node.outputs.len() > 1 || node.outputs.iter().any(|o| o.is_empty()) {
+        req.outputs_wanted = node.outputs.iter().map(|o| !o.is_empty()).collect();
+    }
+    req
+}
+
 fn nondeterministic(op: &str) -> bool {
     op.starts_with("Random") || op == "Bernoulli" || op == "Multinomial"
 }
 
 /// The value of an ONNX `Constant` node (a graph constant, like an initializer).
-fn constant_attr(node: &Node) -> Result<Tensor, GraphError> {
+pub(super) fn constant_attr(node: &Node) -> Result<Tensor, GraphError> {
     use crate::tensor::Dtype;
     let [(name, v)] = node.attributes.as_slice() else {
         return Err(GraphError::Malformed(format!(

@@ -61,6 +61,68 @@ pub struct Node {
     pub inputs: Vec<String>,
     pub outputs: Vec<String>,
     pub attributes: Vec<(String, AttrValue)>,
+    /// Graph-valued attributes (If's branches, Loop's and Scan's body) by attribute name.
+    pub subgraphs: Vec<(String, Subgraph)>,
+}
+
+/// A graph attribute: the body graph, whose declared inputs are its formal parameters followed
+/// by the outer-scope values it reads (`captures`, fed by the node that runs it).
+#[derive(Debug, Clone)]
+pub struct Subgraph {
+    pub graph: Arc<GraphDef>,
+    /// Outer-scope values the body (or a body nested in it) reads, in the order they follow
+    /// the formal inputs in `graph.inputs`.
+    pub captures: Vec<String>,
+}
+
+impl Subgraph {
+    /// A body graph as a subgraph: the values its nodes (or bodies nested in them) and outputs
+    /// read that it does not define — outer-scope values — become its captures, appended to
+    /// its inputs untyped (whatever the enclosing scope holds); then it is checked and sorted.
+    pub fn new(mut def: GraphDef) -> Result<Subgraph, GraphError> {
+        let mut defined: HashSet<&str> = def
+            .inputs
+            .iter()
+            .map(|i| i.name.as_str())
+            .chain(def.constants.keys().map(String::as_str))
+            .collect();
+        defined.extend(
+            def.nodes
+                .iter()
+                .flat_map(|n| n.outputs.iter().map(String::as_str)),
+        );
+        let mut captures: Vec<String> = Vec::new();
+        for name in def
+            .nodes
+            .iter()
+            .flat_map(|n| n.reads())
+            .chain(def.outputs.iter().map(|o| &o.name))
+        {
+            if !name.is_empty() && !defined.contains(name.as_str()) && !captures.contains(name) {
+                captures.push(name.clone());
+            }
+        }
+        def.inputs.extend(captures.iter().map(|c| ValueDecl {
+            name: c.clone(),
+            dtype: None,
+            dims: None,
+        }));
+        Ok(Subgraph {
+            graph: Arc::new(def.sorted()?),
+            captures,
+        })
+    }
+
+    /// Number of formal inputs (those the running node feeds, before the captures).
+    pub fn formal_inputs(&self) -> usize {
+        self.graph.inputs.len() - self.captures.len()
+    }
+}
+
+impl PartialEq for Subgraph {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.graph, &other.graph) && self.captures == other.captures
+    }
 }
 
 impl Node {
@@ -77,7 +139,25 @@ impl Node {
             inputs: inputs.iter().map(|s| s.to_string()).collect(),
             outputs: outputs.iter().map(|s| s.to_string()).collect(),
             attributes,
+            subgraphs: Vec::new(),
         }
+    }
+
+    /// Every value the node reads: its present inputs, then what its subgraphs capture from
+    /// the enclosing scopes.
+    pub fn reads(&self) -> impl Iterator<Item = &String> {
+        self.inputs
+            .iter()
+            .filter(|i| !i.is_empty())
+            .chain(self.subgraphs.iter().flat_map(|(_, g)| g.captures.iter()))
+    }
+
+    /// The subgraph attribute `name`.
+    pub fn subgraph(&self, name: &str) -> Option<&Subgraph> {
+        self.subgraphs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, g)| g)
     }
 
     /// `node `name` (Op)` for messages; the first output names an unnamed node.
@@ -114,6 +194,12 @@ pub struct GraphDef {
 }
 
 impl GraphDef {
+    /// Whether a node runs a subgraph (If, Loop, Scan): such a graph runs node by node with the
+    /// host deciding control flow ([`super::interpret`]), not as one compiled submission.
+    pub fn has_control_flow(&self) -> bool {
+        self.nodes.iter().any(|n| !n.subgraphs.is_empty())
+    }
+
     /// The opset version a node of `domain` runs under (0 when the model imports none).
     pub fn opset(&self, domain: &str) -> u32 {
         let d = if domain == "ai.onnx" { "" } else { domain };
@@ -157,7 +243,7 @@ impl GraphDef {
         let mut pending = vec![0usize; self.nodes.len()];
         let mut users: Vec<Vec<usize>> = vec![Vec::new(); self.nodes.len()];
         for (n, node) in self.nodes.iter().enumerate() {
-            for i in node.inputs.iter().filter(|i| !i.is_empty()) {
+            for i in node.reads() {
                 if let Some(&p) = producer.get(i.as_str()) {
                     pending[n] += 1;
                     users[p].push(n);

@@ -20,6 +20,7 @@
 mod compile;
 pub mod def;
 pub mod fuse;
+mod interpret;
 pub mod onnx;
 mod place;
 
@@ -35,7 +36,8 @@ use crate::device::{BufferId, DeviceError, StreamId};
 use crate::error::status;
 use crate::tensor::TensorDesc;
 pub use compile::PlanStats;
-pub use def::{Constant, Dim, GraphDef, Node, ValueDecl};
+pub use def::{Constant, Dim, GraphDef, Node, Subgraph, ValueDecl};
+pub use interpret::{MAX_ITERATIONS, MAX_STEPS};
 
 /// Compiled signatures kept per model.
 pub const MAX_SIGNATURES: usize = 8;
@@ -244,6 +246,12 @@ impl Model {
             .iter()
             .map(|t| (&t.desc, Some(&t.data[..])))
             .collect();
+        if self.def.has_control_flow() {
+            return Ok(RunOutput {
+                outputs: self.interpret(&given)?,
+                stats: self.interpreted_stats(),
+            });
+        }
         let (plan, data) = self.plan_for(&given)?;
         let outputs = plan.run(self.stream(), &data)?;
         Ok(RunOutput {
@@ -252,8 +260,58 @@ impl Model {
         })
     }
 
+    /// A model with control flow (If, Loop, Scan) runs node by node on host values: the inputs
+    /// are checked as for a compiled run, then [`interpret::Interpreter`] runs the graph on the
+    /// model's stream. Returns the outputs in declared order.
+    fn interpret(&self, given: &[(&TensorDesc, Option<&[u8]>)]) -> Result<Vec<Tensor>, GraphError> {
+        let (descs, data) = self.signature(given)?;
+        let inputs = descs
+            .into_iter()
+            .zip(data)
+            .map(|(desc, d)| {
+                Arc::new(Tensor {
+                    desc,
+                    data: d.to_vec(),
+                })
+            })
+            .collect();
+        let outs = interpret::Interpreter::new(&self.host, self.stream()).run(&self.def, inputs)?;
+        Ok(outs.into_iter().map(Arc::unwrap_or_clone).collect())
+    }
+
+    /// The figures of an interpreted run: its nodes; nothing is planned ahead or pooled.
+    fn interpreted_stats(&self) -> PlanStats {
+        PlanStats {
+            nodes: self.def.nodes.len(),
+            ..PlanStats::default()
+        }
+    }
+
+    /// Every input's bytes (buffers read whole): what an interpreted run needs.
+    fn read_all(&self, inputs: &[RunInput]) -> Result<Vec<Tensor>, GraphError> {
+        inputs
+            .iter()
+            .map(|i| match i {
+                RunInput::Value(t) => Ok((*t).clone()),
+                RunInput::Buffer { desc, buffer } => {
+                    self.check_buffer("input", desc, *buffer)?;
+                    let bytes = desc.byte_size().unwrap_or(0);
+                    Ok(Tensor {
+                        desc: (*desc).clone(),
+                        data: self.host.device().read(*buffer, 0, bytes)?,
+                    })
+                }
+            })
+            .collect()
+    }
+
     /// Runs node by node, each waited for: the time of each node with launches.
     pub fn profile(&self, inputs: &[Tensor]) -> Result<Vec<NodeTime>, GraphError> {
+        if self.def.has_control_flow() {
+            return Err(GraphError::Unsupported(
+                "profiling a model with control flow (If, Loop, Scan)".into(),
+            ));
+        }
         let given: Vec<_> = inputs
             .iter()
             .map(|t| (&t.desc, Some(&t.data[..])))
@@ -276,6 +334,12 @@ impl Model {
     /// The outputs' descriptions (declared order) a run on `inputs` gives; compiles the plan
     /// for their signature if new. Buffers are checked as by [`Model::run_on_device`].
     pub fn output_descs(&self, inputs: &[RunInput]) -> Result<Vec<TensorDesc>, GraphError> {
+        if self.def.has_control_flow() {
+            // Shapes may depend on values (a Loop's trip count): known by running.
+            let all = self.read_all(inputs)?;
+            let outs = self.run(&all)?;
+            return Ok(outs.outputs.into_iter().map(|t| t.desc).collect());
+        }
         let small = self.read_small(inputs)?;
         let given = given(inputs, &small);
         Ok(self.plan_for(&given)?.0.output_descs())
@@ -290,6 +354,9 @@ impl Model {
         inputs: &[RunInput],
         outputs: &[BufferId],
     ) -> Result<PlanStats, GraphError> {
+        if self.def.has_control_flow() {
+            return self.interpret_on_device(inputs, outputs);
+        }
         let small = self.read_small(inputs)?;
         let given = given(inputs, &small);
         let (plan, data) = self.plan_for(&given)?;
@@ -335,6 +402,41 @@ impl Model {
             .collect();
         plan.run_bound(self.stream(), &feeds, outputs)?;
         Ok(plan.stats.clone())
+    }
+
+    /// [`Model::run_on_device`] for a model with control flow: inputs read, run on the host's
+    /// values, each output written into its buffer (checked first: this device's, large
+    /// enough, not an input's or another output's).
+    fn interpret_on_device(
+        &self,
+        inputs: &[RunInput],
+        outputs: &[BufferId],
+    ) -> Result<PlanStats, GraphError> {
+        let all = self.read_all(inputs)?;
+        let run = self.run(&all)?;
+        if outputs.len() != run.outputs.len() {
+            return Err(GraphError::Input(format!(
+                "{} output buffers given; the model has {} outputs",
+                outputs.len(),
+                run.outputs.len()
+            )));
+        }
+        for (k, (t, b)) in run.outputs.iter().zip(outputs).enumerate() {
+            self.check_buffer("output", &t.desc, *b)?;
+            let input = inputs
+                .iter()
+                .any(|i| matches!(i, RunInput::Buffer { buffer, .. } if buffer == b));
+            if input || outputs[..k].contains(b) {
+                return Err(GraphError::Input(format!(
+                    "output `{}`: its buffer is also an input's or another output's",
+                    t.desc.name
+                )));
+            }
+        }
+        for (t, b) in run.outputs.iter().zip(outputs) {
+            self.host.device().write(*b, 0, &t.data)?;
+        }
+        Ok(run.stats)
     }
 
     /// Checks that `buffer` is the model device's and holds `desc`; the bytes of buffer

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use prost::Message;
 
 use super::GraphError;
-use super::def::{Constant, Dim, GraphDef, Node, ValueDecl};
+use super::def::{Constant, Dim, GraphDef, Node, Subgraph, ValueDecl};
 use crate::tensor::{AttrValue, Dtype, MAX_RANK, TensorDesc};
 
 /// The generated ONNX protobuf types.
@@ -86,6 +86,34 @@ pub fn parse(bytes: &[u8], base_dir: Option<&Path>) -> Result<GraphDef, GraphErr
         // IR version 2 models predate opset imports: opset 1.
         opsets.insert(String::new(), 1);
     }
+    let mut def = graph_def(&graph, base_dir, &opsets, 0)?;
+    let read: std::collections::HashSet<String> = def
+        .nodes
+        .iter()
+        .flat_map(|n| n.reads().cloned())
+        .chain(def.outputs.iter().map(|o| o.name.clone()))
+        .collect();
+    for n in &mut def.nodes {
+        inference_dropout(n, &read);
+    }
+    Ok(def)
+}
+
+/// Most levels of subgraphs (a Loop body holding an If…) a model may nest.
+pub const MAX_DEPTH: usize = 8;
+
+/// A graph (the model's, or a subgraph at `depth`) with the model's opset imports.
+fn graph_def(
+    graph: &proto::GraphProto,
+    base_dir: Option<&Path>,
+    opsets: &HashMap<String, u32>,
+    depth: usize,
+) -> Result<GraphDef, GraphError> {
+    if depth > MAX_DEPTH {
+        return Err(GraphError::Limit(format!(
+            "subgraphs nested more than {MAX_DEPTH} deep"
+        )));
+    }
     let mut constants = HashMap::new();
     for t in &graph.initializer {
         let c = tensor(t, base_dir)
@@ -108,27 +136,29 @@ pub fn parse(bytes: &[u8], base_dir: Option<&Path>) -> Result<GraphDef, GraphErr
         .iter()
         .map(value_decl)
         .collect::<Result<Vec<_>, _>>()?;
-    let mut nodes = graph
+    let nodes = graph
         .node
         .iter()
-        .map(|n| node(n, base_dir))
+        .map(|n| node(n, base_dir, opsets, depth))
         .collect::<Result<Vec<_>, _>>()?;
-    let read: std::collections::HashSet<String> = nodes
-        .iter()
-        .flat_map(|n| n.inputs.iter().cloned())
-        .chain(outputs.iter().map(|o| o.name.clone()))
-        .collect();
-    for n in &mut nodes {
-        inference_dropout(n, &read);
-    }
     Ok(GraphDef {
         name: graph.name().to_string(),
         nodes,
         inputs,
         outputs,
         constants,
-        opsets,
+        opsets: opsets.clone(),
     })
+}
+
+/// A subgraph attribute (see [`Subgraph::new`]).
+fn subgraph(
+    g: &proto::GraphProto,
+    base_dir: Option<&Path>,
+    opsets: &HashMap<String, u32>,
+    depth: usize,
+) -> Result<Subgraph, GraphError> {
+    Subgraph::new(graph_def(g, base_dir, opsets, depth + 1)?)
 }
 
 fn value_decl(v: &proto::ValueInfoProto) -> Result<ValueDecl, GraphError> {
@@ -183,7 +213,12 @@ fn value_decl(v: &proto::ValueInfoProto) -> Result<ValueDecl, GraphError> {
     Ok(decl)
 }
 
-fn node(n: &proto::NodeProto, base_dir: Option<&Path>) -> Result<Node, GraphError> {
+fn node(
+    n: &proto::NodeProto,
+    base_dir: Option<&Path>,
+    opsets: &HashMap<String, u32>,
+    depth: usize,
+) -> Result<Node, GraphError> {
     let mut out = Node {
         name: n.name().to_string(),
         op: n.op_type().to_string(),
@@ -194,6 +229,7 @@ fn node(n: &proto::NodeProto, base_dir: Option<&Path>) -> Result<Node, GraphErro
         inputs: n.input.clone(),
         outputs: n.output.clone(),
         attributes: Vec::new(),
+        subgraphs: Vec::new(),
     };
     if out.op.is_empty() {
         return Err(GraphError::Malformed(format!(
@@ -202,6 +238,23 @@ fn node(n: &proto::NodeProto, base_dir: Option<&Path>) -> Result<Node, GraphErro
         )));
     }
     for a in &n.attribute {
+        if a.r#type() == proto::attribute_proto::AttributeType::Graph
+            || (a.r#type() == proto::attribute_proto::AttributeType::Undefined && a.g.is_some())
+        {
+            let g = a.g.as_ref().ok_or_else(|| GraphError::NodeAttribute {
+                node: out.label(),
+                attribute: a.name().to_string(),
+                reason: "of type GRAPH holds no graph".into(),
+            })?;
+            let at = format!("node {}: subgraph `{}`: ", out.label(), a.name());
+            let body = subgraph(g, base_dir, opsets, depth).map_err(|e| match e {
+                GraphError::Unsupported(m) => GraphError::Unsupported(at + &m),
+                GraphError::Limit(m) => GraphError::Limit(at + &m),
+                e => GraphError::Malformed(at + &e.to_string()),
+            })?;
+            out.subgraphs.push((a.name().to_string(), body));
+            continue;
+        }
         let v = attribute(a, base_dir).map_err(|reason| GraphError::NodeAttribute {
             node: out.label(),
             attribute: a.name().to_string(),

@@ -1,0 +1,581 @@
+//! Graphs with control flow (If, Loop, Scan): run node by node, the host deciding which branch
+//! runs and how often a body repeats. Each op node is translated and run on the model's device
+//! and stream with its inputs' bytes (as constant folding runs a node); values live on the host
+//! between nodes, so such a model is correct but not one batched submission.
+//!
+//! Owns the ONNX semantics of If, Loop and Scan (Scan of opset 8 and 9+) and the bounds that
+//! keep a hostile model from running forever ([`MAX_STEPS`], [`MAX_ITERATIONS`]). Knows nothing
+//! of protobufs or plugins.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::compile::{constant_attr, node_request};
+use super::def::{Dim, GraphDef, Node, Subgraph};
+use super::{GraphError, Tensor};
+use crate::Host;
+use crate::device::StreamId;
+use crate::tensor::{AttrValue, Dtype, TensorDesc};
+
+/// Most nodes one run may execute, every body iteration's included.
+pub const MAX_STEPS: u64 = 1 << 20;
+/// Most iterations of one Loop or Scan.
+pub const MAX_ITERATIONS: u64 = 1 << 20;
+
+type Value = Arc<Tensor>;
+
+/// One run of a graph with control flow.
+pub(super) struct Interpreter<'h> {
+    host: &'h Host,
+    stream: StreamId,
+    steps: u64,
+}
+
+impl<'h> Interpreter<'h> {
+    pub fn new(host: &'h Host, stream: StreamId) -> Self {
+        Interpreter {
+            host,
+            stream,
+            steps: 0,
+        }
+    }
+
+    /// Runs `def` on `inputs` (its declared inputs, in order); returns its outputs in declared
+    /// order, each named as declared.
+    pub fn run(&mut self, def: &GraphDef, inputs: Vec<Value>) -> Result<Vec<Value>, GraphError> {
+        let mut env: HashMap<&str, Value> = HashMap::new();
+        for (decl, v) in def.inputs.iter().zip(inputs) {
+            env.insert(&decl.name, v);
+        }
+        for (name, c) in &def.constants {
+            env.entry(name).or_insert_with(|| {
+                Arc::new(Tensor {
+                    desc: TensorDesc::new(name.clone(), c.desc.shape.clone(), c.desc.dtype),
+                    data: c.data.to_vec(),
+                })
+            });
+        }
+        for node in &def.nodes {
+            let outs = self.node(def, node, &env)?;
+            for (name, v) in node.outputs.iter().zip(outs) {
+                if !name.is_empty() {
+                    env.insert(name, v);
+                }
+            }
+        }
+        def.outputs
+            .iter()
+            .map(|o| {
+                let v = env.get(o.name.as_str()).ok_or_else(|| {
+                    GraphError::Malformed(format!("graph output `{}` is never produced", o.name))
+                })?;
+                let mut t = Tensor::clone(v);
+                t.desc.name = o.name.clone();
+                Ok(Arc::new(t))
+            })
+            .collect()
+    }
+
+    fn node(
+        &mut self,
+        def: &GraphDef,
+        node: &Node,
+        env: &HashMap<&str, Value>,
+    ) -> Result<Vec<Value>, GraphError> {
+        self.steps += 1;
+        if self.steps > MAX_STEPS {
+            return Err(GraphError::Limit(format!(
+                "the run executed more than {MAX_STEPS} nodes (loops included)"
+            )));
+        }
+        let onnx = node.domain.is_empty();
+        match node.op.as_str() {
+            "If" if onnx => self.run_if(node, env),
+            "Loop" if onnx => self.run_loop(node, env),
+            "Scan" if onnx => self.run_scan(def, node, env),
+            _ if !node.subgraphs.is_empty() => Err(GraphError::Unsupported(format!(
+                "node {}: graph attributes are run for If, Loop and Scan only",
+                node.label()
+            ))),
+            "Constant" if onnx => Ok(vec![Arc::new(constant_attr(node)?)]),
+            _ => self.op(def, node, env),
+        }
+    }
+
+    /// An op node: translated and run on its inputs' bytes.
+    fn op(
+        &mut self,
+        def: &GraphDef,
+        node: &Node,
+        env: &HashMap<&str, Value>,
+    ) -> Result<Vec<Value>, GraphError> {
+        let present = node
+            .inputs
+            .iter()
+            .filter(|i| !i.is_empty())
+            .map(|i| get(env, node, i))
+            .collect::<Result<Vec<_>, _>>()?;
+        let req = node_request(def, node, present.iter().map(|v| &v.desc));
+        let data: Vec<Vec<u8>> = present.iter().map(|v| v.data.clone()).collect();
+        let outs = self
+            .host
+            .run_request_on(self.stream, req, &data)
+            .map_err(|source| GraphError::Node {
+                node: node.label(),
+                source,
+            })?;
+        Ok(outs
+            .into_iter()
+            .map(|(desc, data)| Arc::new(Tensor { desc, data }))
+            .collect())
+    }
+
+    /// Runs `body` with its formal inputs `formal`, its captures read from `env`.
+    fn body(
+        &mut self,
+        node: &Node,
+        body: &Subgraph,
+        mut formal: Vec<Value>,
+        env: &HashMap<&str, Value>,
+    ) -> Result<Vec<Value>, GraphError> {
+        if formal.len() != body.formal_inputs() {
+            return Err(GraphError::Malformed(format!(
+                "node {}: its subgraph declares {} inputs; {} are given",
+                node.label(),
+                body.formal_inputs(),
+                formal.len()
+            )));
+        }
+        for c in &body.captures {
+            formal.push(get(env, node, c)?);
+        }
+        self.run(&body.graph, formal)
+    }
+
+    fn run_if(
+        &mut self,
+        node: &Node,
+        env: &HashMap<&str, Value>,
+    ) -> Result<Vec<Value>, GraphError> {
+        let cond = node
+            .inputs
+            .first()
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| {
+                GraphError::Malformed(format!("node {}: If needs a condition", node.label()))
+            })?;
+        let cond = scalar(node, "cond", &*get(env, node, cond)?)? != 0.0;
+        let branch = if cond { "then_branch" } else { "else_branch" };
+        let body = subgraph(node, branch)?;
+        let outs = self.body(node, body, Vec::new(), env)?;
+        if outs.len() < node.outputs.len() {
+            return Err(GraphError::Malformed(format!(
+                "node {}: `{branch}` has {} outputs; the node has {}",
+                node.label(),
+                outs.len(),
+                node.outputs.len()
+            )));
+        }
+        Ok(outs)
+    }
+
+    fn run_loop(
+        &mut self,
+        node: &Node,
+        env: &HashMap<&str, Value>,
+    ) -> Result<Vec<Value>, GraphError> {
+        let body = subgraph(node, "body")?;
+        let input = |k: usize| -> Result<Option<Value>, GraphError> {
+            match node.inputs.get(k).filter(|i| !i.is_empty()) {
+                Some(i) => get(env, node, i).map(Some),
+                None => Ok(None),
+            }
+        };
+        let trips = input(0)?
+            .map(|m| scalar(node, "M", &m))
+            .transpose()?
+            .map(|m| m as i64);
+        let mut go = match input(1)? {
+            Some(c) => scalar(node, "cond", &c)? != 0.0,
+            None => true,
+        };
+        let mut carried = (2..node.inputs.len())
+            .map(|k| {
+                input(k)?.ok_or_else(|| {
+                    GraphError::Malformed(format!(
+                        "node {}: loop-carried input {k} is absent",
+                        node.label()
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = carried.len();
+        let outputs = &body.graph.outputs;
+        if outputs.len() < 1 + n {
+            return Err(GraphError::Malformed(format!(
+                "node {}: the body has {} outputs; a condition and {n} loop-carried values are \
+                 needed",
+                node.label(),
+                outputs.len()
+            )));
+        }
+        let k = outputs.len() - 1 - n;
+        let mut scans: Vec<Vec<Value>> = vec![Vec::new(); k];
+        let mut held = 0u64;
+        let mut i: i64 = 0;
+        while go && trips.is_none_or(|m| i < m) {
+            if i as u64 >= MAX_ITERATIONS {
+                return Err(GraphError::Limit(format!(
+                    "node {}: more than {MAX_ITERATIONS} iterations",
+                    node.label()
+                )));
+            }
+            let mut formal = vec![
+                Arc::new(value(Dtype::I64, vec![], &[i as f64])),
+                Arc::new(value(Dtype::Bool, vec![], &[1.0])),
+            ];
+            formal.extend(carried.iter().cloned());
+            let outs = self.body(node, body, formal, env)?;
+            go = scalar(node, "the body's condition", &outs[0])? != 0.0;
+            carried = outs[1..=n].to_vec();
+            for (j, s) in scans.iter_mut().enumerate() {
+                s.push(outs[1 + n + j].clone());
+            }
+            held = check_held(node, held, &outs[1 + n..])?;
+            i += 1;
+        }
+        let mut result = carried;
+        for (j, s) in scans.iter().enumerate() {
+            result.push(Arc::new(stack(node, s, 0, &outputs[1 + n + j])?));
+        }
+        Ok(result)
+    }
+
+    fn run_scan(
+        &mut self,
+        def: &GraphDef,
+        node: &Node,
+        env: &HashMap<&str, Value>,
+    ) -> Result<Vec<Value>, GraphError> {
+        let body = subgraph(node, "body")?;
+        let m = int_attr(node, "num_scan_inputs")?.ok_or_else(|| {
+            GraphError::Malformed(format!(
+                "node {}: Scan needs `num_scan_inputs`",
+                node.label()
+            ))
+        })?;
+        let legacy = def.opset("") != 0 && def.opset("") < 9;
+        let first = if legacy { 1 } else { 0 };
+        let inputs = node.inputs[first.min(node.inputs.len())..]
+            .iter()
+            .map(|i| get(env, node, i))
+            .collect::<Result<Vec<_>, _>>()?;
+        let m = usize::try_from(m)
+            .ok()
+            .filter(|&m| m >= 1 && m <= inputs.len())
+            .ok_or_else(|| {
+                GraphError::Malformed(format!(
+                    "node {}: num_scan_inputs {m} does not fit {} inputs",
+                    node.label(),
+                    inputs.len()
+                ))
+            })?;
+        let n = inputs.len() - m;
+        if !legacy {
+            return self.scan(node, body, &inputs, n, env);
+        }
+        // Opset 8: every input has a batch axis first; the scan runs per batch entry.
+        if let Some(lens) = node.inputs.first().filter(|l| !l.is_empty()) {
+            let lens = get(env, node, lens)?;
+            let full = inputs[n].desc.shape.get(1).copied().unwrap_or(0) as f64;
+            if crate::data::decode(lens.desc.dtype, &lens.data)
+                .iter()
+                .any(|&l| l != full)
+            {
+                return Err(GraphError::Unsupported(format!(
+                    "node {}: Scan-8 with sequence_lens shorter than the sequence",
+                    node.label()
+                )));
+            }
+        }
+        let batch = inputs[0].desc.shape.first().copied().unwrap_or(0);
+        let mut per_batch: Vec<Vec<Value>> = Vec::new();
+        for b in 0..batch {
+            let slices = inputs
+                .iter()
+                .map(|t| slice(node, t, 0, b).map(Arc::new))
+                .collect::<Result<Vec<_>, _>>()?;
+            per_batch.push(self.scan(node, body, &slices, n, env)?);
+        }
+        let count = body.graph.outputs.len();
+        (0..count)
+            .map(|j| {
+                let parts: Vec<Value> = per_batch.iter().map(|o| o[j].clone()).collect();
+                stack(node, &parts, 0, &body.graph.outputs[j]).map(Arc::new)
+            })
+            .collect()
+    }
+
+    /// Scan (opset 9 semantics) over `inputs`: `n` states, then the scan inputs.
+    fn scan(
+        &mut self,
+        node: &Node,
+        body: &Subgraph,
+        inputs: &[Value],
+        n: usize,
+        env: &HashMap<&str, Value>,
+    ) -> Result<Vec<Value>, GraphError> {
+        let m = inputs.len() - n;
+        let axes_of = |name: &str, count: usize, rank: &dyn Fn(usize) -> usize| {
+            let given = ints_attr(node, name)?;
+            (0..count)
+                .map(|j| {
+                    let a = given.as_ref().and_then(|g| g.get(j)).copied().unwrap_or(0);
+                    let r = rank(j) as i64;
+                    let a = if a < 0 { a + r } else { a };
+                    (0..r.max(1))
+                        .contains(&a)
+                        .then_some(a as usize)
+                        .ok_or_else(|| {
+                            GraphError::Malformed(format!(
+                                "node {}: `{name}` axis {a} is out of range",
+                                node.label()
+                            ))
+                        })
+                })
+                .collect::<Result<Vec<_>, GraphError>>()
+        };
+        let dirs_of = |name: &str, count: usize| -> Result<Vec<bool>, GraphError> {
+            let given = ints_attr(node, name)?
+                .or(if name == "scan_input_directions" {
+                    ints_attr(node, "directions")?
+                } else {
+                    None
+                })
+                .unwrap_or_default();
+            Ok((0..count).map(|j| given.get(j) == Some(&1)).collect())
+        };
+        let in_axes = axes_of("scan_input_axes", m, &|j| inputs[n + j].desc.shape.len())?;
+        let in_rev = dirs_of("scan_input_directions", m)?;
+        let mut len = None;
+        for (j, &a) in in_axes.iter().enumerate() {
+            let d = inputs[n + j].desc.shape.get(a).copied().unwrap_or(0);
+            if *len.get_or_insert(d) != d {
+                return Err(GraphError::Malformed(format!(
+                    "node {}: scan inputs have different lengths along their axes",
+                    node.label()
+                )));
+            }
+        }
+        let len = len.unwrap_or(0);
+        if len > MAX_ITERATIONS {
+            return Err(GraphError::Limit(format!(
+                "node {}: more than {MAX_ITERATIONS} iterations",
+                node.label()
+            )));
+        }
+        let k = body.graph.outputs.len().checked_sub(n).ok_or_else(|| {
+            GraphError::Malformed(format!(
+                "node {}: the body has fewer outputs than the {n} states",
+                node.label()
+            ))
+        })?;
+        let mut states: Vec<Value> = inputs[..n].to_vec();
+        let mut scans: Vec<Vec<Value>> = vec![Vec::new(); k];
+        let mut held = 0u64;
+        for t in 0..len {
+            let mut formal = states.clone();
+            for j in 0..m {
+                let idx = if in_rev[j] { len - 1 - t } else { t };
+                formal.push(Arc::new(slice(node, &inputs[n + j], in_axes[j], idx)?));
+            }
+            let outs = self.body(node, body, formal, env)?;
+            states = outs[..n].to_vec();
+            for (j, s) in scans.iter_mut().enumerate() {
+                s.push(outs[n + j].clone());
+            }
+            held = check_held(node, held, &outs[n..])?;
+        }
+        let out_rev = dirs_of("scan_output_directions", k)?;
+        let ranks: Vec<usize> = (0..k)
+            .map(|j| scans[j].first().map_or(1, |t| t.desc.shape.len() + 1))
+            .collect();
+        let out_axes = axes_of("scan_output_axes", k, &|j| ranks[j])?;
+        let mut result = states;
+        for (j, mut s) in scans.into_iter().enumerate() {
+            if out_rev[j] {
+                s.reverse();
+            }
+            result.push(Arc::new(stack(
+                node,
+                &s,
+                out_axes[j],
+                &body.graph.outputs[n + j],
+            )?));
+        }
+        Ok(result)
+    }
+}
+
+/// Adds the bytes of this iteration's scan outputs to `held`, refusing more than
+/// [`super::onnx::MAX_TENSOR_BYTES`] in all (what the stacked outputs would take).
+fn check_held(node: &Node, held: u64, slices: &[Value]) -> Result<u64, GraphError> {
+    let held = held + slices.iter().map(|s| s.data.len() as u64).sum::<u64>();
+    if held > super::onnx::MAX_TENSOR_BYTES {
+        return Err(GraphError::Limit(format!(
+            "node {}: its scan outputs exceed {} bytes",
+            node.label(),
+            super::onnx::MAX_TENSOR_BYTES
+        )));
+    }
+    Ok(held)
+}
+
+fn get(env: &HashMap<&str, Value>, node: &Node, name: &str) -> Result<Value, GraphError> {
+    env.get(name).cloned().ok_or_else(|| GraphError::Undefined {
+        node: node.label(),
+        value: name.to_string(),
+    })
+}
+
+fn subgraph<'n>(node: &'n Node, name: &str) -> Result<&'n Subgraph, GraphError> {
+    node.subgraph(name).ok_or_else(|| {
+        GraphError::Malformed(format!(
+            "node {}: graph attribute `{name}` is missing",
+            node.label()
+        ))
+    })
+}
+
+fn int_attr(node: &Node, name: &str) -> Result<Option<i64>, GraphError> {
+    match node.attributes.iter().find(|(n, _)| n == name) {
+        None => Ok(None),
+        Some((_, AttrValue::Int(v))) => Ok(Some(*v)),
+        Some(_) => Err(GraphError::NodeAttribute {
+            node: node.label(),
+            attribute: name.into(),
+            reason: "must be an int".into(),
+        }),
+    }
+}
+
+fn ints_attr(node: &Node, name: &str) -> Result<Option<Vec<i64>>, GraphError> {
+    match node.attributes.iter().find(|(n, _)| n == name) {
+        None => Ok(None),
+        Some((_, AttrValue::Ints(v))) => Ok(Some(v.clone())),
+        Some(_) => Err(GraphError::NodeAttribute {
+            node: node.label(),
+            attribute: name.into(),
+            reason: "must be a list of ints".into(),
+        }),
+    }
+}
+
+/// The single element of `t` as f64 (a condition or a trip count).
+fn scalar(node: &Node, what: &str, t: &Tensor) -> Result<f64, GraphError> {
+    match crate::data::decode(t.desc.dtype, &t.data).as_slice() {
+        [v] => Ok(*v),
+        _ => Err(GraphError::Malformed(format!(
+            "node {}: {what} is {}, not one element",
+            node.label(),
+            t.desc
+        ))),
+    }
+}
+
+fn value(dtype: Dtype, shape: Vec<u64>, values: &[f64]) -> Tensor {
+    Tensor {
+        desc: TensorDesc::new("", shape, dtype),
+        data: crate::data::encode(dtype, values),
+    }
+}
+
+/// Bytes per element of a value a Loop or Scan slices or stacks (packed types refused).
+fn elem_bytes(node: &Node, t: &TensorDesc) -> Result<usize, GraphError> {
+    if t.dtype.is_packed() {
+        return Err(GraphError::Unsupported(format!(
+            "node {}: scanning or stacking {} values",
+            node.label(),
+            t.dtype
+        )));
+    }
+    Ok(t.dtype.size())
+}
+
+/// Element `idx` of `t` along `axis` (that axis removed).
+fn slice(node: &Node, t: &Tensor, axis: usize, idx: u64) -> Result<Tensor, GraphError> {
+    let shape = &t.desc.shape;
+    if axis >= shape.len() || idx >= shape[axis] {
+        return Err(GraphError::Malformed(format!(
+            "node {}: cannot take element {idx} of axis {axis} of {}",
+            node.label(),
+            t.desc
+        )));
+    }
+    let e = elem_bytes(node, &t.desc)?;
+    let outer: u64 = shape[..axis].iter().product();
+    let len = shape[axis];
+    let inner = shape[axis + 1..].iter().product::<u64>() as usize * e;
+    let mut data = Vec::with_capacity(outer as usize * inner);
+    for o in 0..outer {
+        let at = ((o * len + idx) as usize) * inner;
+        data.extend_from_slice(&t.data[at..at + inner]);
+    }
+    let mut s = shape.clone();
+    s.remove(axis);
+    Ok(Tensor {
+        desc: TensorDesc::new("", s, t.desc.dtype),
+        data,
+    })
+}
+
+/// `parts` (same description) stacked along a new axis `axis`; with no parts, an empty tensor
+/// shaped by the body's declaration of that output where it says (else `[0]`).
+fn stack(
+    node: &Node,
+    parts: &[Value],
+    axis: usize,
+    decl: &super::def::ValueDecl,
+) -> Result<Tensor, GraphError> {
+    let Some(first) = parts.first() else {
+        let mut shape = vec![0];
+        if let Some(dims) = &decl.dims {
+            shape.extend(dims.iter().map(|d| match d {
+                Dim::Fixed(n) => *n,
+                Dim::Dynamic(_) => 0,
+            }));
+        }
+        return Ok(Tensor {
+            desc: TensorDesc::new("", shape, decl.dtype.unwrap_or(Dtype::F32)),
+            data: Vec::new(),
+        });
+    };
+    let d = &first.desc;
+    if let Some(p) = parts
+        .iter()
+        .find(|p| p.desc.shape != d.shape || p.desc.dtype != d.dtype)
+    {
+        return Err(GraphError::Malformed(format!(
+            "node {}: scan output slices differ: {} and {}",
+            node.label(),
+            d,
+            p.desc
+        )));
+    }
+    let e = elem_bytes(node, d)?;
+    let axis = axis.min(d.shape.len());
+    let outer: u64 = d.shape[..axis].iter().product();
+    let inner = d.shape[axis..].iter().product::<u64>() as usize * e;
+    let mut data = Vec::with_capacity(inner * outer as usize * parts.len());
+    for o in 0..outer as usize {
+        for p in parts {
+            data.extend_from_slice(&p.data[o * inner..(o + 1) * inner]);
+        }
+    }
+    let mut shape = d.shape.clone();
+    shape.insert(axis, parts.len() as u64);
+    Ok(Tensor {
+        desc: TensorDesc::new("", shape, d.dtype),
+        data,
+    })
+}
