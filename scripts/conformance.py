@@ -106,7 +106,10 @@ def start_server(umd: str):
 
 
 #: Ops the host itself runs (control flow: it runs their subgraphs), not a plugin.
-HOST_OPS = {"If", "Loop", "Scan"}
+HOST_OPS = {"If", "Loop", "Scan", "SequenceEmpty", "SequenceConstruct", "SequenceInsert",
+            "SequenceErase", "SequenceAt", "SequenceLength", "ConcatFromSequence",
+            "SplitToSequence", "SequenceMap", "Optional", "OptionalHasElement",
+            "OptionalGetElement"}
 
 
 def served_ops(umd: str) -> set[str]:
@@ -240,9 +243,44 @@ def to_numpy(name: str, data: bytes, d: pb.TensorDesc, like: np.ndarray) -> tupl
     return arr[:n].reshape(tuple(d.shape)), d.dtype
 
 
-def has_subgraphs(graph: onnx.GraphProto) -> bool:
-    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-               for n in graph.node for a in n.attribute)
+#: Sequence and optional ops: the host runs them (a model with one runs through umd.Graph).
+HOST_VALUE_OPS = {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase",
+                  "SequenceAt", "SequenceLength", "ConcatFromSequence", "SplitToSequence",
+                  "SequenceMap", "Optional", "OptionalHasElement", "OptionalGetElement"}
+
+
+def runs_on_host(graph: onnx.GraphProto) -> bool:
+    """Whether the test's model needs the host's graph engine: subgraphs (If, Loop, Scan…),
+    sequence or optional ops, or sequence/optional inputs and outputs."""
+    return (any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                for n in graph.node for a in n.attribute)
+            or any(n.op_type in HOST_VALUE_OPS for n in graph.node)
+            or any(v.type.WhichOneof("value") != "tensor_type"
+                   for v in list(graph.input) + list(graph.output)))
+
+
+def value_kind(vi: onnx.ValueInfoProto):
+    """('tensor' | 'sequence' | 'optional_tensor' | 'optional_sequence', element type)."""
+    t = vi.type
+    kind = t.WhichOneof("value")
+    if kind == "tensor_type":
+        return "tensor", t.tensor_type.elem_type
+    if kind == "sequence_type" and t.sequence_type.elem_type.WhichOneof("value") == "tensor_type":
+        return "sequence", t.sequence_type.elem_type.tensor_type.elem_type
+    if kind == "optional_type":
+        inner = t.optional_type.elem_type
+        if inner.WhichOneof("value") == "tensor_type":
+            return "optional_tensor", inner.tensor_type.elem_type
+        if (inner.WhichOneof("value") == "sequence_type"
+                and inner.sequence_type.elem_type.WhichOneof("value") == "tensor_type"):
+            return "optional_sequence", inner.sequence_type.elem_type.tensor_type.elem_type
+    raise NotServed(f"value `{vi.name}` is a {kind} umd does not have (maps, nested sequences)")
+
+
+def tensor_value(name: str, arr, et: int) -> pb.TensorValue:
+    arr = as_array(arr)
+    dt, raw = to_umd_array(arr, et)
+    return pb.TensorValue(desc=tensor_desc(name, arr.shape, dt), data=raw)
 
 
 def run_graph_test(channel, case) -> None:
@@ -261,25 +299,49 @@ def run_graph_test(channel, case) -> None:
         inits = {t.name for t in graph.initializer}
         real_inputs = [i for i in graph.input if i.name not in inits]
         for inputs, outputs in case.data_sets:
-            values = []
+            values, lists = [], []
             for vi, arr in zip(real_inputs, inputs):
-                et = elem_type(vi, "input")
-                arr = as_array(arr)
-                dt, raw = to_umd_array(arr, et)
-                values.append(pb.TensorValue(desc=tensor_desc(vi.name, arr.shape, dt), data=raw))
-            out = stub.Run(pb.RunModelRequest(handle=r.handle, inputs=values), timeout=TIMEOUT)
+                kind, et = value_kind(vi)
+                if kind == "tensor":
+                    values.append(tensor_value(vi.name, arr, et))
+                elif arr is None:
+                    lists.append(pb.ValueList(name=vi.name, none=True))
+                else:
+                    items = [arr] if kind == "optional_tensor" else list(arr)
+                    lists.append(pb.ValueList(name=vi.name, items=[
+                        tensor_value(vi.name, a, et) for a in items]))
+            out = stub.Run(pb.RunModelRequest(handle=r.handle, inputs=values, list_inputs=lists),
+                           timeout=TIMEOUT)
             if out.status == STATUS_UNSUPPORTED:
                 raise NotServed(out.msg)
             if out.status != 0:
                 raise Failed(f"Run: status {out.status}: {out.msg}")
             by_name = {t.desc.name: t for t in out.outputs}
+            listed = {v.name: v for v in out.list_outputs}
             for vo, want in zip(graph.output, outputs):
-                et = elem_type(vo, "output")
-                t = by_name.get(vo.name)
-                if t is None:
+                kind, et = value_kind(vo)
+                if kind == "tensor":
+                    t = by_name.get(vo.name)
+                    if t is None:
+                        raise Failed(f"output `{vo.name}` was not returned")
+                    got, got_dt = to_numpy(vo.name, t.data, t.desc, as_array(want))
+                    compare(vo.name, got, got_dt, want, et, case.rtol, case.atol)
+                    continue
+                v = listed.get(vo.name)
+                if v is None:
                     raise Failed(f"output `{vo.name}` was not returned")
-                got, got_dt = to_numpy(vo.name, t.data, t.desc, as_array(want))
-                compare(vo.name, got, got_dt, want, et, case.rtol, case.atol)
+                if want is None or v.none:
+                    if not (want is None and v.none):
+                        raise Failed(f"output `{vo.name}`: none={v.none}, expected "
+                                     f"{'none' if want is None else 'a value'}")
+                    continue
+                wants = [want] if kind == "optional_tensor" else list(want)
+                if len(v.items) != len(wants):
+                    raise Failed(f"output `{vo.name}`: {len(v.items)} tensors, expected "
+                                 f"{len(wants)}")
+                for k, (t, w) in enumerate(zip(v.items, wants)):
+                    got, got_dt = to_numpy(vo.name, t.data, t.desc, as_array(w))
+                    compare(f"{vo.name}[{k}]", got, got_dt, w, et, case.rtol, case.atol)
     finally:
         stub.Unload(pb.UnloadModelRequest(handle=r.handle), timeout=TIMEOUT)
 
@@ -319,7 +381,7 @@ def elem_type(vi: onnx.ValueInfoProto, what: str) -> int:
 
 def run_test(stub, channel, case) -> None:
     model = case.model
-    if has_subgraphs(model.graph):
+    if runs_on_host(model.graph):
         return run_graph_test(channel, case)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     graph = model.graph

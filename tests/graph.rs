@@ -690,3 +690,101 @@ fn an_endless_loop_is_stopped_at_its_iteration_bound() {
     );
     assert_eq!(e.status(), umd::error::status::INVALID_INPUT);
 }
+
+#[test]
+fn sequences_and_optionals_run_on_the_host() {
+    use umd::graph::{Value, ValueKind};
+    // x[3] -> SplitToSequence(split [1, 2]) -> insert y at 0 -> (length, concat along 0), and a
+    // sequence input's last element; an optional input tells whether it holds a value.
+    let i64c = |v: &[i64]| constant(vec![v.len() as u64], Dtype::I64, i64s(v));
+    let mut g = GraphDef {
+        nodes: vec![
+            Node::new("SplitToSequence", &["x", "split"], &["parts"], vec![]),
+            Node::new("SequenceInsert", &["parts", "y", "zero"], &["seq"], vec![]),
+            Node::new("SequenceLength", &["seq"], &["len"], vec![]),
+            Node::new(
+                "ConcatFromSequence",
+                &["seq"],
+                &["cat"],
+                vec![("axis".into(), AttrValue::Int(0))],
+            ),
+            Node::new("SequenceAt", &["s_in", "last"], &["tail"], vec![]),
+            Node::new("OptionalHasElement", &["maybe"], &["has"], vec![]),
+        ],
+        inputs: vec![
+            decl("x", vec![Dim::Fixed(3)]),
+            decl("y", vec![Dim::Fixed(2)]),
+            decl("s_in", vec![]),
+            decl("maybe", vec![]),
+        ],
+        outputs: vec![
+            decl("len", vec![]),
+            decl("cat", vec![]),
+            decl("tail", vec![]),
+            decl("has", vec![]),
+            decl("seq", vec![]),
+        ],
+        constants: HashMap::from([
+            ("split".into(), i64c(&[1, 2])),
+            ("zero".into(), constant(vec![], Dtype::I64, i64s(&[0]))),
+            ("last".into(), constant(vec![], Dtype::I64, i64s(&[-1]))),
+        ]),
+        opsets: HashMap::from([(String::new(), 17)]),
+        ..Default::default()
+    };
+    g.kinds = HashMap::from([
+        ("s_in".into(), ValueKind::Sequence),
+        ("maybe".into(), ValueKind::OptionalTensor),
+        ("seq".into(), ValueKind::Sequence),
+    ]);
+    let model = Model::new(host(), g).unwrap();
+    let t =
+        |name: &str, shape: Vec<u64>, v: &[f32]| Value::Tensor(Arc::new(tensor(name, shape, v)));
+    let seq_in = Value::Sequence(vec![
+        Arc::new(tensor("a", vec![1], &[7.0])),
+        Arc::new(tensor("b", vec![2], &[8.0, 9.0])),
+    ]);
+    let run = |maybe: Value| {
+        model
+            .run_values(&[
+                ("x".into(), t("x", vec![3], &[1.0, 2.0, 3.0])),
+                ("y".into(), t("y", vec![2], &[-1.0, -2.0])),
+                ("s_in".into(), seq_in.clone()),
+                ("maybe".into(), maybe),
+            ])
+            .unwrap()
+    };
+    let out = run(Value::None);
+    let get = |k: usize| match &out[k].1 {
+        Value::Tensor(t) => data::decode(t.desc.dtype, &t.data),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(get(0), vec![3.0], "y, [1], [2, 3]");
+    assert_eq!(get(1), vec![-1.0, -2.0, 1.0, 2.0, 3.0]);
+    assert_eq!(get(2), vec![8.0, 9.0]);
+    assert_eq!(get(3), vec![0.0], "an optional without a value");
+    match &out[4] {
+        (name, Value::Sequence(s)) => {
+            assert_eq!(name, "seq");
+            let shapes: Vec<_> = s.iter().map(|t| t.desc.shape.clone()).collect();
+            assert_eq!(shapes, vec![vec![2], vec![1], vec![2]]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let out = run(t("maybe", vec![1], &[0.0]));
+    assert!(matches!(&out[3].1, Value::Tensor(t) if t.data == vec![1]));
+    // A sequence where a tensor is declared, and a tensor-only run of a sequence model, are
+    // clear errors.
+    let e = model
+        .run_values(&[
+            ("x".into(), seq_in.clone()),
+            ("y".into(), t("y", vec![2], &[-1.0, -2.0])),
+            ("s_in".into(), seq_in.clone()),
+            ("maybe".into(), Value::None),
+        ])
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("input `x` is declared a tensor"),
+        "{e}"
+    );
+}

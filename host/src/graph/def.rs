@@ -171,6 +171,18 @@ impl Node {
     }
 }
 
+/// What a graph input or output holds when it is not a plain tensor (ONNX `sequence_type`,
+/// `optional_type`): such a graph runs interpreted ([`super::interpret`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueKind {
+    /// A sequence of tensors.
+    Sequence,
+    /// A tensor or nothing.
+    OptionalTensor,
+    /// A sequence or nothing.
+    OptionalSequence,
+}
+
 /// A constant tensor: its description and little-endian bytes.
 #[derive(Debug, Clone)]
 pub struct Constant {
@@ -191,13 +203,21 @@ pub struct GraphDef {
     pub constants: HashMap<String, Constant>,
     /// Opset imports: domain (`""` = `ai.onnx`) → version.
     pub opsets: HashMap<String, u32>,
+    /// Inputs and outputs that are sequences or optionals, by name (the others are tensors).
+    pub kinds: HashMap<String, ValueKind>,
 }
 
 impl GraphDef {
-    /// Whether a node runs a subgraph (If, Loop, Scan): such a graph runs node by node with the
-    /// host deciding control flow ([`super::interpret`]), not as one compiled submission.
-    pub fn has_control_flow(&self) -> bool {
-        self.nodes.iter().any(|n| !n.subgraphs.is_empty())
+    /// Whether the graph runs node by node with the host deciding control flow and holding
+    /// sequences ([`super::interpret`]) rather than as one compiled submission: a node runs a
+    /// subgraph (If, Loop, Scan, SequenceMap), handles sequences or optionals, or an input or
+    /// output is one.
+    pub fn runs_interpreted(&self) -> bool {
+        !self.kinds.is_empty()
+            || self.nodes.iter().any(|n| {
+                !n.subgraphs.is_empty()
+                    || (n.domain.is_empty() && super::interpret::HOST_OPS.contains(&n.op.as_str()))
+            })
     }
 
     /// The opset version a node of `domain` runs under (0 when the model imports none).

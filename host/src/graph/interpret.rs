@@ -1,11 +1,13 @@
-//! Graphs with control flow (If, Loop, Scan): run node by node, the host deciding which branch
-//! runs and how often a body repeats. Each op node is translated and run on the model's device
-//! and stream with its inputs' bytes (as constant folding runs a node); values live on the host
-//! between nodes, so such a model is correct but not one batched submission.
+//! Graphs with control flow (If, Loop, Scan, SequenceMap) or sequences and optionals: run node
+//! by node, the host deciding which branch runs and how often a body repeats, and holding
+//! sequences. Each op node is translated and run on the model's device and stream with its
+//! inputs' bytes (as constant folding runs a node); values live on the host between nodes, so
+//! such a model is correct but not one batched submission.
 //!
-//! Owns the ONNX semantics of If, Loop and Scan (Scan of opset 8 and 9+) and the bounds that
-//! keep a hostile model from running forever ([`MAX_STEPS`], [`MAX_ITERATIONS`]). Knows nothing
-//! of protobufs or plugins.
+//! Owns the ONNX semantics of If, Loop, Scan (opset 8 and 9+), the sequence ops and the
+//! optional ops ([`HOST_OPS`]), and the bounds that keep a hostile model from running forever
+//! or without end in memory ([`MAX_STEPS`], [`MAX_ITERATIONS`], [`MAX_SEQUENCE`]). Knows
+//! nothing of protobufs or plugins.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,8 +23,43 @@ use crate::tensor::{AttrValue, Dtype, TensorDesc};
 pub const MAX_STEPS: u64 = 1 << 20;
 /// Most iterations of one Loop or Scan.
 pub const MAX_ITERATIONS: u64 = 1 << 20;
+/// Most tensors one sequence may hold.
+pub const MAX_SEQUENCE: usize = 1 << 16;
 
-type Value = Arc<Tensor>;
+/// The ops of the `ai.onnx` domain the host runs itself (control flow, sequences, optionals):
+/// a graph with one runs interpreted.
+pub const HOST_OPS: [&str; 15] = [
+    "If",
+    "Loop",
+    "Scan",
+    "SequenceMap",
+    "SequenceEmpty",
+    "SequenceConstruct",
+    "SequenceInsert",
+    "SequenceErase",
+    "SequenceAt",
+    "SequenceLength",
+    "ConcatFromSequence",
+    "SplitToSequence",
+    "Optional",
+    "OptionalHasElement",
+    "OptionalGetElement",
+];
+
+/// A value of an interpreted graph: a tensor, a sequence of tensors, or an optional without a
+/// value (an optional with one is its value).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Tensor(Arc<Tensor>),
+    Sequence(Vec<Arc<Tensor>>),
+    None,
+}
+
+impl Value {
+    pub(super) fn tensor(t: Tensor) -> Value {
+        Value::Tensor(Arc::new(t))
+    }
+}
 
 /// One run of a graph with control flow.
 pub(super) struct Interpreter<'h> {
@@ -49,7 +86,7 @@ impl<'h> Interpreter<'h> {
         }
         for (name, c) in &def.constants {
             env.entry(name).or_insert_with(|| {
-                Arc::new(Tensor {
+                Value::tensor(Tensor {
                     desc: TensorDesc::new(name.clone(), c.desc.shape.clone(), c.desc.dtype),
                     data: c.data.to_vec(),
                 })
@@ -69,9 +106,14 @@ impl<'h> Interpreter<'h> {
                 let v = env.get(o.name.as_str()).ok_or_else(|| {
                     GraphError::Malformed(format!("graph output `{}` is never produced", o.name))
                 })?;
-                let mut t = Tensor::clone(v);
-                t.desc.name = o.name.clone();
-                Ok(Arc::new(t))
+                Ok(match v {
+                    Value::Tensor(t) => {
+                        let mut t = Tensor::clone(t);
+                        t.desc.name = o.name.clone();
+                        Value::tensor(t)
+                    }
+                    other => other.clone(),
+                })
             })
             .collect()
     }
@@ -93,11 +135,16 @@ impl<'h> Interpreter<'h> {
             "If" if onnx => self.run_if(node, env),
             "Loop" if onnx => self.run_loop(node, env),
             "Scan" if onnx => self.run_scan(def, node, env),
+            "SequenceMap" if onnx => self.run_sequence_map(node, env),
             _ if !node.subgraphs.is_empty() => Err(GraphError::Unsupported(format!(
-                "node {}: graph attributes are run for If, Loop and Scan only",
+                "node {}: graph attributes are run for If, Loop, Scan and SequenceMap only",
                 node.label()
             ))),
-            "Constant" if onnx => Ok(vec![Arc::new(constant_attr(node)?)]),
+            "Constant" if onnx => Ok(vec![Value::tensor(constant_attr(node)?)]),
+            op if onnx && HOST_OPS.contains(&op) => super::sequence::run(node, &inputs(env, node)?),
+            "Identity" if onnx && !matches!(first(env, node)?, Some(Value::Tensor(_))) => {
+                Ok(vec![first(env, node)?.unwrap_or(Value::None)])
+            }
             _ => self.op(def, node, env),
         }
     }
@@ -113,7 +160,7 @@ impl<'h> Interpreter<'h> {
             .inputs
             .iter()
             .filter(|i| !i.is_empty())
-            .map(|i| get(env, node, i))
+            .map(|i| tensor(node, i, &get(env, node, i)?))
             .collect::<Result<Vec<_>, _>>()?;
         let req = node_request(def, node, present.iter().map(|v| &v.desc));
         let data: Vec<Vec<u8>> = present.iter().map(|v| v.data.clone()).collect();
@@ -126,7 +173,7 @@ impl<'h> Interpreter<'h> {
             })?;
         Ok(outs
             .into_iter()
-            .map(|(desc, data)| Arc::new(Tensor { desc, data }))
+            .map(|(desc, data)| Value::tensor(Tensor { desc, data }))
             .collect())
     }
 
@@ -164,7 +211,7 @@ impl<'h> Interpreter<'h> {
             .ok_or_else(|| {
                 GraphError::Malformed(format!("node {}: If needs a condition", node.label()))
             })?;
-        let cond = scalar(node, "cond", &*get(env, node, cond)?)? != 0.0;
+        let cond = scalar(node, "cond", &*tensor(node, cond, &get(env, node, cond)?)?)? != 0.0;
         let branch = if cond { "then_branch" } else { "else_branch" };
         let body = subgraph(node, branch)?;
         let outs = self.body(node, body, Vec::new(), env)?;
@@ -177,6 +224,49 @@ impl<'h> Interpreter<'h> {
             )));
         }
         Ok(outs)
+    }
+
+    /// SequenceMap: the body once per element of the first input (a sequence); every other
+    /// input is a sequence of the same length (element i is given) or a tensor (given whole).
+    /// Each body output gathers into an output sequence.
+    fn run_sequence_map(
+        &mut self,
+        node: &Node,
+        env: &HashMap<&str, Value>,
+    ) -> Result<Vec<Value>, GraphError> {
+        let body = subgraph(node, "body")?;
+        let given = inputs(env, node)?;
+        let len = match given.first() {
+            Some(Some(Value::Sequence(s))) => s.len(),
+            _ => {
+                return Err(GraphError::Input(format!(
+                    "node {}: SequenceMap's first input must be a sequence",
+                    node.label()
+                )));
+            }
+        };
+        let mut outs: Vec<Vec<Arc<Tensor>>> = vec![Vec::new(); body.graph.outputs.len()];
+        for i in 0..len {
+            let formal = given
+                .iter()
+                .map(|v| match v {
+                    Some(Value::Sequence(s)) => {
+                        s.get(i).cloned().map(Value::Tensor).ok_or_else(|| {
+                            GraphError::Input(format!(
+                                "node {}: its sequences differ in length",
+                                node.label()
+                            ))
+                        })
+                    }
+                    Some(v) => Ok(v.clone()),
+                    None => Ok(Value::None),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            for (k, v) in self.body(node, body, formal, env)?.iter().enumerate() {
+                outs[k].push(tensor(node, "a SequenceMap body output", v)?);
+            }
+        }
+        Ok(outs.into_iter().map(Value::Sequence).collect())
     }
 
     fn run_loop(
@@ -192,11 +282,11 @@ impl<'h> Interpreter<'h> {
             }
         };
         let trips = input(0)?
-            .map(|m| scalar(node, "M", &m))
+            .map(|m| scalar(node, "M", &*tensor(node, "M", &m)?))
             .transpose()?
             .map(|m| m as i64);
         let mut go = match input(1)? {
-            Some(c) => scalar(node, "cond", &c)? != 0.0,
+            Some(c) => scalar(node, "cond", &*tensor(node, "cond", &c)?)? != 0.0,
             None => true,
         };
         let mut carried = (2..node.inputs.len())
@@ -220,7 +310,7 @@ impl<'h> Interpreter<'h> {
             )));
         }
         let k = outputs.len() - 1 - n;
-        let mut scans: Vec<Vec<Value>> = vec![Vec::new(); k];
+        let mut scans: Vec<Vec<Arc<Tensor>>> = vec![Vec::new(); k];
         let mut held = 0u64;
         let mut i: i64 = 0;
         while go && trips.is_none_or(|m| i < m) {
@@ -231,22 +321,27 @@ impl<'h> Interpreter<'h> {
                 )));
             }
             let mut formal = vec![
-                Arc::new(value(Dtype::I64, vec![], &[i as f64])),
-                Arc::new(value(Dtype::Bool, vec![], &[1.0])),
+                Value::tensor(value(Dtype::I64, vec![], &[i as f64])),
+                Value::tensor(value(Dtype::Bool, vec![], &[1.0])),
             ];
             formal.extend(carried.iter().cloned());
             let outs = self.body(node, body, formal, env)?;
-            go = scalar(node, "the body's condition", &outs[0])? != 0.0;
+            let cond = tensor(node, "the body's condition", &outs[0])?;
+            go = scalar(node, "the body's condition", &cond)? != 0.0;
             carried = outs[1..=n].to_vec();
-            for (j, s) in scans.iter_mut().enumerate() {
-                s.push(outs[1 + n + j].clone());
+            let slices = outs[1 + n..]
+                .iter()
+                .map(|v| tensor(node, "a scan output", v))
+                .collect::<Result<Vec<_>, _>>()?;
+            held = check_held(node, held, &slices)?;
+            for (s, t) in scans.iter_mut().zip(slices) {
+                s.push(t);
             }
-            held = check_held(node, held, &outs[1 + n..])?;
             i += 1;
         }
         let mut result = carried;
         for (j, s) in scans.iter().enumerate() {
-            result.push(Arc::new(stack(node, s, 0, &outputs[1 + n + j])?));
+            result.push(Value::tensor(stack(node, s, 0, &outputs[1 + n + j])?));
         }
         Ok(result)
     }
@@ -268,7 +363,7 @@ impl<'h> Interpreter<'h> {
         let first = if legacy { 1 } else { 0 };
         let inputs = node.inputs[first.min(node.inputs.len())..]
             .iter()
-            .map(|i| get(env, node, i))
+            .map(|i| tensor(node, i, &get(env, node, i)?))
             .collect::<Result<Vec<_>, _>>()?;
         let m = usize::try_from(m)
             .ok()
@@ -282,11 +377,12 @@ impl<'h> Interpreter<'h> {
             })?;
         let n = inputs.len() - m;
         if !legacy {
-            return self.scan(node, body, &inputs, n, env);
+            let outs = self.scan(node, body, &inputs, n, env)?;
+            return Ok(outs.into_iter().map(Value::Tensor).collect());
         }
         // Opset 8: every input has a batch axis first; the scan runs per batch entry.
         if let Some(lens) = node.inputs.first().filter(|l| !l.is_empty()) {
-            let lens = get(env, node, lens)?;
+            let lens = tensor(node, lens, &get(env, node, lens)?)?;
             let full = inputs[n].desc.shape.get(1).copied().unwrap_or(0) as f64;
             if crate::data::decode(lens.desc.dtype, &lens.data)
                 .iter()
@@ -299,7 +395,7 @@ impl<'h> Interpreter<'h> {
             }
         }
         let batch = inputs[0].desc.shape.first().copied().unwrap_or(0);
-        let mut per_batch: Vec<Vec<Value>> = Vec::new();
+        let mut per_batch: Vec<Vec<Arc<Tensor>>> = Vec::new();
         for b in 0..batch {
             let slices = inputs
                 .iter()
@@ -310,8 +406,8 @@ impl<'h> Interpreter<'h> {
         let count = body.graph.outputs.len();
         (0..count)
             .map(|j| {
-                let parts: Vec<Value> = per_batch.iter().map(|o| o[j].clone()).collect();
-                stack(node, &parts, 0, &body.graph.outputs[j]).map(Arc::new)
+                let parts: Vec<Arc<Tensor>> = per_batch.iter().map(|o| o[j].clone()).collect();
+                stack(node, &parts, 0, &body.graph.outputs[j]).map(Value::tensor)
             })
             .collect()
     }
@@ -321,10 +417,10 @@ impl<'h> Interpreter<'h> {
         &mut self,
         node: &Node,
         body: &Subgraph,
-        inputs: &[Value],
+        inputs: &[Arc<Tensor>],
         n: usize,
         env: &HashMap<&str, Value>,
-    ) -> Result<Vec<Value>, GraphError> {
+    ) -> Result<Vec<Arc<Tensor>>, GraphError> {
         let m = inputs.len() - n;
         let axes_of = |name: &str, count: usize, rank: &dyn Fn(usize) -> usize| {
             let given = ints_attr(node, name)?;
@@ -380,21 +476,25 @@ impl<'h> Interpreter<'h> {
                 node.label()
             ))
         })?;
-        let mut states: Vec<Value> = inputs[..n].to_vec();
-        let mut scans: Vec<Vec<Value>> = vec![Vec::new(); k];
+        let mut states: Vec<Arc<Tensor>> = inputs[..n].to_vec();
+        let mut scans: Vec<Vec<Arc<Tensor>>> = vec![Vec::new(); k];
         let mut held = 0u64;
         for t in 0..len {
-            let mut formal = states.clone();
+            let mut formal: Vec<Value> = states.iter().cloned().map(Value::Tensor).collect();
             for j in 0..m {
                 let idx = if in_rev[j] { len - 1 - t } else { t };
-                formal.push(Arc::new(slice(node, &inputs[n + j], in_axes[j], idx)?));
+                formal.push(Value::tensor(slice(node, &inputs[n + j], in_axes[j], idx)?));
             }
-            let outs = self.body(node, body, formal, env)?;
+            let outs = self
+                .body(node, body, formal, env)?
+                .iter()
+                .map(|v| tensor(node, "a Scan body output", v))
+                .collect::<Result<Vec<_>, _>>()?;
             states = outs[..n].to_vec();
+            held = check_held(node, held, &outs[n..])?;
             for (j, s) in scans.iter_mut().enumerate() {
                 s.push(outs[n + j].clone());
             }
-            held = check_held(node, held, &outs[n..])?;
         }
         let out_rev = dirs_of("scan_output_directions", k)?;
         let ranks: Vec<usize> = (0..k)
@@ -419,7 +519,7 @@ impl<'h> Interpreter<'h> {
 
 /// Adds the bytes of this iteration's scan outputs to `held`, refusing more than
 /// [`super::onnx::MAX_TENSOR_BYTES`] in all (what the stacked outputs would take).
-fn check_held(node: &Node, held: u64, slices: &[Value]) -> Result<u64, GraphError> {
+fn check_held(node: &Node, held: u64, slices: &[Arc<Tensor>]) -> Result<u64, GraphError> {
     let held = held + slices.iter().map(|s| s.data.len() as u64).sum::<u64>();
     if held > super::onnx::MAX_TENSOR_BYTES {
         return Err(GraphError::Limit(format!(
@@ -436,6 +536,43 @@ fn get(env: &HashMap<&str, Value>, node: &Node, name: &str) -> Result<Value, Gra
         node: node.label(),
         value: name.to_string(),
     })
+}
+
+/// Every input slot's value (`None` for an absent slot).
+fn inputs(env: &HashMap<&str, Value>, node: &Node) -> Result<Vec<Option<Value>>, GraphError> {
+    node.inputs
+        .iter()
+        .map(|i| {
+            if i.is_empty() {
+                Ok(None)
+            } else {
+                get(env, node, i).map(Some)
+            }
+        })
+        .collect()
+}
+
+/// The first input's value, if present.
+fn first(env: &HashMap<&str, Value>, node: &Node) -> Result<Option<Value>, GraphError> {
+    match node.inputs.first().filter(|i| !i.is_empty()) {
+        Some(i) => get(env, node, i).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// `v` as a tensor (`what` names it in the error otherwise).
+fn tensor(node: &Node, what: &str, v: &Value) -> Result<Arc<Tensor>, GraphError> {
+    match v {
+        Value::Tensor(t) => Ok(t.clone()),
+        Value::Sequence(_) => Err(GraphError::Unsupported(format!(
+            "node {}: `{what}` is a sequence where a tensor is needed",
+            node.label()
+        ))),
+        Value::None => Err(GraphError::Input(format!(
+            "node {}: `{what}` is an optional without a value",
+            node.label()
+        ))),
+    }
 }
 
 fn subgraph<'n>(node: &'n Node, name: &str) -> Result<&'n Subgraph, GraphError> {
@@ -533,7 +670,7 @@ fn slice(node: &Node, t: &Tensor, axis: usize, idx: u64) -> Result<Tensor, Graph
 /// shaped by the body's declaration of that output where it says (else `[0]`).
 fn stack(
     node: &Node,
-    parts: &[Value],
+    parts: &[Arc<Tensor>],
     axis: usize,
     decl: &super::def::ValueDecl,
 ) -> Result<Tensor, GraphError> {

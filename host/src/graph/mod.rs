@@ -23,6 +23,7 @@ pub mod fuse;
 mod interpret;
 pub mod onnx;
 mod place;
+mod sequence;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -36,7 +37,8 @@ use crate::device::{BufferId, DeviceError, StreamId};
 use crate::error::status;
 use crate::tensor::TensorDesc;
 pub use compile::PlanStats;
-pub use def::{Constant, Dim, GraphDef, Node, Subgraph, ValueDecl};
+pub use def::{Constant, Dim, GraphDef, Node, Subgraph, ValueDecl, ValueKind};
+pub use interpret::Value;
 pub use interpret::{MAX_ITERATIONS, MAX_STEPS};
 
 /// Compiled signatures kept per model.
@@ -246,7 +248,7 @@ impl Model {
             .iter()
             .map(|t| (&t.desc, Some(&t.data[..])))
             .collect();
-        if self.def.has_control_flow() {
+        if self.def.runs_interpreted() {
             return Ok(RunOutput {
                 outputs: self.interpret(&given)?,
                 stats: self.interpreted_stats(),
@@ -262,21 +264,125 @@ impl Model {
 
     /// A model with control flow (If, Loop, Scan) runs node by node on host values: the inputs
     /// are checked as for a compiled run, then [`interpret::Interpreter`] runs the graph on the
-    /// model's stream. Returns the outputs in declared order.
+    /// model's stream. Returns the outputs in declared order (all tensors, or an error naming
+    /// the output that is not: see [`Model::run_values`]).
     fn interpret(&self, given: &[(&TensorDesc, Option<&[u8]>)]) -> Result<Vec<Tensor>, GraphError> {
         let (descs, data) = self.signature(given)?;
         let inputs = descs
             .into_iter()
             .zip(data)
             .map(|(desc, d)| {
-                Arc::new(Tensor {
+                Value::Tensor(Arc::new(Tensor {
                     desc,
                     data: d.to_vec(),
-                })
+                }))
             })
-            .collect();
+            .collect::<Vec<_>>();
         let outs = interpret::Interpreter::new(&self.host, self.stream()).run(&self.def, inputs)?;
-        Ok(outs.into_iter().map(Arc::unwrap_or_clone).collect())
+        outs.into_iter()
+            .zip(&self.def.outputs)
+            .map(|(v, o)| match v {
+                Value::Tensor(t) => Ok(Arc::unwrap_or_clone(t)),
+                _ => Err(GraphError::Input(format!(
+                    "output `{}` is a sequence or an optional: run the model with \
+                     `Model::run_values`",
+                    o.name
+                ))),
+            })
+            .collect()
+    }
+
+    /// Runs the model on named values — tensors, sequences of tensors, or `Value::None` for an
+    /// optional without a value — as its inputs declare them (each once, by name); returns
+    /// every output by name, in declared order. The way to run a model whose inputs or outputs
+    /// are sequences or optionals; any model runs this way.
+    pub fn run_values(
+        &self,
+        inputs: &[(String, Value)],
+    ) -> Result<Vec<(String, Value)>, GraphError> {
+        if let Some((n, _)) = inputs
+            .iter()
+            .find(|(n, _)| !self.def.inputs.iter().any(|d| d.name == *n))
+        {
+            return Err(GraphError::Input(format!(
+                "`{n}` is not an input of this model"
+            )));
+        }
+        let mut ordered = Vec::with_capacity(self.def.inputs.len());
+        for decl in &self.def.inputs {
+            let mut given = inputs.iter().filter(|(n, _)| *n == decl.name);
+            let (_, v) = given
+                .next()
+                .ok_or_else(|| GraphError::Input(format!("input `{}` is missing", decl.name)))?;
+            if given.next().is_some() {
+                return Err(GraphError::Input(format!(
+                    "input `{}` is given twice",
+                    decl.name
+                )));
+            }
+            let kind = self.def.kinds.get(&decl.name).copied();
+            let optional = matches!(
+                kind,
+                Some(ValueKind::OptionalTensor | ValueKind::OptionalSequence)
+            );
+            let sequence = matches!(
+                kind,
+                Some(ValueKind::Sequence | ValueKind::OptionalSequence)
+            );
+            match v {
+                Value::None if optional => {}
+                Value::Tensor(t) if !sequence => check_value(decl, &t.desc, t.data.len(), kind)?,
+                Value::Sequence(items) if sequence => {
+                    if items.len() > interpret::MAX_SEQUENCE {
+                        return Err(GraphError::Limit(format!(
+                            "input `{}`: {} tensors; at most {}",
+                            decl.name,
+                            items.len(),
+                            interpret::MAX_SEQUENCE
+                        )));
+                    }
+                    for t in items {
+                        check_value(decl, &t.desc, t.data.len(), kind)?;
+                    }
+                }
+                _ => {
+                    return Err(GraphError::Input(format!(
+                        "input `{}` is declared {}; the value given is not one",
+                        decl.name,
+                        match kind {
+                            None => "a tensor",
+                            Some(ValueKind::Sequence) => "a sequence",
+                            Some(ValueKind::OptionalTensor) => "an optional tensor",
+                            Some(ValueKind::OptionalSequence) => "an optional sequence",
+                        }
+                    )));
+                }
+            }
+            ordered.push(v.clone());
+        }
+        let outs = if self.def.runs_interpreted() {
+            interpret::Interpreter::new(&self.host, self.stream()).run(&self.def, ordered)?
+        } else {
+            let tensors: Vec<Tensor> = ordered
+                .into_iter()
+                .map(|v| match v {
+                    Value::Tensor(t) => Arc::unwrap_or_clone(t),
+                    _ => unreachable!("checked: a model without kinds takes tensors"),
+                })
+                .collect();
+            self.run(&tensors)?
+                .outputs
+                .into_iter()
+                .map(|t| Value::Tensor(Arc::new(t)))
+                .collect()
+        };
+        Ok(self
+            .def
+            .outputs
+            .iter()
+            .map(|o| o.name.clone())
+            .zip(outs)
+            .collect())
     }
 
     /// The figures of an interpreted run: its nodes; nothing is planned ahead or pooled.
@@ -307,7 +413,7 @@ impl Model {
 
     /// Runs node by node, each waited for: the time of each node with launches.
     pub fn profile(&self, inputs: &[Tensor]) -> Result<Vec<NodeTime>, GraphError> {
-        if self.def.has_control_flow() {
+        if self.def.runs_interpreted() {
             return Err(GraphError::Unsupported(
                 "profiling a model with control flow (If, Loop, Scan)".into(),
             ));
@@ -334,7 +440,7 @@ impl Model {
     /// The outputs' descriptions (declared order) a run on `inputs` gives; compiles the plan
     /// for their signature if new. Buffers are checked as by [`Model::run_on_device`].
     pub fn output_descs(&self, inputs: &[RunInput]) -> Result<Vec<TensorDesc>, GraphError> {
-        if self.def.has_control_flow() {
+        if self.def.runs_interpreted() {
             // Shapes may depend on values (a Loop's trip count): known by running.
             let all = self.read_all(inputs)?;
             let outs = self.run(&all)?;
@@ -354,7 +460,7 @@ impl Model {
         inputs: &[RunInput],
         outputs: &[BufferId],
     ) -> Result<PlanStats, GraphError> {
-        if self.def.has_control_flow() {
+        if self.def.runs_interpreted() {
             return self.interpret_on_device(inputs, outputs);
         }
         let small = self.read_small(inputs)?;
@@ -623,6 +729,39 @@ fn given<'t>(
             RunInput::Buffer { desc, .. } => (*desc, s.as_deref()),
         })
         .collect()
+}
+
+/// Checks one given tensor of input `decl` (an element of a sequence input, or an optional's
+/// value: its declared dims do not apply) and its byte count.
+fn check_value(
+    decl: &ValueDecl,
+    desc: &TensorDesc,
+    len: usize,
+    kind: Option<ValueKind>,
+) -> Result<(), GraphError> {
+    if kind.is_none() {
+        check_input(decl, desc)?;
+    } else {
+        desc.validate()
+            .map_err(|e| GraphError::Input(format!("input `{}`: {e}", decl.name)))?;
+        if let Some(dt) = decl.dtype
+            && dt != desc.dtype
+        {
+            return Err(GraphError::Input(format!(
+                "input `{}` holds {dt} tensors; {desc} is given",
+                decl.name
+            )));
+        }
+    }
+    let bytes = desc.byte_size().unwrap_or(u64::MAX);
+    if bytes > onnx::MAX_TENSOR_BYTES || bytes != len as u64 {
+        return Err(GraphError::Input(format!(
+            "input `{}` {desc} needs {bytes} bytes (at most {}), {len} given",
+            decl.name,
+            onnx::MAX_TENSOR_BYTES
+        )));
+    }
+    Ok(())
 }
 
 /// Checks a given input's description against its declaration.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use prost::Message;
 
 use super::GraphError;
-use super::def::{Constant, Dim, GraphDef, Node, Subgraph, ValueDecl};
+use super::def::{Constant, Dim, GraphDef, Node, Subgraph, ValueDecl, ValueKind};
 use crate::tensor::{AttrValue, Dtype, MAX_RANK, TensorDesc};
 
 /// The generated ONNX protobuf types.
@@ -125,17 +125,26 @@ fn graph_def(
             "sparse initializers are not supported".into(),
         ));
     }
-    let inputs = graph
-        .input
-        .iter()
-        .filter(|v| !constants.contains_key(v.name()))
-        .map(value_decl)
-        .collect::<Result<Vec<_>, _>>()?;
-    let outputs = graph
-        .output
-        .iter()
-        .map(value_decl)
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut kinds = HashMap::new();
+    let mut decls = |vs: Vec<&proto::ValueInfoProto>| -> Result<Vec<ValueDecl>, GraphError> {
+        vs.into_iter()
+            .map(|v| {
+                let (d, kind) = value_decl_kind(v)?;
+                if let Some(k) = kind {
+                    kinds.insert(d.name.clone(), k);
+                }
+                Ok(d)
+            })
+            .collect()
+    };
+    let inputs = decls(
+        graph
+            .input
+            .iter()
+            .filter(|v| !constants.contains_key(v.name()))
+            .collect(),
+    )?;
+    let outputs = decls(graph.output.iter().collect())?;
     let nodes = graph
         .node
         .iter()
@@ -148,6 +157,7 @@ fn graph_def(
         outputs,
         constants,
         opsets: opsets.clone(),
+        kinds,
     })
 }
 
@@ -161,7 +171,59 @@ fn subgraph(
     Subgraph::new(graph_def(g, base_dir, opsets, depth + 1)?)
 }
 
-fn value_decl(v: &proto::ValueInfoProto) -> Result<ValueDecl, GraphError> {
+/// A declared value and, for a sequence or an optional, its kind (its element type's dtype in
+/// the declaration; dims unknown).
+fn value_decl_kind(
+    v: &proto::ValueInfoProto,
+) -> Result<(ValueDecl, Option<ValueKind>), GraphError> {
+    use proto::type_proto::Value;
+    let tensor_of = |t: Option<&proto::TypeProto>| match t.and_then(|t| t.value.as_ref()) {
+        Some(Value::TensorType(t)) => Some(t.elem_type()),
+        _ => None,
+    };
+    let wrapped = match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(Value::SequenceType(s)) => {
+            Some((ValueKind::Sequence, tensor_of(s.elem_type.as_deref())))
+        }
+        Some(Value::OptionalType(o)) => match o.elem_type.as_deref().and_then(|t| t.value.as_ref())
+        {
+            Some(Value::TensorType(t)) => Some((ValueKind::OptionalTensor, Some(t.elem_type()))),
+            Some(Value::SequenceType(s)) => Some((
+                ValueKind::OptionalSequence,
+                tensor_of(s.elem_type.as_deref()),
+            )),
+            _ => None,
+        },
+        _ => None,
+    };
+    if let Some((kind, elem)) = wrapped {
+        let elem = elem.ok_or_else(|| {
+            GraphError::Unsupported(format!(
+                "graph value `{}`: only sequences and optionals of tensors are supported",
+                v.name()
+            ))
+        })?;
+        let dtype = match elem {
+            0 => None,
+            e => Some(dtype_of(e).ok_or_else(|| {
+                GraphError::Unsupported(format!(
+                    "graph value `{}` holds element type {}, which umd does not have",
+                    v.name(),
+                    type_name(e)
+                ))
+            })?),
+        };
+        let decl = ValueDecl {
+            name: v.name().to_string(),
+            dtype,
+            dims: None,
+        };
+        return Ok((decl, Some(kind)));
+    }
+    value_decl_tensor(v).map(|d| (d, None))
+}
+
+fn value_decl_tensor(v: &proto::ValueInfoProto) -> Result<ValueDecl, GraphError> {
     use proto::type_proto::Value;
     let mut decl = ValueDecl {
         name: v.name().to_string(),
@@ -253,6 +315,14 @@ fn node(
                 e => GraphError::Malformed(at + &e.to_string()),
             })?;
             out.subgraphs.push((a.name().to_string(), body));
+            continue;
+        }
+        // Optional's `type` (a TypeProto) only types an empty optional: the host's values
+        // need no type.
+        if out.op == "Optional"
+            && out.domain.is_empty()
+            && a.r#type() == proto::attribute_proto::AttributeType::TypeProto
+        {
             continue;
         }
         let v = attribute(a, base_dir).map_err(|reason| GraphError::NodeAttribute {

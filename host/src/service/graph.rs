@@ -306,6 +306,28 @@ impl graph_server::Graph for GraphService {
                 Err(e) => return fail(status::INVALID_INPUT, format!("input: {e}")),
             }
         }
+        if !r.list_inputs.is_empty() || !model.graph().kinds.is_empty() {
+            if !r.input_buffers.is_empty() || !r.output_buffers.is_empty() || r.outputs_on_device {
+                return fail(
+                    status::INVALID_INPUT,
+                    "a model with sequence or optional inputs or outputs runs by value".into(),
+                );
+            }
+            let values = match list_values(&model, inputs, r.list_inputs) {
+                Ok(v) => v,
+                Err(e) => return fail(status::INVALID_INPUT, e),
+            };
+            let ran = tokio::task::spawn_blocking(move || {
+                let out = model.run_values(&values);
+                (model, out)
+            })
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+            return match ran {
+                (model, Ok(outs)) => Ok(Response::new(values_response(&model, outs))),
+                (_, Err(e)) => fail(e.status(), e.to_string()),
+            };
+        }
         if !r.input_buffers.is_empty() || !r.output_buffers.is_empty() || r.outputs_on_device {
             let ran = match self.on_device(owner, &model, &r.input_buffers, &r.output_buffers) {
                 Ok(bound) => {
@@ -346,6 +368,7 @@ impl graph_server::Graph for GraphService {
                         data: t.data,
                     })
                     .collect(),
+                list_outputs: Vec::new(),
             })),
             Err(e) => fail(e.status(), e.to_string()),
         }
@@ -372,4 +395,93 @@ impl graph_server::Graph for GraphService {
             },
         }))
     }
+}
+
+/// The named values of a by-value run: tensors from `tensors`, sequences and optionals from
+/// `lists` read as the model declares each input.
+fn list_values(
+    model: &Model,
+    tensors: Vec<Tensor>,
+    lists: Vec<ValueList>,
+) -> Result<Vec<(String, crate::graph::Value)>, String> {
+    use crate::graph::{Value, ValueKind};
+    let mut out: Vec<(String, Value)> = tensors
+        .into_iter()
+        .map(|t| (t.desc.name.clone(), Value::Tensor(Arc::new(t))))
+        .collect();
+    for l in lists {
+        let items = l
+            .items
+            .into_iter()
+            .map(|t| {
+                let desc = t
+                    .desc
+                    .as_ref()
+                    .ok_or_else(|| format!("`{}`: an item without a description", l.name))?;
+                let desc = tensor_from_proto(desc).map_err(|e| format!("`{}`: {e}", l.name))?;
+                Ok(Arc::new(Tensor { desc, data: t.data }))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let v = match model.graph().kinds.get(&l.name) {
+            _ if l.none => Value::None,
+            Some(ValueKind::OptionalTensor) if items.len() == 1 => {
+                Value::Tensor(items.into_iter().next().expect("one item"))
+            }
+            Some(ValueKind::OptionalTensor) => {
+                return Err(format!(
+                    "`{}` is an optional tensor: one item, or `none`",
+                    l.name
+                ));
+            }
+            Some(_) => Value::Sequence(items),
+            None => {
+                return Err(format!(
+                    "`{}` is not a sequence or optional input of this model",
+                    l.name
+                ));
+            }
+        };
+        out.push((l.name, v));
+    }
+    Ok(out)
+}
+
+/// A by-value run's response: tensor outputs in `outputs`, sequences and optionals in
+/// `list_outputs`, as the model declares each output.
+fn values_response(model: &Model, outs: Vec<(String, crate::graph::Value)>) -> RunModelResponse {
+    use crate::graph::Value;
+    let value = |t: &Tensor, name: &str| {
+        let mut desc = tensor_to_proto(&t.desc);
+        desc.name = name.to_string();
+        TensorValue {
+            desc: Some(desc),
+            data: t.data.clone(),
+        }
+    };
+    let mut r = RunModelResponse {
+        status: status::OK,
+        ..Default::default()
+    };
+    for (name, v) in outs {
+        let listed = model.graph().kinds.contains_key(&name);
+        match v {
+            Value::Tensor(t) if !listed => r.outputs.push(value(&t, &name)),
+            Value::Tensor(t) => r.list_outputs.push(ValueList {
+                items: vec![value(&t, &name)],
+                name,
+                none: false,
+            }),
+            Value::Sequence(items) => r.list_outputs.push(ValueList {
+                items: items.iter().map(|t| value(t, &name)).collect(),
+                name,
+                none: false,
+            }),
+            Value::None => r.list_outputs.push(ValueList {
+                name,
+                items: Vec::new(),
+                none: true,
+            }),
+        }
+    }
+    r
 }
