@@ -511,7 +511,7 @@ impl<'a> WitRequest<'a> {
                     domain: req.domain.clone(),
                     opset: req.opset,
                     inputs: self
-                        .slots(|d| convert::tensor_to_wit_ext(d))
+                        .slots(convert::tensor_to_wit_ext)
                         .into_iter()
                         .map(|s| {
                             s.and_then(|(desc, value)| Some(wit::InputSlot { desc: desc?, value }))

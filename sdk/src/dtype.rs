@@ -604,6 +604,60 @@ pub fn bf16_bits_to_f32(b: u16) -> f32 {
     bf16::from_bits(b).to_f32()
 }
 
+/// ONNX `TensorProto.DataType` numbers and names of the umd dtypes, in `dtype2` order.
+const ONNX_CODES: [(Dtype, i64, &str); 23] = [
+    (Dtype::F32, 1, "FLOAT"),
+    (Dtype::F16, 10, "FLOAT16"),
+    (Dtype::Bf16, 16, "BFLOAT16"),
+    (Dtype::F64, 11, "DOUBLE"),
+    (Dtype::I32, 6, "INT32"),
+    (Dtype::I64, 7, "INT64"),
+    (Dtype::I8, 3, "INT8"),
+    (Dtype::U8, 2, "UINT8"),
+    (Dtype::Boolean, 9, "BOOL"),
+    (Dtype::I16, 5, "INT16"),
+    (Dtype::U16, 4, "UINT16"),
+    (Dtype::U32, 12, "UINT32"),
+    (Dtype::U64, 13, "UINT64"),
+    (Dtype::F8e4m3fn, 17, "FLOAT8E4M3FN"),
+    (Dtype::F8e4m3fnuz, 18, "FLOAT8E4M3FNUZ"),
+    (Dtype::F8e5m2, 19, "FLOAT8E5M2"),
+    (Dtype::F8e5m2fnuz, 20, "FLOAT8E5M2FNUZ"),
+    (Dtype::F8e8m0, 24, "FLOAT8E8M0"),
+    (Dtype::I4, 22, "INT4"),
+    (Dtype::U4, 21, "UINT4"),
+    (Dtype::I2, 26, "INT2"),
+    (Dtype::U2, 25, "UINT2"),
+    (Dtype::F4e2m1, 23, "FLOAT4E2M1"),
+];
+
+/// The umd dtype of an ONNX `TensorProto.DataType` number (`None` for STRING, COMPLEX…).
+pub fn from_onnx(code: i64) -> Option<Dtype> {
+    ONNX_CODES
+        .iter()
+        .find(|(_, c, _)| *c == code)
+        .map(|(d, _, _)| *d)
+}
+
+/// The ONNX `TensorProto.DataType` number of a dtype.
+pub fn to_onnx(dt: Dtype) -> i64 {
+    ONNX_CODES
+        .iter()
+        .find(|(d, _, _)| *d == dt)
+        .map(|(_, c, _)| *c)
+        .expect("every dtype has an ONNX number")
+}
+
+/// "1 FLOAT, 2 UINT8, …": the ONNX numbers umd serves, for error messages.
+pub fn onnx_codes_served() -> String {
+    let mut v: Vec<(i64, &str)> = ONNX_CODES.iter().map(|(_, c, n)| (*c, *n)).collect();
+    v.sort_by_key(|(c, _)| *c);
+    v.iter()
+        .map(|(c, n)| format!("{c} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -705,58 +759,4 @@ mod tests {
         bf16::from_f32(2.5).store(&mut b2);
         assert_eq!(bf16::load(&b2).to_compute(), 2.5);
     }
-}
-
-/// ONNX `TensorProto.DataType` numbers and names of the umd dtypes, in `dtype2` order.
-const ONNX_CODES: [(Dtype, i64, &str); 23] = [
-    (Dtype::F32, 1, "FLOAT"),
-    (Dtype::F16, 10, "FLOAT16"),
-    (Dtype::Bf16, 16, "BFLOAT16"),
-    (Dtype::F64, 11, "DOUBLE"),
-    (Dtype::I32, 6, "INT32"),
-    (Dtype::I64, 7, "INT64"),
-    (Dtype::I8, 3, "INT8"),
-    (Dtype::U8, 2, "UINT8"),
-    (Dtype::Boolean, 9, "BOOL"),
-    (Dtype::I16, 5, "INT16"),
-    (Dtype::U16, 4, "UINT16"),
-    (Dtype::U32, 12, "UINT32"),
-    (Dtype::U64, 13, "UINT64"),
-    (Dtype::F8e4m3fn, 17, "FLOAT8E4M3FN"),
-    (Dtype::F8e4m3fnuz, 18, "FLOAT8E4M3FNUZ"),
-    (Dtype::F8e5m2, 19, "FLOAT8E5M2"),
-    (Dtype::F8e5m2fnuz, 20, "FLOAT8E5M2FNUZ"),
-    (Dtype::F8e8m0, 24, "FLOAT8E8M0"),
-    (Dtype::I4, 22, "INT4"),
-    (Dtype::U4, 21, "UINT4"),
-    (Dtype::I2, 26, "INT2"),
-    (Dtype::U2, 25, "UINT2"),
-    (Dtype::F4e2m1, 23, "FLOAT4E2M1"),
-];
-
-/// The umd dtype of an ONNX `TensorProto.DataType` number (`None` for STRING, COMPLEX…).
-pub fn from_onnx(code: i64) -> Option<Dtype> {
-    ONNX_CODES
-        .iter()
-        .find(|(_, c, _)| *c == code)
-        .map(|(d, _, _)| *d)
-}
-
-/// The ONNX `TensorProto.DataType` number of a dtype.
-pub fn to_onnx(dt: Dtype) -> i64 {
-    ONNX_CODES
-        .iter()
-        .find(|(d, _, _)| *d == dt)
-        .map(|(_, c, _)| *c)
-        .expect("every dtype has an ONNX number")
-}
-
-/// "1 FLOAT, 2 UINT8, …": the ONNX numbers umd serves, for error messages.
-pub fn onnx_codes_served() -> String {
-    let mut v: Vec<(i64, &str)> = ONNX_CODES.iter().map(|(_, c, n)| (*c, *n)).collect();
-    v.sort_by_key(|(c, _)| *c);
-    v.iter()
-        .map(|(c, n)| format!("{c} {n}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

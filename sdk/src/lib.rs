@@ -227,29 +227,24 @@ impl TensorDesc {
 /// that plans (`planner2`, `planner`, `operator`) goes through here.
 pub fn plan_checked<P: Plugin + ?Sized>(request: &PlanRequestExt) -> Result<OpPlan, OpError> {
     let packed = P::serves_packed(&request.op);
-    if !packed {
-        if let Some(d) = request.present().find(|d| dtype::is_packed(d.dtype)) {
-            return Err(OpError::UnsupportedDtype(format!(
-                "{}: input `{}` is {}, a packed sub-byte dtype this plugin does not serve for {}",
-                request.op,
-                d.name,
-                dtype::name(d.dtype),
-                request.op
-            )));
-        }
+    if !packed && let Some(d) = request.present().find(|d| dtype::is_packed(d.dtype)) {
+        return Err(OpError::UnsupportedDtype(format!(
+            "{}: input `{}` is {}, a packed sub-byte dtype this plugin does not serve for {}",
+            request.op,
+            d.name,
+            dtype::name(d.dtype),
+            request.op
+        )));
     }
     let plan = P::plan_ext(request)?;
-    if !packed {
-        if let Some(o) = plan.outputs.iter().find(|o| dtype::is_packed(o.dtype)) {
-            return Err(OpError::UnsupportedDtype(format!(
-                "{}: output `{}` would be {}, a packed sub-byte dtype this plugin does not serve \
-                 for {}",
-                request.op,
-                o.name,
-                dtype::name(o.dtype),
-                request.op
-            )));
-        }
+    if !packed && let Some(o) = plan.outputs.iter().find(|o| dtype::is_packed(o.dtype)) {
+        return Err(OpError::UnsupportedDtype(format!(
+            "{}: output `{}` would be {}, a packed sub-byte dtype this plugin does not serve for {}",
+            request.op,
+            o.name,
+            dtype::name(o.dtype),
+            request.op
+        )));
     }
     Ok(plan)
 }

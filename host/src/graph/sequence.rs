@@ -260,10 +260,10 @@ fn split_to(
     let bad = |m: String| GraphError::Input(format!("node {}: {m}", node.label()));
     let (lengths, drop_axis): (Vec<u64>, bool) = match split.as_deref() {
         None => (vec![1; len as usize], !keepdims),
-        Some([n]) if *n >= 1.0 && t.desc.shape.len() > 0 => {
+        Some([n]) if *n >= 1.0 => {
             let n = *n as u64;
             let mut v = vec![n; (len / n) as usize];
-            if len % n != 0 {
+            if !len.is_multiple_of(n) {
                 v.push(len % n);
             }
             (v, false)
