@@ -184,6 +184,9 @@ pub fn cuda() -> ModuleSource {
         .collect();
     let refs: Vec<(&str, Dtype)> = aliases.iter().map(|(a, d)| (a.as_str(), *d)).collect();
     let mut code = common::cuda_head(&refs);
+    code.push_str(
+        "__device__ __forceinline__ bool umd_same(double a, double b) { return a == b || (a != a && b != b); }\n",
+    );
     let mut entries = Vec::new();
     for xd in DTYPES {
         for yd in DTYPES {
@@ -191,8 +194,7 @@ pub fn cuda() -> ModuleSource {
             let hit = if is_int(xd) {
                 "(long long)xv == (long long)tab[k]"
             } else {
-                "(xv == __longlong_as_double((long long)tab[k]) || \
-                 (isnan(xv) && isnan(__longlong_as_double((long long)tab[k]))))"
+                "umd_same(xv, __longlong_as_double((long long)tab[k]))"
             };
             let xv = if is_int(xd) {
                 "long long xv = (long long)x[i]"

@@ -212,12 +212,12 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
 }
 
 const KERNEL: &str = r#"
-extern "C" __global__ void tfidf_NAME(const T* __restrict__ x, const u64* __restrict__ tab,
+extern "C" __global__ void tfidf_NAME(const TOK* __restrict__ x, const u64* __restrict__ tab,
     float* __restrict__ y, u64 rows, u64 c, u64 outs, u64 ent, u64 wts, unsigned int mode,
     unsigned int skip) {
   UMD_FOR(e, rows * outs) {
     u64 r = e / outs, j = e % outs;
-    const T* row = x + r * c;
+    const TOK* row = x + r * c;
     long long freq = 0;
     for (u64 g = tab[j]; g < tab[j + 1]; g++) {
       const long long* gram = (const long long*)tab + tab[ent + 2 * g];
@@ -249,9 +249,7 @@ pub fn cuda() -> ModuleSource {
     for dt in DTYPES {
         let name = dtype::name(dt);
         let ty = if dt == Dtype::I32 { "int" } else { "long long" };
-        code.push_str(&format!("#define T {ty}\n"));
-        code.push_str(&KERNEL.replace("NAME", name));
-        code.push_str("#undef T\n");
+        code.push_str(&KERNEL.replace("NAME", name).replace("TOK", ty));
         entries.push(format!("tfidf_{name}"));
     }
     crate::simple::module(code, entries)

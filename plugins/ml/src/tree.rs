@@ -350,7 +350,7 @@ extern "C" __global__ void tree_NAME(const T* __restrict__ x, const u64* __restr
             for (u64 m = nd[5]; m < nd[6]; m++) c = c || v == umd_w(tab, m);
           }
         }
-        if (!c && nd[7] && isnan(v)) c = true;
+        if (!c && nd[7] && v != v) c = true;
         e = (long long)(c ? nd[3] : nd[4]);
       }
       if (e >= 0) continue;

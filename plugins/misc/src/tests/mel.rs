@@ -147,3 +147,35 @@ fn errors() {
         .build(target());
     assert!(matches!(err(&no_value), OpError::InvalidShape(_)));
 }
+
+/// Vectors for `plugins/norm/tools/cuda_emu.py` (runs the CUDA modules as C++ on the host):
+/// when `UMD_DUMP_VECTORS` names a directory, MelWeightMatrix in every output dtype goes to
+/// `misc-mel.cases`.
+#[test]
+fn cuda_emulation_vectors() {
+    let Ok(dir) = std::env::var("UMD_DUMP_VECTORS") else {
+        return;
+    };
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut out = String::new();
+    for dt in crate::window::OUT {
+        let n = (1..=24)
+            .find(|n| crate::common::onnx_dtype(*n) == Some(dt))
+            .unwrap();
+        for (k, (bins, dft, sr, lo, hi)) in
+            [(8, 16, 8192, 0.0, 4096.0), (10, 64, 16000, 20.0, 8000.0)]
+                .into_iter()
+                .enumerate()
+        {
+            let mut req = mel_req(bins, dft, sr, lo, hi, Dtype::F32);
+            req.attributes.push(umd_sdk::AttributeExt {
+                name: "output_datatype".into(),
+                value: int(n),
+            });
+            let inputs: Vec<Vec<u8>> = (0..5).map(|i| req.value(i).unwrap().to_vec()).collect();
+            let name = format!("mel-{k}-{dt:?}");
+            umd_sdk::emu_vectors::dump_case::<Misc>(&mut out, &dir, &name, &req, &inputs, None);
+        }
+    }
+    std::fs::write(format!("{dir}/misc-mel.cases"), out).unwrap();
+}
