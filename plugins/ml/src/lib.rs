@@ -130,6 +130,10 @@ impl Plugin for MlPlugin {
             name: name.into(),
             value: AttrValue::Ints(v.to_vec()),
         };
+        let floats = |name: &str, v: &[f64]| Attribute {
+            name: name.into(),
+            value: AttrValue::Floats(v.to_vec()),
+        };
         vec![
             umd_sdk::test_case_with(
                 "binarizer",
@@ -170,6 +174,38 @@ impl Plugin for MlPlugin {
                     ints("pool_int64s", &[2, 3, 3, 4]),
                 ],
                 vec![(Dtype::F32, vec![2., 1.])],
+                0.0,
+            ),
+            // one split x0 <= 0.5: leaf 0 (target 0, 2.0) or leaf 1 (target 1, -1.0)
+            umd_sdk::test_case_with(
+                "tree ensemble split",
+                "TreeEnsemble",
+                vec![(t("X", &[2, 1], Dtype::F32), vec![0.25, 0.75])],
+                vec![
+                    ints("n_targets", &[2]).single(),
+                    ints("tree_roots", &[0]),
+                    ints("nodes_featureids", &[0]),
+                    ints("nodes_modes", &[0]),
+                    floats("nodes_splits", &[0.5]),
+                    ints("nodes_truenodeids", &[0]),
+                    ints("nodes_falsenodeids", &[1]),
+                    ints("nodes_trueleafs", &[1]),
+                    ints("nodes_falseleafs", &[1]),
+                    ints("leaf_targetids", &[0, 1]),
+                    floats("leaf_weights", &[2.0, -1.0]),
+                ],
+                vec![(Dtype::F32, vec![2., 0., 0., -1.])],
+                0.0,
+            ),
+            umd_sdk::test_case_with(
+                "label encoder int to int",
+                "LabelEncoder",
+                vec![(t("X", &[3], Dtype::I64), vec![7., 8., 9.])],
+                vec![
+                    ints("keys_int64s", &[7, 9]),
+                    ints("values_int64s", &[70, 90]),
+                ],
+                vec![(Dtype::I64, vec![70., -1., 90.])],
                 0.0,
             ),
         ]
