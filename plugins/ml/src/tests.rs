@@ -466,6 +466,19 @@ fn tfidf_errors() {
         MlPlugin::plan_ext(&r),
         Err(OpError::UnsupportedDtype(_))
     ));
+    for bad in [vec![0, -1], vec![0, 1 << 40]] {
+        let t = Tfidf {
+            indexes: bad,
+            counts: vec![0],
+            pool: vec![1, 2],
+            ..official_tfidf(1, 0)
+        };
+        let r = req("TfIdfVectorizer", &[(vec![4], Dtype::I64)], t.attrs());
+        assert!(matches!(
+            MlPlugin::plan_ext(&r),
+            Err(OpError::InvalidAttribute(_))
+        ));
+    }
     let r = req("TfIdfVectorizer", &[(vec![2, 2, 2], Dtype::I64)], t.attrs());
     assert!(matches!(
         MlPlugin::plan_ext(&r),
@@ -1219,4 +1232,78 @@ fn cuda_emulation_vectors() {
         }
     }
     std::fs::write(format!("{dir}/ml.cases"), out).unwrap();
+}
+
+/// Random (often invalid) tree and n-gram attributes: planning answers or refuses, never
+/// panics, and every accepted plan runs.
+#[test]
+fn random_attributes_never_panic() {
+    let ri = |n: usize, seed: u64, lo: f64, hi: f64| -> Vec<i64> {
+        data(n, seed, lo, hi)
+            .iter()
+            .map(|v| v.floor() as i64)
+            .collect()
+    };
+    let mut accepted = (0, 0);
+    for seed in 0..300u64 {
+        let nn = (seed % 6) as usize + 1;
+        let nl = (seed % 4) as usize + 1;
+        let t = Trees {
+            feats: ri(nn, seed, -0.2, 2.2),
+            modes: ri(nn, seed + 1, 0.0, 7.0),
+            splits: data(nn, seed + 2, -1.0, 1.0),
+            tids: ri(nn, seed + 3, -0.3, nn as f64 + 0.5),
+            fids: ri(nn, seed + 4, -0.3, nn as f64 + 0.5),
+            tleaf: ri(nn, seed + 5, 0.0, 2.0),
+            fleaf: ri(nn, seed + 6, 0.0, 2.0),
+            ltargets: ri(nl, seed + 7, -0.2, 3.0),
+            lweights: data(nl, seed + 8, -1.0, 1.0),
+            roots: ri(1 + (seed % 2) as usize, seed + 9, -0.2, nn as f64),
+            members: if seed % 3 == 0 {
+                vec![0.5, f64::NAN, -0.5]
+            } else {
+                vec![]
+            },
+            missing: if seed % 2 == 0 {
+                ri(nn, seed + 10, 0.0, 2.0)
+            } else {
+                vec![]
+            },
+            targets: 3,
+            agg: (seed % 5) as i64,
+            post: (seed % 4) as i64,
+        };
+        match run_trees(&t, &data(6, seed, -1.0, 1.0), 2, Dtype::F32) {
+            Ok(_) => accepted.0 += 1,
+            Err(e) => assert!(!matches!(e, OpError::Internal(_)), "{e:?}"),
+        }
+        let counts = ri((seed % 3) as usize + 1, seed + 11, -1.0, 8.0);
+        let tf = Tfidf {
+            min: (seed % 3) as i64,
+            max: (seed % 4) as i64,
+            skip: (seed % 3) as i64 - 1,
+            mode: ["TF", "IDF", "TFIDF", "X"][(seed % 4) as usize],
+            counts,
+            indexes: ri((seed % 9) as usize + 1, seed + 12, -0.2, 9.0),
+            pool: ri((seed % 10) as usize, seed + 13, 0.0, 3.0),
+            weights: if seed % 2 == 0 {
+                vec![]
+            } else {
+                data(9, seed, 0.0, 1.0)
+            },
+        };
+        let r = req("TfIdfVectorizer", &[(vec![2, 5], Dtype::I64)], tf.attrs());
+        let x = enc(
+            Dtype::I64,
+            &data(10, seed, 0.0, 3.0)
+                .iter()
+                .map(|v| v.floor())
+                .collect::<Vec<_>>(),
+        );
+        match run(&r, &[x]) {
+            Ok(_) => accepted.1 += 1,
+            Err(e) => assert!(!matches!(e, OpError::Internal(_)), "{e:?}"),
+        }
+    }
+    assert!(accepted.0 > 5 && accepted.1 > 5, "{accepted:?}");
 }

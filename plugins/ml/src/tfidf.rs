@@ -24,6 +24,8 @@ pub const DTYPES: [Dtype; 2] = [Dtype::I32, Dtype::I64];
 pub const TF: u32 = 0;
 pub const IDF: u32 = 1;
 pub const TFIDF: u32 = 2;
+/// Largest output width (`max(ngram_indexes) + 1`) served.
+pub const MAX_OUTPUTS: i64 = 1 << 24;
 
 fn bad(msg: String) -> OpError {
     OpError::InvalidAttribute(format!("TfIdfVectorizer: {msg}"))
@@ -126,6 +128,11 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     let weights = attr::floats_or(a, "weights", &[])?;
     if indexes.is_empty() {
         return Err(bad("`ngram_indexes` is required".into()));
+    }
+    if let Some(i) = indexes.iter().find(|&&i| !(0..MAX_OUTPUTS).contains(&i)) {
+        return Err(bad(format!(
+            "`ngram_indexes` holds {i}; indexes must be in 0..{MAX_OUTPUTS}"
+        )));
     }
     let outs = *indexes.iter().max().expect("non-empty") as u64 + 1;
     if !weights.is_empty() && (weights.len() as u64) < outs {
