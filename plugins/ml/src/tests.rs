@@ -583,12 +583,23 @@ impl Trees {
                     _ => round(row[t].max(w)),
                 };
             }
-            if self.post == 2 {
+            if self.post == 4 {
+                // √2 · erfinv(2v − 1), erfinv by bisection on erf's series
+                row.iter_mut()
+                    .for_each(|v| *v = std::f64::consts::SQRT_2 * erfinv(2.0 * *v - 1.0));
+            } else if self.post == 2 {
                 row.iter_mut().for_each(|v| *v = 1.0 / (1.0 + (-*v).exp()));
-            } else if self.post == 1 {
+            } else if self.post == 1 || self.post == 3 {
+                // SOFTMAX_ZERO (3) leaves zeros (|v| <= 1e-7) at 0, as onnxruntime
+                let keep = |v: f64| self.post == 1 || v.abs() > 1e-7;
                 let m = row.iter().cloned().fold(f64::MIN, f64::max);
-                let s: f64 = row.iter().map(|v| (v - m).exp()).sum();
-                row.iter_mut().for_each(|v| *v = (*v - m).exp() / s);
+                let s: f64 = row
+                    .iter()
+                    .filter(|v| keep(**v))
+                    .map(|v| (v - m).exp())
+                    .sum();
+                row.iter_mut()
+                    .for_each(|v| *v = if keep(*v) { (*v - m).exp() / s } else { 0.0 });
             }
             out.extend(row);
         }
@@ -633,6 +644,36 @@ impl Trees {
             self.walk(self.fids[n] as usize, x, members)
         };
         if c { t } else { f }
+    }
+}
+
+/// erf by its Maclaurin series (|x| < 3), erfinv by bisection: a slow exact reference.
+fn erf(x: f64) -> f64 {
+    let (mut term, mut sum) = (x, x);
+    for n in 1..200 {
+        term *= -x * x / n as f64;
+        sum += term / (2 * n + 1) as f64;
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
+}
+
+fn erfinv(y: f64) -> f64 {
+    let (mut lo, mut hi) = (-3.0, 3.0);
+    for _ in 0..100 {
+        let mid = (lo + hi) / 2.0;
+        if erf(mid) < y { lo = mid } else { hi = mid }
+    }
+    (lo + hi) / 2.0
+}
+
+#[test]
+fn probit_matches_the_inverse_erf() {
+    for p in [0.01, 0.1, 0.3, 0.5, 0.6, 0.9, 0.99] {
+        let want = std::f64::consts::SQRT_2 * erfinv(2.0 * p - 1.0);
+        assert!(
+            (tree::probit(p) - want).abs() < 5e-3 * (1.0 + want.abs()),
+            "{p}"
+        );
     }
 }
 
@@ -729,7 +770,7 @@ fn tree_aggregates_posts_and_dtypes() {
     for dt in common::FLOATS {
         let xr = dec(dt, &enc(dt, &x));
         for agg in 0..4 {
-            for post in 0..3 {
+            for post in 0..4 {
                 let t = Trees {
                     agg,
                     post,
@@ -799,7 +840,7 @@ fn tree_empty_rows_and_errors() {
         Err(OpError::InvalidAttribute(_))
     ));
     let t = Trees {
-        post: 4,
+        post: 5,
         ..single_tree()
     };
     assert!(matches!(
@@ -1196,7 +1237,7 @@ fn cuda_emulation_vectors() {
             &[enc(dt, &x)],
         );
         for agg in 0..4 {
-            for post in 0..4 {
+            for post in 0..5 {
                 let t = Trees {
                     agg,
                     post,

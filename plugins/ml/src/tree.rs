@@ -1,8 +1,9 @@
 //! TreeEnsemble (ai.onnx.ml opset 5) on f32, f16, bf16 and f64 inputs `X [N, F]`; output
 //! `[N, n_targets]` of X's dtype. Every attribute: node modes LEQ, LT, GTE, GT, EQ, NEQ and
 //! BRANCH_MEMBER (sets from `membership_values`), missing values tracking true, aggregate
-//! functions AVERAGE, SUM, MIN and MAX, post transforms NONE, SOFTMAX, LOGISTIC and
-//! SOFTMAX_ZERO (PROBIT is refused); `nodes_hitrates` is accepted and ignored.
+//! functions AVERAGE, SUM, MIN and MAX, post transforms NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO
+//! and PROBIT (onnxruntime's closed-form inverse erf, [`probit`]); `nodes_hitrates` is accepted
+//! and ignored. (The ONNX reference ignores `post_transform`; onnxruntime applies it.)
 //!
 //! The plan flattens the trees as the reference builds them (depth first from each root, true
 //! branch first; each set-membership node visited takes the next NaN-terminated group of
@@ -58,6 +59,18 @@ fn ints_attr(req: &PlanRequestExt, name: &str) -> Result<Option<Vec<i64>>, OpErr
     }
 }
 
+/// PROBIT: `√2 · erfinv(2v − 1)` with onnxruntime's closed-form inverse erf (Winitzki's
+/// approximation, `a = 0.147`), in f64; the CUDA kernel spells the same formula.
+#[allow(clippy::approx_constant)] // onnxruntime's constants, kept as it spells them
+pub fn probit(v: f64) -> f64 {
+    let x = 2.0 * v - 1.0;
+    let sgn = if x < 0.0 { -1.0 } else { 1.0 };
+    let l = ((1.0 - x) * (1.0 + x)).ln();
+    let a = 2.0 / (3.14159 * 0.147) + 0.5 * l;
+    let b = l / 0.147;
+    1.41421356 * sgn * (-a + (a * a - b).sqrt()).sqrt()
+}
+
 /// The largest finite value of a float dtype (numpy's `finfo(dt).max`).
 pub fn finite_max(dt: Dtype) -> f64 {
     match dt {
@@ -100,10 +113,10 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
             "`aggregate_function` = {agg} must be 0 (AVERAGE), 1 (SUM), 2 (MIN) or 3 (MAX)"
         )));
     }
-    if !(0..=3).contains(&post) {
+    if !(0..=4).contains(&post) {
         return Err(bad(format!(
-            "`post_transform` = {post}: NONE (0), SOFTMAX (1), LOGISTIC (2) and SOFTMAX_ZERO (3) \
-             are served"
+            "`post_transform` = {post} must be 0 (NONE), 1 (SOFTMAX), 2 (LOGISTIC), \
+             3 (SOFTMAX_ZERO) or 4 (PROBIT)"
         )));
     }
     let targets = attr::int(a, "n_targets").map_err(|_| bad("`n_targets` is required".into()))?;
@@ -375,6 +388,13 @@ extern "C" __global__ void tree_NAME(const T* __restrict__ x, const u64* __restr
       }
     } else if (post == 2) {
       for (u64 t = 0; t < nt; t++) out[t] = st_T(1.0 / (1.0 + exp(-ld_T(out[t]))));
+    } else if (post == 4) {
+      for (u64 t = 0; t < nt; t++) {
+        double x = 2.0 * ld_T(out[t]) - 1.0, sgn = x < 0.0 ? -1.0 : 1.0;
+        double l = log((1.0 - x) * (1.0 + x));
+        double a = 2.0 / (3.14159 * 0.147) + 0.5 * l, b = l / 0.147;
+        out[t] = st_T(1.41421356 * sgn * sqrt(-a + sqrt(a * a - b)));
+      }
     }
   }
 }
@@ -463,6 +483,11 @@ fn tree<T: Val>(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
             2 => {
                 for v in out.iter_mut() {
                     *v = 1.0 / (1.0 + (-*v).exp());
+                }
+            }
+            4 => {
+                for v in out.iter_mut() {
+                    *v = probit(*v);
                 }
             }
             _ => {}
