@@ -314,10 +314,19 @@ impl Tfidf {
                 }
             }
         }
+        // weights by n-gram, each to its output (as the spec and onnxruntime)
+        let mut by_out: Vec<Option<f64>> = vec![None; outs];
+        for (id, &w) in self.weights.iter().enumerate() {
+            by_out[self.indexes[id] as usize] = Some(w);
+        }
         freq.iter()
             .enumerate()
             .map(|(p, &f)| {
-                let w = self.weights.get(p % outs).copied();
+                let w = if self.weights.is_empty() {
+                    None
+                } else {
+                    Some(by_out[p % outs].unwrap_or(1.0))
+                };
                 let v = match (self.mode, w) {
                     ("TF", _) => f as f64,
                     ("IDF", Some(w)) => {
@@ -558,14 +567,7 @@ impl Trees {
             let mut hits = Vec::new();
             for &root in &self.roots {
                 let root = root as usize;
-                let leaf = if self.tleaf[root] != 0
-                    && self.fleaf[root] != 0
-                    && self.tids[root] == self.fids[root]
-                {
-                    root
-                } else {
-                    self.walk(root, xr, &mut members).unwrap()
-                };
+                let leaf = self.walk(root, xr, &mut members).unwrap();
                 hits.push(leaf);
             }
             let init = match self.agg {

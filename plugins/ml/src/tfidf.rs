@@ -8,7 +8,12 @@
 //! the n-gram occurs with stride `d`, then weighs the count.
 //!
 //! Blob layout (words): `csr[0..=O]`, entries at `ent` (2 words each), pool at its offsets,
-//! weights (f64) at `wts` when given.
+//! weights (f64, per output) at `wts` when given.
+//!
+//! `weights[i]` is the weight of the i-th n-gram of the pool, as the ONNX spec says and
+//! onnxruntime does: it weighs output `ngram_indexes[i]`. (The reference reads `weights` by
+//! output index instead; the two agree when `ngram_indexes` is `0, 1, 2…`, as in every node
+//! test.)
 
 use umd_sdk::params::{ParamPacker, ParamReader};
 use umd_sdk::{
@@ -135,11 +140,17 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         )));
     }
     let outs = *indexes.iter().max().expect("non-empty") as u64 + 1;
-    if !weights.is_empty() && (weights.len() as u64) < outs {
+    if !weights.is_empty() && weights.len() < indexes.len() {
         return Err(bad(format!(
-            "`weights` has {} values for {outs} outputs",
-            weights.len()
+            "`weights` has {} values for {} n-grams",
+            weights.len(),
+            indexes.len()
         )));
+    }
+    // the weight of n-gram `id` goes to its output `ngram_indexes[id]` (the last one there wins)
+    let mut out_weights = vec![1.0; outs as usize];
+    for (id, &w) in weights.iter().enumerate().take(indexes.len()) {
+        out_weights[indexes[id] as usize] = w;
     }
     let grams = ngrams(&pool, &counts, &indexes, min, max)?;
 
@@ -187,8 +198,10 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         blob.i64(v);
     }
     let wts = blob.len();
-    for &w in &weights {
-        blob.f64(w);
+    if !weights.is_empty() {
+        for &w in &out_weights {
+            blob.f64(w);
+        }
     }
     let ws = req.output_binding(1);
     let mut launches = blob.launches(req, ws)?;

@@ -12,6 +12,14 @@
 //! missing-tracks-true` (a child `>= 0` is a node record, `-(l + 1)` leaf `l`), leaf records
 //! `target, weight` and the member values. One thread per row walks every tree and aggregates
 //! into its output row (stored in X's dtype after each step, as numpy does), then transforms it.
+//!
+//! Where the reference and onnxruntime (1.32) differ:
+//! - a root whose two branches are one leaf is walked like any node (onnxruntime); the reference
+//!   takes the leaf numbered like the root node, which agrees only when the numbers coincide;
+//! - a target no leaf reaches under MIN / MAX keeps the initial ±`finfo(dtype).max`
+//!   (reference); onnxruntime writes 0;
+//! - `post_transform` follows the ONNX numbering (1 SOFTMAX, 2 LOGISTIC); onnxruntime reads 1 as
+//!   LOGISTIC and 2 as SOFTMAX. The reference ignores `post_transform`.
 
 use umd_sdk::params::{ParamPacker, ParamReader};
 use umd_sdk::{
@@ -218,11 +226,6 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     let mut stack: Vec<(usize, Option<(usize, bool)>)> = Vec::new();
     for &r in &roots {
         let r = node_ok(r)?;
-        let degenerate = tleaf[r] != 0 && fleaf[r] != 0 && tids[r] == fids[r];
-        if degenerate {
-            root_enc.push(leaf(r as i64)?);
-            continue;
-        }
         root_enc.push(recs.len() as i64);
         stack.push((r, None));
         while let Some((n, parent)) = stack.pop() {
