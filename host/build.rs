@@ -17,6 +17,7 @@ fn main() {
         .plugin("plugins/misc")
         .plugin("plugins/quant")
         .plugin("plugins/optim")
+        .plugin("plugins/ml")
         .plugin("plugins/loss")
         .plugin("plugins/recurrent");
     for dir in ["plugins", "sdk/src", "sdk/wit", "sdk/Cargo.toml", "wit"] {

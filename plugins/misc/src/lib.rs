@@ -3,7 +3,8 @@
 //! - [`copy`]: Dropout (inference; training mode as the ONNX reference draws it, [`mt`]) and
 //!   BitCast, byte copies on every dtype;
 //! - [`layout`]: CenterCropPad, ReverseSequence, Compress, MaxUnpool (index maps, every dtype);
-//! - [`window`]: HannWindow, HammingWindow, BlackmanWindow; [`signal`]: DFT, STFT;
+//! - [`window`]: HannWindow, HammingWindow, BlackmanWindow; [`mel`]: MelWeightMatrix;
+//!   [`signal`]: DFT, STFT;
 //! - [`einsum`]: Einsum, one loop nest over every label;
 //! - [`col2im`]: Col2Im; [`det`]: Det; [`unique`]: Unique, NonZero (value-shaped outputs);
 //! - [`nms`]: NonMaxSuppression (value-shaped output);
@@ -19,6 +20,7 @@ pub mod det;
 pub mod einsum;
 pub mod grid;
 pub mod layout;
+pub mod mel;
 pub mod mt;
 pub mod nms;
 pub mod roi;
@@ -54,6 +56,7 @@ pub fn op_names() -> Vec<&'static str> {
         "RoiAlign",
         "STFT",
         "NonMaxSuppression",
+        "MelWeightMatrix",
     ];
     v.extend(window::OPS.iter().map(|(n, _)| *n));
     v
@@ -99,6 +102,8 @@ impl Plugin for Misc {
             layout::plan_compress(req)
         } else if is("Col2Im") {
             col2im::plan(req)
+        } else if is("MelWeightMatrix") {
+            mel::plan(req)
         } else if is("DFT") {
             signal::plan(req)
         } else if let Some((_, k)) = window::OPS.iter().find(|(n, _)| is(n)) {
@@ -126,6 +131,8 @@ impl Plugin for Misc {
             // boxes and scores: the selected count is the output's extent
             signature("NonMaxSuppression", &[0, 1, 2, 3, 4]),
             signature("MaxUnpool", &[2]),
+            // every input: they size the output and its triangles
+            signature("MelWeightMatrix", &[0, 1, 2, 3, 4]),
         ];
         v.extend(window::OPS.iter().map(|(n, _)| signature(n, &[0])));
         v
@@ -141,6 +148,7 @@ impl Plugin for Misc {
             || is("Det")
             || is("RoiAlign")
             || is("STFT")
+            || is("MelWeightMatrix")
             || op.ends_with("Window"))
         {
             return None;
@@ -167,6 +175,7 @@ impl Plugin for Misc {
             ("copy", None) => copy::cuda(),
             ("dropout", Some(dt)) if common::FLOATS.contains(&dt) => mt::cuda(dt)?,
             ("window", Some(dt)) if window::OUT.contains(&dt) => window::cuda(dt)?,
+            ("mel", Some(dt)) if window::OUT.contains(&dt) => mel::cuda(dt)?,
             ("einsum", Some(dt)) if einsum::DTYPES.contains(&dt) => einsum::cuda(dt)?,
             ("grid", Some(dt)) if common::FLOATS.contains(&dt) => grid::cuda(dt)?,
             ("dft", Some(dt)) if common::FLOATS.contains(&dt) => signal::cuda(dt)?,
@@ -192,6 +201,7 @@ impl Plugin for Misc {
             ("copy", None) => copy::run_cpu(&call),
             ("dropout", Some(dt)) => mt::run_cpu(&call, dt),
             ("window", Some(dt)) => window::run_cpu(&call, dt),
+            ("mel", Some(dt)) => mel::run_cpu(&call, dt),
             ("einsum", Some(dt)) => einsum::run_cpu(&call, dt),
             ("grid", Some(dt)) => grid::run_cpu(&call, dt),
             ("dft", Some(dt)) => signal::run_cpu(&call, dt),

@@ -102,6 +102,12 @@ fn requests() -> Vec<PlanRequestExt> {
         let n = (1..=24)
             .find(|n| crate::common::onnx_dtype(*n) == Some(dt))
             .unwrap();
+        let mut mel = super::mel::mel_req(8, 16, 8192, 0.0, 4096.0, Dtype::F32);
+        mel.attributes.push(umd_sdk::AttributeExt {
+            name: "output_datatype".into(),
+            value: int(n),
+        });
+        v.push(mel);
         for (op, _) in crate::window::OPS {
             v.push(
                 PlanRequestExt::builder(op)

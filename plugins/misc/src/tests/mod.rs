@@ -13,6 +13,7 @@ mod cuda;
 mod einsum;
 mod grid;
 mod layout;
+mod mel;
 mod nms;
 mod signal;
 mod unique;
@@ -125,6 +126,7 @@ fn describe_and_self_tests() {
         "MaxUnpool",
         "RoiAlign",
         "STFT",
+        "MelWeightMatrix",
     ] {
         assert!(info.ops.iter().any(|o| o.name == op), "{op}");
     }

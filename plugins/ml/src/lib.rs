@@ -1,0 +1,235 @@
+//! The `ml` plugin: the ONNX-ML ops of domain `ai.onnx.ml` — Binarizer, ArrayFeatureExtractor,
+//! TreeEnsemble (opset 5) and LabelEncoder (numeric keys and values) — and TfIdfVectorizer of the
+//! default domain (integer tokens). A request of another domain is refused.
+//!
+//! - [`simple`]: Binarizer, ArrayFeatureExtractor;
+//! - [`tfidf`]: TfIdfVectorizer; [`tree`]: TreeEnsemble; [`label`]: LabelEncoder;
+//! - [`blob`]: attribute tables copied into the workspace before the op's launch;
+//! - [`common`]: domain checks, launches, CUDA heads, the CPU element trait.
+//!
+//! Module ids: `ml_binarizer_{T}`, `ml_afe`, `ml_tfidf`, `ml_tree_{T}`, `ml_label`, `ml_blob`.
+
+pub mod blob;
+pub mod common;
+pub mod label;
+pub mod simple;
+pub mod tfidf;
+pub mod tree;
+
+use umd_sdk::{
+    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt,
+    Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance, dtype,
+};
+
+/// Every op this plugin serves, in ONNX spelling.
+pub const OPS: [&str; 5] = [
+    "Binarizer",
+    "ArrayFeatureExtractor",
+    "TfIdfVectorizer",
+    "TreeEnsemble",
+    "LabelEncoder",
+];
+
+pub struct MlPlugin;
+
+fn unknown_module(id: &str) -> OpError {
+    OpError::internal(format!("unknown module `{id}`"))
+}
+
+impl Plugin for MlPlugin {
+    fn describe() -> PluginInfo {
+        umd_sdk::plugin_info("ml", env!("CARGO_PKG_VERSION"), OPS)
+    }
+
+    fn plan_ext(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
+        let is = |n: &str| req.op.eq_ignore_ascii_case(n);
+        if is("Binarizer") {
+            simple::plan_binarizer(req)
+        } else if is("ArrayFeatureExtractor") {
+            simple::plan_afe(req)
+        } else if is("TfIdfVectorizer") {
+            tfidf::plan(req)
+        } else if is("TreeEnsemble") {
+            tree::plan(req)
+        } else if is("LabelEncoder") {
+            label::plan(req)
+        } else {
+            Err(umd_sdk::unsupported_op_ext(req))
+        }
+    }
+
+    fn tolerance(op: &str, dt: Dtype) -> Option<Tolerance> {
+        let t = |absolute, relative| Some(Tolerance { absolute, relative });
+        if !op.eq_ignore_ascii_case("TreeEnsemble") {
+            return None;
+        }
+        match dt {
+            Dtype::F32 => t(1e-5, 1e-5),
+            Dtype::F16 => t(1e-3, 1e-3),
+            Dtype::Bf16 => t(1e-2, 1e-2),
+            Dtype::F64 => t(1e-12, 1e-12),
+            _ => None,
+        }
+    }
+
+    fn kernel_source(module_id: &str, _target: &Target) -> Result<ModuleSource, OpError> {
+        if module_id == blob::MODULE {
+            return Ok(blob::cuda());
+        }
+        if module_id == "ml_afe" {
+            return Ok(simple::cuda_afe());
+        }
+        if module_id == "ml_tfidf" {
+            return Ok(tfidf::cuda());
+        }
+        if module_id == "ml_label" {
+            return Ok(label::cuda());
+        }
+        if let Some(name) = module_id.strip_prefix("ml_binarizer_") {
+            let dt = dtype::from_name(name)
+                .filter(|d| simple::BINARIZER_DTYPES.contains(d))
+                .ok_or_else(|| unknown_module(module_id))?;
+            return Ok(simple::cuda_binarizer(dt));
+        }
+        if let Some(name) = module_id.strip_prefix("ml_tree_") {
+            let dt = dtype::from_name(name)
+                .filter(|d| common::FLOATS.contains(d))
+                .ok_or_else(|| unknown_module(module_id))?;
+            return Ok(tree::cuda(dt));
+        }
+        Err(unknown_module(module_id))
+    }
+
+    fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
+        let e = call.entry_point.as_str();
+        let suffix_dt = |prefix: &str| {
+            e.strip_prefix(prefix)
+                .and_then(dtype::from_name)
+                .ok_or_else(|| OpError::internal(format!("unknown entry point `{e}`")))
+        };
+        if e == "fill_words" {
+            blob::run_cpu(&call)
+        } else if e.starts_with("afe_") {
+            simple::run_afe(&call)
+        } else if e.starts_with("binarizer_") {
+            simple::run_binarizer(&call, suffix_dt("binarizer_")?)
+        } else if e.starts_with("tfidf_") {
+            tfidf::run_cpu(&call, suffix_dt("tfidf_")?)
+        } else if e.starts_with("tree_") {
+            tree::run_cpu(&call, suffix_dt("tree_")?)
+        } else if e.starts_with("label_") {
+            label::run_cpu(&call)
+        } else {
+            Err(OpError::internal(format!("unknown entry point `{e}`")))
+        }
+    }
+
+    fn self_tests() -> Vec<TestCase> {
+        let t = |name: &str, shape: &[u64], dt| TensorDesc::new(name, shape.to_vec(), dt);
+        let ints = |name: &str, v: &[i64]| Attribute {
+            name: name.into(),
+            value: AttrValue::Ints(v.to_vec()),
+        };
+        let floats = |name: &str, v: &[f64]| Attribute {
+            name: name.into(),
+            value: AttrValue::Floats(v.to_vec()),
+        };
+        vec![
+            umd_sdk::test_case_with(
+                "binarizer",
+                "Binarizer",
+                vec![(t("X", &[4], Dtype::F32), vec![-1.0, 0.5, 1.0, 2.0])],
+                vec![Attribute {
+                    name: "threshold".into(),
+                    value: AttrValue::Float(0.5),
+                }],
+                vec![(Dtype::F32, vec![0.0, 0.0, 1.0, 1.0])],
+                0.0,
+            ),
+            umd_sdk::test_case(
+                "array feature extractor",
+                "ArrayFeatureExtractor",
+                vec![
+                    (t("X", &[2, 3], Dtype::F32), vec![1., 2., 3., 4., 5., 6.]),
+                    (t("Y", &[2], Dtype::I64), vec![2., 0.]),
+                ],
+                vec![(Dtype::F32, vec![3., 1., 6., 4.])],
+                0.0,
+            ),
+            // bigrams (2,3) and (3,4) in [2,3,4,2,3]: TF 2 and 1
+            umd_sdk::test_case_with(
+                "tfidf bigrams",
+                "TfIdfVectorizer",
+                vec![(t("X", &[5], Dtype::I64), vec![2., 3., 4., 2., 3.])],
+                vec![
+                    ints("min_gram_length", &[2]).single(),
+                    ints("max_gram_length", &[2]).single(),
+                    ints("max_skip_count", &[0]).single(),
+                    Attribute {
+                        name: "mode".into(),
+                        value: AttrValue::Text("TF".into()),
+                    },
+                    ints("ngram_counts", &[0, 0]),
+                    ints("ngram_indexes", &[0, 1]),
+                    ints("pool_int64s", &[2, 3, 3, 4]),
+                ],
+                vec![(Dtype::F32, vec![2., 1.])],
+                0.0,
+            ),
+            // one split x0 <= 0.5: leaf 0 (target 0, 2.0) or leaf 1 (target 1, -1.0)
+            umd_sdk::test_case_with(
+                "tree ensemble split",
+                "TreeEnsemble",
+                vec![(t("X", &[2, 1], Dtype::F32), vec![0.25, 0.75])],
+                vec![
+                    ints("n_targets", &[2]).single(),
+                    ints("tree_roots", &[0]),
+                    ints("nodes_featureids", &[0]),
+                    ints("nodes_modes", &[0]),
+                    floats("nodes_splits", &[0.5]),
+                    ints("nodes_truenodeids", &[0]),
+                    ints("nodes_falsenodeids", &[1]),
+                    ints("nodes_trueleafs", &[1]),
+                    ints("nodes_falseleafs", &[1]),
+                    ints("leaf_targetids", &[0, 1]),
+                    floats("leaf_weights", &[2.0, -1.0]),
+                ],
+                vec![(Dtype::F32, vec![2., 0., 0., -1.])],
+                0.0,
+            ),
+            umd_sdk::test_case_with(
+                "label encoder int to int",
+                "LabelEncoder",
+                vec![(t("X", &[3], Dtype::I64), vec![7., 8., 9.])],
+                vec![
+                    ints("keys_int64s", &[7, 9]),
+                    ints("values_int64s", &[70, 90]),
+                ],
+                vec![(Dtype::I64, vec![70., -1., 90.])],
+                0.0,
+            ),
+        ]
+    }
+}
+
+/// `Ints([v])` as `Int(v)` (self-test attribute spelling).
+trait Single {
+    fn single(self) -> Self;
+}
+
+impl Single for Attribute {
+    fn single(self) -> Self {
+        match self.value {
+            AttrValue::Ints(v) if v.len() == 1 => Attribute {
+                name: self.name,
+                value: AttrValue::Int(v[0]),
+            },
+            _ => self,
+        }
+    }
+}
+
+umd_sdk::export_plugin!(MlPlugin);
+
+#[cfg(test)]
+mod tests;
