@@ -369,3 +369,51 @@ def test_grpc_runs_chain_on_device_buffers(server):
         for handle in (y[0], z[0], into, small):
             c.free(handle)
         m.unload()
+
+
+def test_grpc_control_flow_and_sequences(server):
+    """If/Loop bodies and sequences run on the server's host graph engine; an endless Loop
+    is stopped at its iteration bound with a clear error and the server keeps serving."""
+    from umd_client import Client, UmdError
+    f = lambda n, s: h.make_tensor_value_info(n, T.FLOAT, s)  # noqa: E731
+    # Loop: acc += x for M trips; each trip's acc stacked.
+    body = h.make_graph(
+        [h.make_node("Add", ["acc", "x"], ["acc2"]), h.make_node("Identity", ["c"], ["c2"]),
+         h.make_node("Identity", ["acc2"], ["scan"])], "body",
+        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []),
+         f("acc", [2])], [h.make_tensor_value_info("c2", T.BOOL, []), f("acc2", [2]), f("scan", [2])])
+    loop = h.make_model(h.make_graph(
+        [h.make_node("Loop", ["m", "", "acc0"], ["acc", "scans"], body=body)], "loop",
+        [h.make_tensor_value_info("m", T.INT64, []), f("x", [2]), f("acc0", [2])],
+        [f("acc", [2]), f("scans", [None, 2])]), opset_imports=[h.make_opsetid("", 17)])
+    # A sequence in, one out: SequenceInsert(seq, t) and its length.
+    seq = h.make_model(h.make_graph(
+        [h.make_node("SequenceInsert", ["s", "t"], ["s2"]), h.make_node("SequenceLength", ["s2"], ["n"])],
+        "seq", [h.make_tensor_sequence_value_info("s", T.FLOAT, None), f("t", [None])],
+        [h.make_tensor_sequence_value_info("s2", T.FLOAT, None), h.make_tensor_value_info("n", T.INT64, [])]),
+        opset_imports=[h.make_opsetid("", 17)])
+    # Endless: no trip count, a condition passed through.
+    endless_body = h.make_graph(
+        [h.make_node("Identity", ["c"], ["c2"]), h.make_node("Identity", ["v"], ["v2"])], "b",
+        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []), f("v", [1])],
+        [h.make_tensor_value_info("c2", T.BOOL, []), f("v2", [1])])
+    endless = h.make_model(h.make_graph(
+        [h.make_node("Loop", ["", "", "v0"], ["v"], body=endless_body)], "endless",
+        [f("v0", [1])], [f("v", [1])]), opset_imports=[h.make_opsetid("", 17)])
+    x = np.array([1.0, 10.0], np.float32)
+    with Client(server) as c:
+        m = c.load_model(loop.SerializeToString())
+        out = m.run({"m": np.array(3, np.int64), "x": x, "acc0": np.zeros(2, np.float32)})
+        np.testing.assert_array_equal(out["acc"], x * 3)
+        np.testing.assert_array_equal(out["scans"], np.stack([x, x * 2, x * 3]))
+        s = c.load_model(seq.SerializeToString())
+        items = [np.ones(1, np.float32), np.arange(3, dtype=np.float32)]
+        out = s.run({"s": items, "t": np.full(2, 7, np.float32)})
+        assert int(out["n"]) == 3
+        assert [a.tolist() for a in out["s2"]] == [[1.0], [0.0, 1.0, 2.0], [7.0, 7.0]]
+        e = c.load_model(endless.SerializeToString())
+        with pytest.raises(UmdError, match="limit exceeded"):
+            e.run({"v0": np.zeros(1, np.float32)})
+        # the server keeps serving
+        np.testing.assert_array_equal(
+            m.run({"m": np.array(1, np.int64), "x": x, "acc0": x})["acc"], x * 2)

@@ -60,9 +60,15 @@ def _np_dtype(umd_dtype: str) -> np.dtype:
         else np.dtype(name)
 
 
+def _c(a) -> np.ndarray:
+    """`a` as a C-contiguous array, keeping a 0-d array 0-d (np.ascontiguousarray makes it 1-d)."""
+    a = np.asarray(a)
+    return a if a.flags.c_contiguous else a.copy(order="C")
+
+
 def to_bytes(array: np.ndarray) -> bytes:
     """An array's contents as umd stores them (packed for the sub-byte types)."""
-    array = np.ascontiguousarray(array)
+    array = _c(array)
     bits = _PACKED_BITS.get(_NP_DTYPES.get(str(array.dtype), ""))
     if bits is None:
         return array.tobytes()
@@ -245,19 +251,32 @@ class Model:
         self._stub = rpc.GraphStub(client.channel)
         self.peak_bytes = 0
 
-    def run(self, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        """Runs the model; returns every output by name."""
-        values = []
-        for name, arr in inputs.items():
-            arr = np.ascontiguousarray(arr)
-            values.append(pb.TensorValue(desc=desc(arr, name=name), data=to_bytes(arr)))
-        r = self._stub.Run(pb.RunModelRequest(handle=self.handle, inputs=values))
+    def run(self, inputs: Dict[str, object]) -> Dict[str, object]:
+        """Runs the model; returns every output by name. A tensor is an array; a sequence (or
+        an optional's value, for inputs and outputs the model declares as sequences or
+        optionals) is a list of arrays; an optional without a value is ``None``."""
+        values, lists = [], []
+        for name, v in inputs.items():
+            if v is None:
+                lists.append(pb.ValueList(name=name, none=True))
+            elif isinstance(v, (list, tuple)):
+                lists.append(pb.ValueList(name=name, items=[
+                    pb.TensorValue(desc=desc(_c(a), name=name),
+                                   data=to_bytes(a)) for a in v]))
+            else:
+                arr = _c(v)
+                values.append(pb.TensorValue(desc=desc(arr, name=name), data=to_bytes(arr)))
+        r = self._stub.Run(pb.RunModelRequest(handle=self.handle, inputs=values,
+                                              list_inputs=lists))
         if r.status != STATUS_OK:
             raise UmdError(r.status, r.msg)
         self.peak_bytes = r.peak_bytes
-        out = {}
+        out: Dict[str, object] = {}
         for t in r.outputs:
             out[t.desc.name] = from_bytes(t.data, list(t.desc.shape), t.desc.dtype)
+        for v in r.list_outputs:
+            out[v.name] = None if v.none else [
+                from_bytes(t.data, list(t.desc.shape), t.desc.dtype) for t in v.items]
         return out
 
     def run_on_device(self, inputs: Dict[str, object],
@@ -273,7 +292,7 @@ class Model:
                 buffers.append(pb.DeviceTensor(
                     desc=pb.TensorDesc(name=name, shape=list(shape), dtype=dtype), handle=handle))
             else:
-                arr = np.ascontiguousarray(v)
+                arr = _c(v)
                 values.append(pb.TensorValue(desc=desc(arr, name=name), data=to_bytes(arr)))
         outs = [pb.DeviceTensor(desc=pb.TensorDesc(name=n), handle=h)
                 for n, h in (out_buffers or {}).items()]

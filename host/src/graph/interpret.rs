@@ -142,9 +142,8 @@ impl<'h> Interpreter<'h> {
             ))),
             "Constant" if onnx => Ok(vec![Value::tensor(constant_attr(node)?)]),
             op if onnx && HOST_OPS.contains(&op) => super::sequence::run(node, &inputs(env, node)?),
-            "Identity" if onnx && !matches!(first(env, node)?, Some(Value::Tensor(_))) => {
-                Ok(vec![first(env, node)?.unwrap_or(Value::None)])
-            }
+            // A value passed on as it is (tensors, sequences, optionals): no launch.
+            "Identity" if onnx => Ok(vec![first(env, node)?.unwrap_or(Value::None)]),
             _ => self.op(def, node, env),
         }
     }
