@@ -7,14 +7,17 @@ use libfuzzer_sys::fuzz_target;
 use umd::plugin::wit;
 use umd::{Dtype, OpRequest, Target, TensorDesc};
 
-const DTYPES: [wit::DtypeExt; 6] = [
-    wit::DtypeExt::F32,
-    wit::DtypeExt::F16,
-    wit::DtypeExt::I64,
-    wit::DtypeExt::U8,
-    wit::DtypeExt::Boolean,
-    wit::DtypeExt::F8e4m3fn,
+const DTYPES: [wit::Dtype2; 8] = [
+    wit::Dtype2::F32,
+    wit::Dtype2::F16,
+    wit::Dtype2::I64,
+    wit::Dtype2::U8,
+    wit::Dtype2::Boolean,
+    wit::Dtype2::F8e4m3fn,
+    wit::Dtype2::I4,
+    wit::Dtype2::U2,
 ];
+const INPUT_DTYPES: [Dtype; 3] = [Dtype::F32, Dtype::I4, Dtype::F4e2m1];
 const ACCESS: [wit::Access; 3] = [
     wit::Access::Read,
     wit::Access::Write,
@@ -38,13 +41,13 @@ fn dim(u: &mut Unstructured) -> Result<wit::Dim3> {
     })
 }
 
-fn plan(u: &mut Unstructured) -> Result<(OpRequest, wit::OpPlanExt)> {
+fn plan(u: &mut Unstructured) -> Result<(OpRequest, wit::OpPlan2)> {
     let inputs = small(u, 3, |u| {
         let shape = small(u, 4, |u| u.int_in_range(0..=64u64))?;
-        Ok(TensorDesc::new("x", shape, Dtype::F32))
+        Ok(TensorDesc::new("x", shape, *u.choose(&INPUT_DTYPES)?))
     })?;
     let outputs = small(u, 3, |u| {
-        Ok(wit::TensorDescExt {
+        Ok(wit::TensorDesc2 {
             name: u.arbitrary()?,
             shape: small(u, 9, |u| u.arbitrary())?,
             dtype: *u.choose(&DTYPES)?,
@@ -68,7 +71,7 @@ fn plan(u: &mut Unstructured) -> Result<(OpRequest, wit::OpPlanExt)> {
         })
     })?;
     let workspace_bytes = if u.arbitrary()? { u.arbitrary()? } else { 0 };
-    let plan = wit::OpPlanExt {
+    let plan = wit::OpPlan2 {
         outputs,
         launches,
         workspace_bytes,

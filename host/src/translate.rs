@@ -666,14 +666,15 @@ fn finish(cb: CommandBuffer, planner: Arc<LoadedPlugin>, generation: u64) -> Tra
 }
 
 /// Plan validation alone, as for a plan from a plugin labelled `fuzz@0.0.0` (for the fuzzer in
-/// `fuzz/`: what a hostile plugin may return must be refused, never panic).
+/// `fuzz/`: what a hostile plugin may return must be refused, never panic). The plan is in the
+/// 1.4 form every plugin's plan is converted to.
 #[doc(hidden)]
 pub fn validate_plan(
     req: &OpRequest,
     target: &Target,
-    plan: wit::OpPlanExt,
+    plan: wit::OpPlan2,
 ) -> std::result::Result<CommandBuffer, PluginFault> {
-    build_command_buffer("fuzz@0.0.0", &|_| [0; 32], req, target, plan_from_ext(plan))
+    build_command_buffer("fuzz@0.0.0", &|_| [0; 32], req, target, plan)
 }
 
 /// Turns the plan of plugin `label` into a validated command buffer (DESIGN §2 step 5);
