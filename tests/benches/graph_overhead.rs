@@ -65,6 +65,31 @@ fn chain(n: usize) -> GraphDef {
     }
 }
 
+/// The same chain inside `If(true)`: a model with control flow, which the host runs node by node
+/// (each node translated, run on its inputs' bytes and waited for).
+fn interpreted(n: usize) -> GraphDef {
+    let mut body = chain(n);
+    body.inputs.clear(); // `x` becomes the branch's capture
+    let branch = umd::graph::Subgraph::new(body).unwrap();
+    let mut node = Node::new("If", &["cond"], &["y"], vec![]);
+    node.subgraphs = vec![
+        ("then_branch".into(), branch.clone()),
+        ("else_branch".into(), branch),
+    ];
+    let outer = chain(1);
+    GraphDef {
+        nodes: vec![node],
+        constants: HashMap::from([(
+            "cond".into(),
+            umd::graph::Constant {
+                desc: TensorDesc::new("cond", vec![], Dtype::Bool),
+                data: Arc::new(vec![1]),
+            },
+        )]),
+        ..outer
+    }
+}
+
 /// Median and best of `reps` timings of `f`, in µs.
 fn timed(reps: usize, mut f: impl FnMut()) -> (f64, f64) {
     for _ in 0..reps / 10 + 1 {
@@ -186,8 +211,13 @@ fn main() {
     );
     println!("medians (best in brackets):");
     println!(
-        "{:>5} {:>16} {:>10} {:>22} {:>20}",
-        "nodes", "graph µs", "kernels µs", "graph overhead µs/node", "per-op µs/node"
+        "{:>5} {:>16} {:>10} {:>22} {:>20} {:>22}",
+        "nodes",
+        "graph µs",
+        "kernels µs",
+        "graph overhead µs/node",
+        "per-op µs/node",
+        "interpreted µs/node"
     );
     for n in lens {
         let model = Model::new(host.clone(), chain(n)).unwrap();
@@ -221,8 +251,17 @@ fn main() {
             dev.free(b).unwrap();
         }
         let nf = n as f64;
+        let inter = Model::new(host.clone(), interpreted(n)).unwrap();
+        assert_eq!(
+            inter.run(std::slice::from_ref(&x)).unwrap().outputs[0].data,
+            run.outputs[0].data,
+            "the interpreted chain computes what the compiled one does"
+        );
+        let (inter_t, inter_best) = timed(reps / 4 + 1, || {
+            inter.run(std::slice::from_ref(&x)).unwrap();
+        });
         println!(
-            "{n:>5} {:>16} {kernels:>10.1} {:>22} {:>20}",
+            "{n:>5} {:>16} {kernels:>10.1} {:>22} {:>20} {:>22}",
             format!("{graph:.1} ({graph_best:.1})"),
             format!(
                 "{:.2} ({:.2})",
@@ -230,6 +269,7 @@ fn main() {
                 (graph_best - kernels) / nf
             ),
             format!("{:.2} ({:.2})", per_op / nf, per_op_best / nf),
+            format!("{:.2} ({:.2})", inter_t / nf, inter_best / nf),
         );
     }
 }
