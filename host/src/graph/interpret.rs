@@ -61,19 +61,33 @@ impl Value {
     }
 }
 
+/// Where the compiled forms of plain bodies (no control flow, sequences or optionals inside)
+/// are kept: one submission per run of such a body instead of one per node.
+pub(super) trait Bodies {
+    /// The compiled model of body `g`, or `None`: interpret it.
+    fn compiled(&self, g: &Arc<GraphDef>) -> Option<Arc<super::Model>>;
+    /// `g` could not run compiled (a plan-time value it computes, an op it plans differently):
+    /// interpret it from now on.
+    fn interpret_instead(&self, g: &Arc<GraphDef>);
+}
+
 /// One run of a graph with control flow.
 pub(super) struct Interpreter<'h> {
     host: &'h Host,
     stream: StreamId,
     steps: u64,
+    bodies: &'h dyn Bodies,
 }
 
 impl<'h> Interpreter<'h> {
-    pub fn new(host: &'h Host, stream: StreamId) -> Self {
+    /// `bodies` hands out the compiled form of a plain body (If branch, Loop/Scan/SequenceMap
+    /// body): one submission per iteration instead of one per node.
+    pub fn new(host: &'h Host, stream: StreamId, bodies: &'h dyn Bodies) -> Self {
         Interpreter {
             host,
             stream,
             steps: 0,
+            bodies,
         }
     }
 
@@ -194,6 +208,35 @@ impl<'h> Interpreter<'h> {
         }
         for c in &body.captures {
             formal.push(get(env, node, c)?);
+        }
+        if let Some(model) = self.bodies.compiled(&body.graph) {
+            let tensors: Option<Vec<Tensor>> = formal
+                .iter()
+                .zip(&body.graph.inputs)
+                .map(|(v, decl)| match v {
+                    Value::Tensor(t) => {
+                        let mut t = Tensor::clone(t);
+                        t.desc.name = decl.name.clone();
+                        Some(t)
+                    }
+                    _ => None,
+                })
+                .collect();
+            if let Some(tensors) = tensors {
+                self.steps += body.graph.nodes.len() as u64;
+                if self.steps > MAX_STEPS {
+                    return Err(GraphError::Limit(format!(
+                        "the run executed more than {MAX_STEPS} nodes (loops included)"
+                    )));
+                }
+                model.set_stream(self.stream);
+                match model.run(&tensors) {
+                    Ok(out) => return Ok(out.outputs.into_iter().map(Value::tensor).collect()),
+                    Err(e @ (GraphError::Run { .. } | GraphError::Device(_))) => return Err(e),
+                    // Planning it whole failed: node by node reports (or avoids) the problem.
+                    Err(_) => self.bodies.interpret_instead(&body.graph),
+                }
+            }
         }
         self.run(&body.graph, formal)
     }

@@ -168,6 +168,9 @@ pub struct Model {
     by_value: Mutex<Vec<bool>>,
     /// The device stream runs are submitted on (default: the device's default stream).
     stream: std::sync::atomic::AtomicU32,
+    /// Plain subgraphs (no control flow inside) compiled as models, by their graph's address
+    /// (stable: the graph lives as long as this model); `None`: the body is interpreted.
+    bodies: Mutex<HashMap<usize, Option<Arc<Model>>>>,
 }
 
 impl Drop for Model {
@@ -218,6 +221,7 @@ impl Model {
             uploaded: Mutex::new(HashMap::new()),
             compiled: Mutex::new(Vec::new()),
             by_value: Mutex::new(vec![false; n_inputs]),
+            bodies: Mutex::new(HashMap::new()),
         })
     }
 
@@ -278,7 +282,8 @@ impl Model {
                 }))
             })
             .collect::<Vec<_>>();
-        let outs = interpret::Interpreter::new(&self.host, self.stream()).run(&self.def, inputs)?;
+        let outs =
+            interpret::Interpreter::new(&self.host, self.stream(), self).run(&self.def, inputs)?;
         outs.into_iter()
             .zip(&self.def.outputs)
             .map(|(v, o)| match v {
@@ -361,7 +366,7 @@ impl Model {
             ordered.push(v.clone());
         }
         let outs = if self.def.runs_interpreted() {
-            interpret::Interpreter::new(&self.host, self.stream()).run(&self.def, ordered)?
+            interpret::Interpreter::new(&self.host, self.stream(), self).run(&self.def, ordered)?
         } else {
             let tensors: Vec<Tensor> = ordered
                 .into_iter()
@@ -713,6 +718,29 @@ impl Model {
             data.push(bytes_given.unwrap_or(&[]));
         }
         Ok((sig, data))
+    }
+}
+
+/// Plain bodies of this model's control-flow nodes run compiled: made on first use (a body with
+/// nodes and no control flow, sequences or optionals inside), kept by the body graph's address
+/// (stable: the graph lives as long as the model).
+impl interpret::Bodies for Model {
+    fn compiled(&self, g: &Arc<GraphDef>) -> Option<Arc<Model>> {
+        let key = Arc::as_ptr(g) as usize;
+        self.bodies
+            .lock()
+            .entry(key)
+            .or_insert_with(|| {
+                (!g.runs_interpreted() && !g.nodes.is_empty())
+                    .then(|| Model::new(self.host.clone(), GraphDef::clone(g)).ok())
+                    .flatten()
+                    .map(Arc::new)
+            })
+            .clone()
+    }
+
+    fn interpret_instead(&self, g: &Arc<GraphDef>) {
+        self.bodies.lock().insert(Arc::as_ptr(g) as usize, None);
     }
 }
 
