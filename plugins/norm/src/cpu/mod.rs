@@ -2,6 +2,7 @@
 //! same parameter blocks. The entry point is decoded once (`{kernel}_{dtype}[_{suffix}]`), then a
 //! loop monomorphic in the element type runs over the whole grid.
 
+pub mod inplace;
 mod normalize;
 mod pointwise;
 mod softmax;
