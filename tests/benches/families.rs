@@ -166,7 +166,12 @@ fn main() {
         ),
         &[bytes(&a), bytes(&scale), bytes(&bias)],
     );
-    row("norm", "LayerNormalization f32[1024,1024] axis -1", u, native);
+    row(
+        "norm",
+        "LayerNormalization f32[1024,1024] axis -1",
+        u,
+        native,
+    );
 
     // matmul: f32 256x256 @ 256x256 (native: i-k-j loop, auto-vectorized; not a GEMM crate)
     let m = 256usize;
