@@ -144,6 +144,35 @@ fn main() {
     );
     row("norm", "Softmax f32[1024,1024] axis -1", u, native);
 
+    // norm: LayerNormalization over the last axis of f32[1024,1024] with Scale and B
+    let (scale, bias) = (f32s(c, 9), f32s(c, 10));
+    let native = median(|| {
+        for (orow, arow) in out.chunks_exact_mut(c).zip(a.chunks_exact(c)) {
+            let mean = arow.iter().sum::<f32>() / c as f32;
+            let var = arow.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() / c as f32;
+            let inv = 1.0 / (var + 1e-5).sqrt();
+            for (((o, x), s), b) in orow.iter_mut().zip(arow).zip(&scale).zip(&bias) {
+                *o = (x - mean) * inv * s + b;
+            }
+        }
+        std::hint::black_box(&mut out);
+    });
+    let vec_c = t(&[c as u64]);
+    let u = umd_time(
+        &host,
+        OpRequest::new(
+            "LayerNormalization",
+            vec![t(&[r as u64, c as u64]), vec_c.clone(), vec_c],
+        ),
+        &[bytes(&a), bytes(&scale), bytes(&bias)],
+    );
+    row(
+        "norm",
+        "LayerNormalization f32[1024,1024] axis -1",
+        u,
+        native,
+    );
+
     // matmul: f32 256x256 @ 256x256 (native: i-k-j loop, auto-vectorized; not a GEMM crate)
     let m = 256usize;
     let ma = f32s(m * m, 4);

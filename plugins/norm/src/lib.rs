@@ -16,9 +16,10 @@ mod pointwise;
 mod softmax;
 mod stats;
 
+use umd_sdk::kernel::Memory;
 use umd_sdk::{
-    CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt, Plugin, PluginInfo,
-    Target, TensorDesc, TestCase, Tolerance, dtype,
+    CpuCall, CpuWrite, Dtype, KernelCall, ModuleSource, OpError, OpPlan, PlanRequestExt, Plugin,
+    PluginInfo, Target, TensorDesc, TestCase, Tolerance, dtype,
 };
 
 /// Every op this plugin serves, in ONNX spelling.
@@ -83,7 +84,15 @@ impl Plugin for Norm {
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
-        cpu::run(&call)
+        cpu::inplace::run_cpu(call)
+    }
+
+    fn run_kernel(call: &KernelCall, memory: &mut dyn Memory) -> Result<(), OpError> {
+        cpu::inplace::run_kernel(call, memory)
+    }
+
+    fn splittable(_module_id: &str, entry_point: &str) -> bool {
+        cpu::inplace::splittable(entry_point)
     }
 
     fn self_tests() -> Vec<TestCase> {

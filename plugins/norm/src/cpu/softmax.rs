@@ -46,7 +46,7 @@ where
 }
 
 /// One contiguous row.
-fn row<C: Real>(v: &mut [C], mode: u32) {
+pub(super) fn row<C: Real>(v: &mut [C], mode: u32) {
     let (zero, one) = (C::from_f64(0.0), C::from_f64(1.0));
     if mode == 2 {
         let mut best = 0;

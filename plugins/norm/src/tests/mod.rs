@@ -4,6 +4,7 @@
 //! builder and comparison helpers, and the behaviour every op shares.
 
 mod emu;
+mod inplace;
 mod moments;
 mod onnx;
 mod reference;
