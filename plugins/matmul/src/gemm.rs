@@ -81,26 +81,7 @@ impl Acc for f32 {
     #[inline(always)]
     fn micro(kc: usize, a: &[f32], b: &[f32], c: &mut [f32], ldc: usize, rows: usize, cols: usize) {
         let mut acc = [F32x4::zero(); 2 * MR];
-        // one depth step: the 4 A values in one load, each broadcast by a shuffle
-        let step = |acc: &mut [F32x4; 2 * MR], av: &[f32; MR], bv: &[f32; NR]| {
-            let a = F32x4::load(av);
-            let (b0, b1) = (F32x4::load(&bv[..4]), F32x4::load(&bv[4..]));
-            let s = [
-                a.broadcast::<0>(),
-                a.broadcast::<1>(),
-                a.broadcast::<2>(),
-                a.broadcast::<3>(),
-            ];
-            for r in 0..MR {
-                acc[2 * r] = acc[2 * r].madd(s[r], b0);
-                acc[2 * r + 1] = acc[2 * r + 1].madd(s[r], b1);
-            }
-        };
-        let (a, _) = a.as_chunks::<MR>();
-        let (b, _) = b.as_chunks::<NR>();
-        for (av, bv) in a.iter().zip(b).take(kc) {
-            step(&mut acc, av, bv);
-        }
+        micro_f32(&a[..kc * MR], &b[..kc * NR], &mut acc);
         if rows == MR && cols == NR {
             for r in 0..MR {
                 let row = &mut c[r * ldc..r * ldc + NR];
@@ -115,6 +96,54 @@ impl Acc for f32 {
             }
             add_tile(&tile, c, ldc, rows, cols);
         }
+    }
+}
+
+/// Depth steps per iteration of the f32 micro-kernel's loop (see [`micro_f32`]).
+const UNROLL: usize = 4;
+
+/// The f32 register tile: `acc[2r..2r + 2] = Σ_kk a[kk][r] · b[kk][..]` over the packed
+/// panels `a` (groups of MR) and `b` (groups of NR). A function of its own, never inlined, its
+/// loop unrolled [`UNROLL`] depth steps: Wasmtime checks for an epoch interruption at every
+/// loop header, and Cranelift's register allocator keeps the accumulators on the stack across
+/// that check (a load and a store of each per iteration), so the unrolled body pays it once per
+/// UNROLL steps instead of every step. 4 measured fastest (8: 15-20 % slower, the unrolled
+/// body's loads spilled; 2: 10-20 % slower).
+#[inline(never)]
+fn micro_f32(a: &[f32], b: &[f32], acc: &mut [F32x4; 2 * MR]) {
+    let mut t = *acc;
+    let (a8, a_rest) = a.as_chunks::<{ MR * UNROLL }>();
+    let (b8, b_rest) = b.as_chunks::<{ NR * UNROLL }>();
+    for (av, bv) in a8.iter().zip(b8) {
+        // written out: LLVM does not always unroll a constant loop of these steps
+        macro_rules! steps {
+            ($($u:literal)*) => {
+                $(step_f32(&mut t, &av[$u * MR..][..MR], &bv[$u * NR..][..NR]);)*
+            };
+        }
+        steps!(0 1 2 3);
+    }
+    for (av, bv) in a_rest.chunks_exact(MR).zip(b_rest.chunks_exact(NR)) {
+        step_f32(&mut t, av, bv);
+    }
+    *acc = t;
+}
+
+/// One depth step of [`micro_f32`]: the 4 A values in one load, each broadcast by a shuffle
+/// (a `v128.load32_splat` per value is lowered to a scalar load, a move and a broadcast).
+#[inline(always)]
+fn step_f32(t: &mut [F32x4; 2 * MR], av: &[f32], bv: &[f32]) {
+    let a = F32x4::load(av);
+    let (b0, b1) = (F32x4::load(&bv[..4]), F32x4::load(&bv[4..]));
+    let s = [
+        a.broadcast::<0>(),
+        a.broadcast::<1>(),
+        a.broadcast::<2>(),
+        a.broadcast::<3>(),
+    ];
+    for r in 0..MR {
+        t[2 * r] = t[2 * r].madd(s[r], b0);
+        t[2 * r + 1] = t[2 * r + 1].madd(s[r], b1);
     }
 }
 
@@ -171,9 +200,11 @@ pub struct Strided<'a, A> {
 }
 
 /// Columns `first..first + n` of a right operand of depth `k`, packed into NR-column strips
-/// of `k` rows (zero padded).
+/// (zero padded), in [`KC`]-deep blocks: block `k0` of strip `s` (`kc` rows of NR) at
+/// `k0 * strips * NR + s * kc * NR`.
 pub struct PackedB<A> {
     pub k: usize,
+    strips: usize,
     pub first: usize,
     data: Vec<A>,
 }
@@ -188,10 +219,15 @@ impl<A: Acc> PackedB<A> {
         let mut data = Vec::new();
         data.try_reserve_exact(len).ok()?;
         data.resize(len, A::ZERO);
-        if k > 0 {
-            for (st, strip) in data.chunks_exact_mut(k * NR).enumerate() {
+        // KC-deep blocks of every strip, one block after the other: the strips a group of
+        // [`multiply`] streams lie together (strips of the whole depth, a k-block apart, map
+        // to few cache sets when k is a power of two).
+        let mut blocks = data.chunks_exact_mut(NR);
+        for k0 in (0..k).step_by(KC) {
+            let kc = KC.min(k - k0);
+            for st in 0..strips {
                 let (j0, cols) = (st * NR, NR.min(n - st * NR));
-                for (kk, row) in strip.chunks_exact_mut(NR).enumerate() {
+                for (kk, row) in (k0..k0 + kc).zip(&mut blocks) {
                     let at = kk * b.rs + j0 * b.cs;
                     if b.cs == 1 {
                         row[..cols].copy_from_slice(&b.data[at..at + cols]);
@@ -205,6 +241,7 @@ impl<A: Acc> PackedB<A> {
         }
         Some(PackedB {
             k,
+            strips,
             first: cols.start,
             data,
         })
@@ -267,7 +304,7 @@ pub fn multiply<A: Acc>(
                 let ap = &apack[p * k * MR + k0 * MR..][..kc * MR];
                 let live = MR.min(rows - p * MR);
                 for s in s0..end.min(s0 + group) {
-                    let bp = &b.data[s * k * NR + k0 * NR..][..kc * NR];
+                    let bp = &b.data[k0 * b.strips * NR + s * kc * NR..][..kc * NR];
                     let j = s * NR - cols.start;
                     let width = NR.min(n - j);
                     A::micro(kc, ap, bp, &mut c[p * MR * n + j..], n, live, width);
