@@ -32,6 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "clients" / "python"))
 from umd_client import umd_pb2 as pb  # noqa: E402
 from umd_client import umd_pb2_grpc as rpc  # noqa: E402
+# umd stores the packed sub-byte dtypes (ABI 1.4) as ONNX packs them; onnx's arrays hold one
+# code per byte.
+from umd_client.client import PACKED_BITS, pack_codes, unpack_codes  # noqa: E402
 
 import grpc  # noqa: E402
 
@@ -40,29 +43,6 @@ ONNX_TO_UMD = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64
                10: "f16", 11: "f64", 12: "u32", 13: "u64", 16: "bf16", 17: "f8e4m3fn",
                18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz", 24: "f8e8m0",
                21: "u4", 22: "i4", 23: "f4e2m1", 25: "u2", 26: "i2"}
-#: Bits per element of the packed umd dtypes (ABI 1.4): umd stores them packed as ONNX does
-#: (element i in byte i*bits/8, lowest bits first); onnx's arrays hold one code per byte.
-PACKED_BITS = {"i4": 4, "u4": 4, "f4e2m1": 4, "i2": 2, "u2": 2}
-
-
-def pack(codes: np.ndarray, bits: int) -> bytes:
-    """One code per byte (low `bits` bits) -> ONNX's packed layout."""
-    per = 8 // bits
-    c = codes.ravel().astype(np.uint8) & np.uint8((1 << bits) - 1)
-    c = np.concatenate([c, np.zeros((-len(c)) % per, np.uint8)]).reshape(-1, per)
-    out = np.zeros(len(c), np.uint8)
-    for k in range(per):
-        out |= c[:, k] << np.uint8(k * bits)
-    return out.tobytes()
-
-
-def unpack(data: bytes, bits: int, n: int) -> np.ndarray:
-    """ONNX's packed layout -> n codes, one per byte."""
-    b = np.frombuffer(data, np.uint8)
-    per = 8 // bits
-    codes = np.stack([(b >> np.uint8(k * bits)) & np.uint8((1 << bits) - 1)
-                      for k in range(per)], axis=1).ravel()
-    return codes[:n]
 #: umd dtypes NumPy has, as NumPy dtypes (the others are read as raw codes and viewed in the
 #: expected array's own dtype: bf16 and the 8-bit floats come from ml_dtypes via onnx).
 UMD_TO_NP = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32,
@@ -122,7 +102,7 @@ def to_umd_array(arr: np.ndarray, elem_type: int) -> tuple[str, bytes]:
     if dt is None:
         raise NotServed(f"dtype {ONNX_TYPE_NAMES.get(elem_type, elem_type)} is not a umd dtype")
     if dt in PACKED_BITS:
-        return dt, pack(np.ascontiguousarray(arr).view(np.uint8), PACKED_BITS[dt])
+        return dt, pack_codes(np.ascontiguousarray(arr).view(np.uint8), PACKED_BITS[dt])
     return dt, np.ascontiguousarray(arr).tobytes()
 
 
@@ -232,7 +212,7 @@ def to_numpy(name: str, data: bytes, d: pb.TensorDesc, like: np.ndarray) -> tupl
     if d.dtype in PACKED_BITS:
         if like.dtype.itemsize != 1:
             raise Failed(f"output `{name}` is {d.dtype}, expected {like.dtype}")
-        codes = unpack(data, PACKED_BITS[d.dtype], n)
+        codes = unpack_codes(data, PACKED_BITS[d.dtype], n)
         return codes.view(like.dtype).reshape(tuple(d.shape)), d.dtype
     np_dt = UMD_TO_NP.get(d.dtype)
     if np_dt is None:

@@ -49,7 +49,26 @@ if _mld is not None:
 _UMD_TO_NP = {v: k for k, v in _NP_DTYPES.items()}
 #: Bits per element of umd's packed dtypes (ABI 1.4): stored 8/bits per byte, lowest bits
 #: first, as ONNX packs them; numpy (ml_dtypes) holds one element per byte.
-_PACKED_BITS = {"i4": 4, "u4": 4, "f4e2m1": 4, "i2": 2, "u2": 2}
+PACKED_BITS = {"i4": 4, "u4": 4, "f4e2m1": 4, "i2": 2, "u2": 2}
+
+
+def pack_codes(codes: np.ndarray, bits: int) -> bytes:
+    """One code per byte (its low `bits` bits) -> umd's (and ONNX's) packed layout."""
+    per = 8 // bits
+    c = codes.ravel().astype(np.uint8) & np.uint8((1 << bits) - 1)
+    c = np.concatenate([c, np.zeros((-len(c)) % per, np.uint8)]).reshape(-1, per)
+    out = np.zeros(len(c), np.uint8)
+    for k in range(per):
+        out |= c[:, k] << np.uint8(k * bits)
+    return out.tobytes()
+
+
+def unpack_codes(data: bytes, bits: int, n: int) -> np.ndarray:
+    """The packed layout -> its first `n` codes, one per byte."""
+    b = np.frombuffer(data, np.uint8)
+    codes = np.stack([(b >> np.uint8(k * bits)) & np.uint8((1 << bits) - 1)
+                      for k in range(8 // bits)], axis=1).ravel()
+    return codes[:n]
 
 
 def _np_dtype(umd_dtype: str) -> np.dtype:
@@ -69,29 +88,20 @@ def _c(a) -> np.ndarray:
 def to_bytes(array: np.ndarray) -> bytes:
     """An array's contents as umd stores them (packed for the sub-byte types)."""
     array = _c(array)
-    bits = _PACKED_BITS.get(_NP_DTYPES.get(str(array.dtype), ""))
+    bits = PACKED_BITS.get(_NP_DTYPES.get(str(array.dtype), ""))
     if bits is None:
         return array.tobytes()
-    per = 8 // bits
-    codes = array.ravel().view(np.uint8) & np.uint8((1 << bits) - 1)
-    codes = np.concatenate([codes, np.zeros((-len(codes)) % per, np.uint8)]).reshape(-1, per)
-    out = np.zeros(len(codes), np.uint8)
-    for k in range(per):
-        out |= codes[:, k] << np.uint8(k * bits)
-    return out.tobytes()
+    return pack_codes(array.view(np.uint8), bits)
 
 
 def from_bytes(data: bytes, shape: Sequence[int], umd_dtype: str) -> np.ndarray:
     """umd's bytes of a tensor as an array of `shape` (unpacking the sub-byte types)."""
     dt = _np_dtype(umd_dtype)
     n = int(np.prod(shape)) if len(shape) else 1
-    bits = _PACKED_BITS.get(umd_dtype)
+    bits = PACKED_BITS.get(umd_dtype)
     if bits is None:
         return np.frombuffer(data, dtype=dt)[:n].reshape(tuple(shape)).copy()
-    b = np.frombuffer(data, np.uint8)
-    codes = np.stack([(b >> np.uint8(k * bits)) & np.uint8((1 << bits) - 1)
-                      for k in range(8 // bits)], axis=1).ravel()[:n]
-    return codes.view(dt).reshape(tuple(shape)).copy()
+    return unpack_codes(data, bits, n).view(dt).reshape(tuple(shape)).copy()
 
 #: Bytes per WriteBuffer message (well under gRPC's 4 MiB default).
 CHUNK = 1 << 20

@@ -626,7 +626,8 @@ fn subgraph<'n>(node: &'n Node, name: &str) -> Result<&'n Subgraph, GraphError> 
     })
 }
 
-fn int_attr(node: &Node, name: &str) -> Result<Option<i64>, GraphError> {
+/// Int attribute `name` of `node` (the host ops' attributes; `None` when not given).
+pub(super) fn int_attr(node: &Node, name: &str) -> Result<Option<i64>, GraphError> {
     match node.attributes.iter().find(|(n, _)| n == name) {
         None => Ok(None),
         Some((_, AttrValue::Int(v))) => Ok(Some(*v)),
@@ -669,11 +670,12 @@ fn value(dtype: Dtype, shape: Vec<u64>, values: &[f64]) -> Tensor {
     }
 }
 
-/// Bytes per element of a value a Loop or Scan slices or stacks (packed types refused).
-fn elem_bytes(node: &Node, t: &TensorDesc) -> Result<usize, GraphError> {
+/// Bytes per element of a value the host slices or joins (Loop, Scan, the sequence ops);
+/// packed types are refused.
+pub(super) fn elem_bytes(node: &Node, t: &TensorDesc) -> Result<usize, GraphError> {
     if t.dtype.is_packed() {
         return Err(GraphError::Unsupported(format!(
-            "node {}: scanning or stacking {} values",
+            "node {}: {} values are not sliced or joined on the host",
             node.label(),
             t.dtype
         )));
@@ -708,8 +710,9 @@ fn slice(node: &Node, t: &Tensor, axis: usize, idx: u64) -> Result<Tensor, Graph
     })
 }
 
-/// `parts` (same description) stacked along a new axis `axis`; with no parts, an empty tensor
-/// shaped by the body's declaration of that output where it says (else `[0]`).
+/// `parts` (same description) stacked along a new axis `axis` (ConcatFromSequence's
+/// `new_axis` join); with no parts, an empty tensor shaped by the body's declaration of that
+/// output where it says (else `[0]`).
 fn stack(
     node: &Node,
     parts: &[Arc<Tensor>],
@@ -729,32 +732,6 @@ fn stack(
             data: Vec::new(),
         });
     };
-    let d = &first.desc;
-    if let Some(p) = parts
-        .iter()
-        .find(|p| p.desc.shape != d.shape || p.desc.dtype != d.dtype)
-    {
-        return Err(GraphError::Malformed(format!(
-            "node {}: scan output slices differ: {} and {}",
-            node.label(),
-            d,
-            p.desc
-        )));
-    }
-    let e = elem_bytes(node, d)?;
-    let axis = axis.min(d.shape.len());
-    let outer: u64 = d.shape[..axis].iter().product();
-    let inner = d.shape[axis..].iter().product::<u64>() as usize * e;
-    let mut data = Vec::with_capacity(inner * outer as usize * parts.len());
-    for o in 0..outer as usize {
-        for p in parts {
-            data.extend_from_slice(&p.data[o * inner..(o + 1) * inner]);
-        }
-    }
-    let mut shape = d.shape.clone();
-    shape.insert(axis, parts.len() as u64);
-    Ok(Tensor {
-        desc: TensorDesc::new("", shape, d.dtype),
-        data,
-    })
+    let axis = axis.min(first.desc.shape.len());
+    super::sequence::concat(node, parts, axis as i64, true)
 }

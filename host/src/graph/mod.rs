@@ -471,33 +471,7 @@ impl Model {
         let small = self.read_small(inputs)?;
         let given = given(inputs, &small);
         let (plan, data) = self.plan_for(&given)?;
-        let descs = plan.output_descs();
-        if outputs.len() != descs.len() {
-            return Err(GraphError::Input(format!(
-                "{} output buffers given; the model has {} outputs",
-                outputs.len(),
-                descs.len()
-            )));
-        }
-        for (k, (d, b)) in descs.iter().zip(outputs).enumerate() {
-            self.check_buffer("output", d, *b)?;
-            // Outputs are written while inputs are still read: no buffer may be both, or two
-            // outputs.
-            let input = inputs
-                .iter()
-                .any(|i| matches!(i, RunInput::Buffer { buffer, .. } if buffer == b));
-            if input || outputs[..k].contains(b) {
-                return Err(GraphError::Input(format!(
-                    "output `{}`: its buffer is also {}",
-                    d.name,
-                    if input {
-                        "an input's"
-                    } else {
-                        "another output's"
-                    }
-                )));
-            }
-        }
+        self.check_output_buffers(&plan.output_descs(), inputs, outputs)?;
         // Declared order, as the plan's inputs are.
         let feeds: Vec<compile::Feed> = self
             .def
@@ -525,29 +499,48 @@ impl Model {
     ) -> Result<PlanStats, GraphError> {
         let all = self.read_all(inputs)?;
         let run = self.run(&all)?;
-        if outputs.len() != run.outputs.len() {
+        let descs: Vec<TensorDesc> = run.outputs.iter().map(|t| t.desc.clone()).collect();
+        self.check_output_buffers(&descs, inputs, outputs)?;
+        for (t, b) in run.outputs.iter().zip(outputs) {
+            self.host.device().write(*b, 0, &t.data)?;
+        }
+        Ok(run.stats)
+    }
+
+    /// Checks the output buffers of a device-bound run against the outputs' descriptions: one
+    /// per output, each this device's and large enough, none an input's or another output's
+    /// (outputs are written while inputs are still read).
+    fn check_output_buffers(
+        &self,
+        descs: &[TensorDesc],
+        inputs: &[RunInput],
+        outputs: &[BufferId],
+    ) -> Result<(), GraphError> {
+        if outputs.len() != descs.len() {
             return Err(GraphError::Input(format!(
                 "{} output buffers given; the model has {} outputs",
                 outputs.len(),
-                run.outputs.len()
+                descs.len()
             )));
         }
-        for (k, (t, b)) in run.outputs.iter().zip(outputs).enumerate() {
-            self.check_buffer("output", &t.desc, *b)?;
+        for (k, (d, b)) in descs.iter().zip(outputs).enumerate() {
+            self.check_buffer("output", d, *b)?;
             let input = inputs
                 .iter()
                 .any(|i| matches!(i, RunInput::Buffer { buffer, .. } if buffer == b));
             if input || outputs[..k].contains(b) {
                 return Err(GraphError::Input(format!(
-                    "output `{}`: its buffer is also an input's or another output's",
-                    t.desc.name
+                    "output `{}`: its buffer is also {}",
+                    d.name,
+                    if input {
+                        "an input's"
+                    } else {
+                        "another output's"
+                    }
                 )));
             }
         }
-        for (t, b) in run.outputs.iter().zip(outputs) {
-            self.host.device().write(*b, 0, &t.data)?;
-        }
-        Ok(run.stats)
+        Ok(())
     }
 
     /// Checks that `buffer` is the model device's and holds `desc`; the bytes of buffer

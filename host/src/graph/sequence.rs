@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use super::def::Node;
-use super::interpret::{MAX_SEQUENCE, Value};
+use super::interpret::{MAX_SEQUENCE, Value, elem_bytes, int_attr};
 use super::{GraphError, Tensor};
-use crate::tensor::{AttrValue, Dtype, TensorDesc};
+use crate::tensor::{Dtype, TensorDesc};
 
 /// Runs sequence/optional op `node` on its input slots (`None` = absent).
 pub fn run(node: &Node, inputs: &[Option<Value>]) -> Result<Vec<Value>, GraphError> {
@@ -114,18 +114,6 @@ pub fn run(node: &Node, inputs: &[Option<Value>]) -> Result<Vec<Value>, GraphErr
     Ok(vec![out])
 }
 
-fn int_attr(node: &Node, name: &str) -> Result<Option<i64>, GraphError> {
-    match node.attributes.iter().find(|(n, _)| n == name) {
-        None => Ok(None),
-        Some((_, AttrValue::Int(v))) => Ok(Some(*v)),
-        Some(_) => Err(GraphError::NodeAttribute {
-            node: node.label(),
-            attribute: name.into(),
-            reason: "must be an int".into(),
-        }),
-    }
-}
-
 /// A sequence position (negative counts from the end; `insert` allows one past the end);
 /// `None` is the end (insert) or the last element.
 fn index(node: &Node, p: Option<i64>, len: usize, insert: bool) -> Result<usize, GraphError> {
@@ -178,19 +166,13 @@ fn norm_axis(node: &Node, axis: i64, rank: usize) -> Result<usize, GraphError> {
     Ok(a as usize)
 }
 
-fn elem_bytes(node: &Node, d: &TensorDesc) -> Result<usize, GraphError> {
-    if d.dtype.is_packed() {
-        return Err(GraphError::Unsupported(format!(
-            "node {}: sequences of {} tensors",
-            node.label(),
-            d.dtype
-        )));
-    }
-    Ok(d.dtype.size())
-}
-
 /// The tensors of `s` joined along `axis` (`new_axis`: stacked along a new axis there).
-fn concat(node: &Node, s: &[Arc<Tensor>], axis: i64, new_axis: bool) -> Result<Tensor, GraphError> {
+pub(super) fn concat(
+    node: &Node,
+    s: &[Arc<Tensor>],
+    axis: i64,
+    new_axis: bool,
+) -> Result<Tensor, GraphError> {
     let first = s.first().ok_or_else(|| {
         GraphError::Input(format!(
             "node {}: cannot concatenate an empty sequence",
