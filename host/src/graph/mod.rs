@@ -171,6 +171,8 @@ pub struct Model {
     /// Plain subgraphs (no control flow inside) compiled as models, by their graph's address
     /// (stable: the graph lives as long as this model); `None`: the body is interpreted.
     bodies: Mutex<HashMap<usize, Option<Arc<Model>>>>,
+    /// Whether the graph runs interpreted ([`GraphDef::runs_interpreted`], decided once).
+    interpreted: bool,
 }
 
 impl Drop for Model {
@@ -213,6 +215,7 @@ impl Model {
     pub fn new(host: Arc<Host>, def: GraphDef) -> Result<Model, GraphError> {
         let def = def.sorted()?;
         let n_inputs = def.inputs.len();
+        let interpreted = def.runs_interpreted();
         let stream = host.device().default_stream().0.into();
         Ok(Model {
             stream,
@@ -222,6 +225,7 @@ impl Model {
             compiled: Mutex::new(Vec::new()),
             by_value: Mutex::new(vec![false; n_inputs]),
             bodies: Mutex::new(HashMap::new()),
+            interpreted,
         })
     }
 
@@ -252,7 +256,7 @@ impl Model {
             .iter()
             .map(|t| (&t.desc, Some(&t.data[..])))
             .collect();
-        if self.def.runs_interpreted() {
+        if self.interpreted {
             return Ok(RunOutput {
                 outputs: self.interpret(&given)?,
                 stats: self.interpreted_stats(),
@@ -365,7 +369,7 @@ impl Model {
             }
             ordered.push(v.clone());
         }
-        let outs = if self.def.runs_interpreted() {
+        let outs = if self.interpreted {
             interpret::Interpreter::new(&self.host, self.stream(), self).run(&self.def, ordered)?
         } else {
             let tensors: Vec<Tensor> = ordered
@@ -418,7 +422,7 @@ impl Model {
 
     /// Runs node by node, each waited for: the time of each node with launches.
     pub fn profile(&self, inputs: &[Tensor]) -> Result<Vec<NodeTime>, GraphError> {
-        if self.def.runs_interpreted() {
+        if self.interpreted {
             return Err(GraphError::Unsupported(
                 "profiling a model with control flow (If, Loop, Scan)".into(),
             ));
@@ -445,7 +449,7 @@ impl Model {
     /// The outputs' descriptions (declared order) a run on `inputs` gives; compiles the plan
     /// for their signature if new. Buffers are checked as by [`Model::run_on_device`].
     pub fn output_descs(&self, inputs: &[RunInput]) -> Result<Vec<TensorDesc>, GraphError> {
-        if self.def.runs_interpreted() {
+        if self.interpreted {
             // Shapes may depend on values (a Loop's trip count): known by running.
             let all = self.read_all(inputs)?;
             let outs = self.run(&all)?;
@@ -465,7 +469,7 @@ impl Model {
         inputs: &[RunInput],
         outputs: &[BufferId],
     ) -> Result<PlanStats, GraphError> {
-        if self.def.runs_interpreted() {
+        if self.interpreted {
             return self.interpret_on_device(inputs, outputs);
         }
         let small = self.read_small(inputs)?;
