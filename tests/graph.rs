@@ -788,3 +788,142 @@ fn sequences_and_optionals_run_on_the_host() {
         "{e}"
     );
 }
+
+/// The plain nodes around control flow run as compiled segments (one submission each), with
+/// results equal to the node-by-node semantics; a segment whose plan depends on a value it is
+/// given stays correct as the value changes.
+#[test]
+fn plain_nodes_around_control_flow_run_as_compiled_segments() {
+    // a = (relu(-x) + x) * x; b = cond ? a * 2 : -a; y = |b + 1| + a: 4 plain nodes before
+    // the If, 3 after it.
+    let branch = |op: &str, out: &str| {
+        let mut inputs: Vec<&str> = vec!["a"];
+        if op == "Mul" {
+            inputs.push("two");
+        }
+        umd::graph::Subgraph::new(GraphDef {
+            nodes: vec![Node::new(op, &inputs, &[out], vec![])],
+            outputs: vec![decl(out, vec![])],
+            constants: HashMap::from([("two".into(), constant(vec![], Dtype::F32, f32s(&[2.0])))]),
+            opsets: HashMap::from([(String::new(), 17)]),
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let g = GraphDef {
+        nodes: vec![
+            Node::new("Neg", &["x"], &["n"], vec![]),
+            Node::new("Relu", &["n"], &["r"], vec![]),
+            Node::new("Add", &["r", "x"], &["s"], vec![]),
+            Node::new("Mul", &["s", "x"], &["a"], vec![]),
+            with_subgraphs(
+                Node::new("If", &["cond"], &["b"], vec![]),
+                vec![
+                    ("then_branch", branch("Mul", "t")),
+                    ("else_branch", branch("Neg", "e")),
+                ],
+            ),
+            Node::new("Add", &["b", "one"], &["c"], vec![]),
+            Node::new("Abs", &["c"], &["d"], vec![]),
+            Node::new("Add", &["d", "a"], &["y"], vec![]),
+        ],
+        inputs: vec![
+            ValueDecl {
+                name: "cond".into(),
+                dtype: Some(Dtype::Bool),
+                dims: None,
+            },
+            decl("x", vec![Dim::Dynamic("n".into())]),
+        ],
+        outputs: vec![decl("y", vec![Dim::Dynamic("n".into())])],
+        constants: HashMap::from([("one".into(), constant(vec![], Dtype::F32, f32s(&[1.0])))]),
+        opsets: HashMap::from([(String::new(), 17)]),
+        ..Default::default()
+    };
+    let reference = |cond: bool, x: &[f32]| -> Vec<f32> {
+        x.iter()
+            .map(|&x| {
+                let a = ((-x).max(0.0) + x) * x;
+                let b = if cond { a * 2.0 } else { -a };
+                (b + 1.0).abs() + a
+            })
+            .collect()
+    };
+    let model = Model::new(host(), g).unwrap();
+    let xs = [1.5f32, -2.0, 0.0, 3.25, -0.5];
+    for cond in [true, false, true] {
+        let out = model
+            .run(&[
+                Tensor {
+                    desc: TensorDesc::new("cond", vec![], Dtype::Bool),
+                    data: vec![cond as u8],
+                },
+                tensor("x", vec![xs.len() as u64], &xs),
+            ])
+            .unwrap();
+        let want: Vec<f64> = reference(cond, &xs).into_iter().map(f64::from).collect();
+        assert_eq!(data::decode(Dtype::F32, &out.outputs[0].data), want);
+        // Node by node this is 8 submissions (7 op nodes and the branch's one); as segments:
+        // the 4 nodes before the If, the branch (a plain body), the 3 nodes after it.
+        assert_eq!(out.stats.submissions, 3, "cond {cond}: {:?}", out.stats);
+    }
+
+    // A segment whose plan needs a value computed from its input (ConstantOfShape's shape from
+    // the If's output): planned whole with that input taken by value, or node by node when it
+    // cannot be — correct on every run, whatever the value.
+    let shape_body = |out: &str| {
+        umd::graph::Subgraph::new(GraphDef {
+            nodes: vec![Node::new("Identity", &["k"], &[out], vec![])],
+            outputs: vec![decl(out, vec![])],
+            opsets: HashMap::from([(String::new(), 17)]),
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let g = GraphDef {
+        nodes: vec![
+            with_subgraphs(
+                Node::new("If", &["cond"], &["m"], vec![]),
+                vec![
+                    ("then_branch", shape_body("t")),
+                    ("else_branch", shape_body("e")),
+                ],
+            ),
+            Node::new("Add", &["m", "one"], &["len"], vec![]),
+            Node::new("ConstantOfShape", &["len"], &["y"], vec![]),
+        ],
+        inputs: vec![
+            ValueDecl {
+                name: "cond".into(),
+                dtype: Some(Dtype::Bool),
+                dims: None,
+            },
+            typed("k", Dtype::I64, vec![Dim::Fixed(1)]),
+        ],
+        outputs: vec![ValueDecl {
+            name: "y".into(),
+            dtype: None,
+            dims: None,
+        }],
+        constants: HashMap::from([("one".into(), constant(vec![1], Dtype::I64, i64s(&[1])))]),
+        opsets: HashMap::from([(String::new(), 17)]),
+        ..Default::default()
+    };
+    let model = Model::new(host(), g).unwrap();
+    for k in [2i64, 5, 0] {
+        let out = model
+            .run(&[
+                Tensor {
+                    desc: TensorDesc::new("cond", vec![], Dtype::Bool),
+                    data: vec![1],
+                },
+                Tensor {
+                    desc: TensorDesc::new("k", vec![1], Dtype::I64),
+                    data: i64s(&[k]),
+                },
+            ])
+            .unwrap();
+        assert_eq!(out.outputs[0].desc.shape, vec![k as u64 + 1], "k = {k}");
+        assert!(out.outputs[0].data.iter().all(|&b| b == 0));
+    }
+}

@@ -1,8 +1,9 @@
-//! Graphs with control flow (If, Loop, Scan, SequenceMap) or sequences and optionals: run node
-//! by node, the host deciding which branch runs and how often a body repeats, and holding
-//! sequences. Each op node is translated and run on the model's device and stream with its
-//! inputs' bytes (as constant folding runs a node); values live on the host between nodes, so
-//! such a model is correct but not one batched submission.
+//! Graphs with control flow (If, Loop, Scan, SequenceMap) or sequences and optionals: run step
+//! by step, the host deciding which branch runs and how often a body repeats, and holding
+//! sequences. A run of plain op nodes ([`super::segment`]) and a plain body run compiled, one
+//! submission each; any other op node is translated and run on the model's device and stream
+//! with its inputs' bytes (as constant folding runs a node). Values live on the host between
+//! steps.
 //!
 //! Owns the ONNX semantics of If, Loop, Scan (opset 8 and 9+), the sequence ops and the
 //! optional ops ([`HOST_OPS`]), and the bounds that keep a hostile model from running forever
@@ -14,6 +15,7 @@ use std::sync::Arc;
 
 use super::compile::{constant_attr, node_request};
 use super::def::{Dim, GraphDef, Node, Subgraph};
+use super::segment::{Segment, Step};
 use super::{GraphError, Tensor};
 use crate::Host;
 use crate::device::StreamId;
@@ -69,6 +71,8 @@ pub(super) trait Bodies {
     /// `g` could not run compiled (a plan-time value it computes, an op it plans differently):
     /// interpret it from now on.
     fn interpret_instead(&self, g: &Arc<GraphDef>);
+    /// The steps of `def` ([`super::segment::steps`]), made once per graph.
+    fn steps(&self, def: &GraphDef) -> Arc<Vec<Step>>;
 }
 
 /// One run of a graph with control flow.
@@ -76,6 +80,8 @@ pub(super) struct Interpreter<'h> {
     host: &'h Host,
     stream: StreamId,
     steps: u64,
+    /// Command buffers submitted so far.
+    submissions: usize,
     bodies: &'h dyn Bodies,
 }
 
@@ -87,8 +93,14 @@ impl<'h> Interpreter<'h> {
             host,
             stream,
             steps: 0,
+            submissions: 0,
             bodies,
         }
+    }
+
+    /// Command buffers the runs so far submitted (a compiled segment or body: its own count).
+    pub fn submissions(&self) -> usize {
+        self.submissions
     }
 
     /// Runs `def` on `inputs` (its declared inputs, in order); returns its outputs in declared
@@ -106,11 +118,25 @@ impl<'h> Interpreter<'h> {
                 })
             });
         }
-        for node in &def.nodes {
-            let outs = self.node(def, node, &env)?;
-            for (name, v) in node.outputs.iter().zip(outs) {
-                if !name.is_empty() {
-                    env.insert(name, v);
+        for step in self.bodies.steps(def).iter() {
+            let nodes = match step {
+                Step::Node(i) => *i..*i + 1,
+                Step::Segment(s) => match self.segment(s, &env)? {
+                    Some(outs) => {
+                        for (&(n, k), v) in s.outputs.iter().zip(outs) {
+                            env.insert(&def.nodes[n].outputs[k], v);
+                        }
+                        continue;
+                    }
+                    None => s.nodes.clone(),
+                },
+            };
+            for node in &def.nodes[nodes] {
+                let outs = self.node(def, node, &env)?;
+                for (name, v) in node.outputs.iter().zip(outs) {
+                    if !name.is_empty() {
+                        env.insert(name, v);
+                    }
                 }
             }
         }
@@ -177,6 +203,7 @@ impl<'h> Interpreter<'h> {
             .collect::<Result<Vec<_>, _>>()?;
         let req = node_request(def, node, present.iter().map(|v| &v.desc));
         let data: Vec<Vec<u8>> = present.iter().map(|v| v.data.clone()).collect();
+        self.submissions += 1;
         let outs = self
             .host
             .run_request_on(self.stream, req, &data)
@@ -209,36 +236,76 @@ impl<'h> Interpreter<'h> {
         for c in &body.captures {
             formal.push(get(env, node, c)?);
         }
-        if let Some(model) = self.bodies.compiled(&body.graph) {
-            let tensors: Option<Vec<Tensor>> = formal
-                .iter()
-                .zip(&body.graph.inputs)
-                .map(|(v, decl)| match v {
-                    Value::Tensor(t) => {
-                        let mut t = Tensor::clone(t);
-                        t.desc.name = decl.name.clone();
-                        Some(t)
-                    }
-                    _ => None,
-                })
-                .collect();
-            if let Some(tensors) = tensors {
-                self.steps += body.graph.nodes.len() as u64;
-                if self.steps > MAX_STEPS {
-                    return Err(GraphError::Limit(format!(
-                        "the run executed more than {MAX_STEPS} nodes (loops included)"
-                    )));
-                }
-                model.set_stream(self.stream);
-                match model.run(&tensors) {
-                    Ok(out) => return Ok(out.outputs.into_iter().map(Value::tensor).collect()),
-                    Err(e @ (GraphError::Run { .. } | GraphError::Device(_))) => return Err(e),
-                    // Planning it whole failed: node by node reports (or avoids) the problem.
-                    Err(_) => self.bodies.interpret_instead(&body.graph),
-                }
-            }
+        if let Some(outs) = self.compiled(&body.graph, &formal)? {
+            return Ok(outs);
         }
         self.run(&body.graph, formal)
+    }
+
+    /// Segment `s` run compiled on its inputs read from `env`; `None`: run its nodes one by one.
+    fn segment(
+        &mut self,
+        s: &Segment,
+        env: &HashMap<&str, Value>,
+    ) -> Result<Option<Vec<Value>>, GraphError> {
+        let Some(given) = s
+            .graph
+            .inputs
+            .iter()
+            .map(|d| env.get(d.name.as_str()).cloned())
+            .collect::<Option<Vec<_>>>()
+        else {
+            // A value is missing: node by node names the node that reads it.
+            return Ok(None);
+        };
+        self.compiled(&s.graph, &given)
+    }
+
+    /// Runs `graph` (a plain body or segment) as its compiled model on `values` (its declared
+    /// inputs in order): `None` when it has none, a value is not a tensor, or it cannot be
+    /// planned whole (then never tried again) — the caller runs it node by node, which reports
+    /// (or avoids) the problem.
+    fn compiled(
+        &mut self,
+        graph: &Arc<GraphDef>,
+        values: &[Value],
+    ) -> Result<Option<Vec<Value>>, GraphError> {
+        let Some(model) = self.bodies.compiled(graph) else {
+            return Ok(None);
+        };
+        let Some(tensors) = values
+            .iter()
+            .zip(&graph.inputs)
+            .map(|(v, decl)| match v {
+                Value::Tensor(t) => {
+                    let mut t = Tensor::clone(t);
+                    t.desc.name = decl.name.clone();
+                    Some(t)
+                }
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+        else {
+            return Ok(None);
+        };
+        self.steps += graph.nodes.len() as u64;
+        if self.steps > MAX_STEPS {
+            return Err(GraphError::Limit(format!(
+                "the run executed more than {MAX_STEPS} nodes (loops included)"
+            )));
+        }
+        model.set_stream(self.stream);
+        match model.run(&tensors) {
+            Ok(out) => {
+                self.submissions += out.stats.submissions;
+                Ok(Some(out.outputs.into_iter().map(Value::tensor).collect()))
+            }
+            Err(e @ (GraphError::Run { .. } | GraphError::Device(_))) => Err(e),
+            Err(_) => {
+                self.bodies.interpret_instead(graph);
+                Ok(None)
+            }
+        }
     }
 
     fn run_if(

@@ -23,6 +23,7 @@ pub mod fuse;
 mod interpret;
 pub mod onnx;
 mod place;
+mod segment;
 mod sequence;
 
 use std::collections::HashMap;
@@ -171,6 +172,9 @@ pub struct Model {
     /// Plain subgraphs (no control flow inside) compiled as models, by their graph's address
     /// (stable: the graph lives as long as this model); `None`: the body is interpreted.
     bodies: Mutex<HashMap<usize, Option<Arc<Model>>>>,
+    /// The steps of the interpreted graphs (this model's own: key 0; bodies: by the graph's
+    /// address), made on first run.
+    steps: Mutex<HashMap<usize, Arc<Vec<segment::Step>>>>,
     /// Whether the graph runs interpreted ([`GraphDef::runs_interpreted`], decided once).
     interpreted: bool,
 }
@@ -225,6 +229,7 @@ impl Model {
             compiled: Mutex::new(Vec::new()),
             by_value: Mutex::new(vec![false; n_inputs]),
             bodies: Mutex::new(HashMap::new()),
+            steps: Mutex::new(HashMap::new()),
             interpreted,
         })
     }
@@ -257,9 +262,10 @@ impl Model {
             .map(|t| (&t.desc, Some(&t.data[..])))
             .collect();
         if self.interpreted {
+            let (outputs, submissions) = self.interpret(&given)?;
             return Ok(RunOutput {
-                outputs: self.interpret(&given)?,
-                stats: self.interpreted_stats(),
+                outputs,
+                stats: self.interpreted_stats(submissions),
             });
         }
         let (plan, data) = self.plan_for(&given)?;
@@ -273,8 +279,11 @@ impl Model {
     /// A model with control flow (If, Loop, Scan) runs node by node on host values: the inputs
     /// are checked as for a compiled run, then [`interpret::Interpreter`] runs the graph on the
     /// model's stream. Returns the outputs in declared order (all tensors, or an error naming
-    /// the output that is not: see [`Model::run_values`]).
-    fn interpret(&self, given: &[(&TensorDesc, Option<&[u8]>)]) -> Result<Vec<Tensor>, GraphError> {
+    /// the output that is not: see [`Model::run_values`]) and the command buffers submitted.
+    fn interpret(
+        &self,
+        given: &[(&TensorDesc, Option<&[u8]>)],
+    ) -> Result<(Vec<Tensor>, usize), GraphError> {
         let (descs, data) = self.signature(given)?;
         let inputs = descs
             .into_iter()
@@ -286,9 +295,10 @@ impl Model {
                 }))
             })
             .collect::<Vec<_>>();
-        let outs =
-            interpret::Interpreter::new(&self.host, self.stream(), self).run(&self.def, inputs)?;
-        outs.into_iter()
+        let mut interpreter = interpret::Interpreter::new(&self.host, self.stream(), self);
+        let outs = interpreter.run(&self.def, inputs)?;
+        let outputs = outs
+            .into_iter()
             .zip(&self.def.outputs)
             .map(|(v, o)| match v {
                 Value::Tensor(t) => Ok(Arc::unwrap_or_clone(t)),
@@ -298,7 +308,8 @@ impl Model {
                     o.name
                 ))),
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((outputs, interpreter.submissions()))
     }
 
     /// Runs the model on named values — tensors, sequences of tensors, or `Value::None` for an
@@ -394,10 +405,12 @@ impl Model {
             .collect())
     }
 
-    /// The figures of an interpreted run: its nodes; nothing is planned ahead or pooled.
-    fn interpreted_stats(&self) -> PlanStats {
+    /// The figures of an interpreted run: its nodes and the command buffers it submitted;
+    /// nothing is planned ahead or pooled at this level.
+    fn interpreted_stats(&self, submissions: usize) -> PlanStats {
         PlanStats {
             nodes: self.def.nodes.len(),
+            submissions,
             ..PlanStats::default()
         }
     }
@@ -738,6 +751,21 @@ impl interpret::Bodies for Model {
 
     fn interpret_instead(&self, g: &Arc<GraphDef>) {
         self.bodies.lock().insert(Arc::as_ptr(g) as usize, None);
+    }
+
+    fn steps(&self, def: &GraphDef) -> Arc<Vec<segment::Step>> {
+        // The model's own graph moves with the model: key 0. A body's graph is shared (`Arc`)
+        // and lives as long as the model: its address.
+        let key = if std::ptr::eq(def, &self.def) {
+            0
+        } else {
+            def as *const GraphDef as usize
+        };
+        self.steps
+            .lock()
+            .entry(key)
+            .or_insert_with(|| Arc::new(segment::steps(def)))
+            .clone()
     }
 }
 
