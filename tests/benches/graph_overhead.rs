@@ -90,6 +90,40 @@ fn interpreted(n: usize) -> GraphDef {
     }
 }
 
+/// The chain after an `If(true)` whose branch passes `x` on: the chain is a run of plain nodes
+/// at the top of a graph with control flow, which the host runs as one compiled segment.
+fn after_if(n: usize) -> GraphDef {
+    let mut g = chain(n);
+    g.nodes[0].inputs = vec!["xi".into()];
+    let pass = |out: &str| {
+        umd::graph::Subgraph::new(GraphDef {
+            nodes: vec![Node::new("Identity", &["x"], &[out], vec![])],
+            outputs: vec![ValueDecl {
+                name: out.into(),
+                dtype: None,
+                dims: None,
+            }],
+            opsets: HashMap::from([(String::new(), 17)]),
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let mut node = Node::new("If", &["cond"], &["xi"], vec![]);
+    node.subgraphs = vec![
+        ("then_branch".into(), pass("t")),
+        ("else_branch".into(), pass("e")),
+    ];
+    g.nodes.insert(0, node);
+    g.constants.insert(
+        "cond".into(),
+        umd::graph::Constant {
+            desc: TensorDesc::new("cond", vec![], Dtype::Bool),
+            data: Arc::new(vec![1]),
+        },
+    );
+    g
+}
+
 /// Median and best of `reps` timings of `f`, in µs.
 fn timed(reps: usize, mut f: impl FnMut()) -> (f64, f64) {
     for _ in 0..reps / 10 + 1 {
@@ -211,13 +245,14 @@ fn main() {
     );
     println!("medians (best in brackets):");
     println!(
-        "{:>5} {:>16} {:>10} {:>22} {:>20} {:>22}",
+        "{:>5} {:>16} {:>10} {:>22} {:>20} {:>22} {:>22}",
         "nodes",
         "graph µs",
         "kernels µs",
         "graph overhead µs/node",
         "per-op µs/node",
-        "in If: overhead µs/node"
+        "in If: overhead µs/node",
+        "after If: µs/node"
     );
     for n in lens {
         let model = Model::new(host.clone(), chain(n)).unwrap();
@@ -260,8 +295,18 @@ fn main() {
         let (inter_t, inter_best) = timed(reps / 4 + 1, || {
             inter.run(std::slice::from_ref(&x)).unwrap();
         });
+        let after = Model::new(host.clone(), after_if(n)).unwrap();
+        let first = after.run(std::slice::from_ref(&x)).unwrap();
+        assert_eq!(first.outputs[0].data, run.outputs[0].data);
+        assert_eq!(
+            first.stats.submissions, 2,
+            "the branch, then the chain as one segment"
+        );
+        let (after_t, after_best) = timed(reps / 4 + 1, || {
+            after.run(std::slice::from_ref(&x)).unwrap();
+        });
         println!(
-            "{n:>5} {:>16} {kernels:>10.1} {:>22} {:>20} {:>22}",
+            "{n:>5} {:>16} {kernels:>10.1} {:>22} {:>20} {:>22} {:>22}",
             format!("{graph:.1} ({graph_best:.1})"),
             format!(
                 "{:.2} ({:.2})",
@@ -273,6 +318,11 @@ fn main() {
                 "{:.2} ({:.2})",
                 (inter_t - kernels) / nf,
                 (inter_best - kernels) / nf
+            ),
+            format!(
+                "{:.2} ({:.2})",
+                (after_t - kernels) / nf,
+                (after_best - kernels) / nf
             ),
         );
     }

@@ -112,6 +112,9 @@ enum Job {
         fence: FenceGuard,
     },
     Event(Fence),
+    /// Waits for work the stream's caller runs itself ([`Device::submit_wait`]): what is
+    /// queued after it runs after that work.
+    After(Fence),
     /// Host work in stream order (a cross-device wait or copy); `fence` gets its result.
     Host {
         work: Box<dyn FnOnce() -> Result<(), DeviceError> + Send>,
@@ -135,6 +138,9 @@ struct Stream {
     tx: mpsc::Sender<Job>,
     /// Submissions queued or running on this stream.
     pending: Arc<AtomicUsize>,
+    /// The fence of work a caller runs on its own thread, while it runs: jobs queued meanwhile
+    /// wait for it first.
+    on_caller: Arc<Mutex<Option<Fence>>>,
 }
 
 /// The CPU device.
@@ -208,7 +214,32 @@ impl CpuDevice {
         let s = streams
             .get(stream.0 as usize)
             .ok_or(DeviceError::UnknownStream(stream))?;
+        // Stream order: after the work a caller is running on its own thread.
+        if let Some(f) = s.on_caller.lock().as_ref().filter(|f| !f.is_done()) {
+            s.tx.send(Job::After(f.clone()))
+                .map_err(|_| DeviceError::ShutDown)?;
+        }
         s.tx.send(job).map_err(|_| DeviceError::ShutDown)
+    }
+
+    /// Takes the only slot of `stream`'s queue if it is empty (nothing queued or running):
+    /// the caller then runs its work itself, `fence` marking it for work queued meanwhile.
+    fn claim_idle(&self, stream: StreamId, fence: &Fence) -> Result<Option<Claim>, DeviceError> {
+        let streams = self.streams.lock();
+        let s = streams
+            .get(stream.0 as usize)
+            .ok_or(DeviceError::UnknownStream(stream))?;
+        if s.pending
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Ok(None);
+        }
+        *s.on_caller.lock() = Some(fence.clone());
+        Ok(Some(Claim {
+            pending: s.pending.clone(),
+            on_caller: s.on_caller.clone(),
+        }))
     }
 
     /// Takes a slot in `stream`'s bounded queue (its worker gives it back).
@@ -334,7 +365,11 @@ impl Device for CpuDevice {
             .name(format!("umd-cpu-stream-{}", id.0))
             .spawn(move || worker(rx, exec, done))
             .map_err(|_| DeviceError::ShutDown)?;
-        streams.push(Stream { tx, pending });
+        streams.push(Stream {
+            tx,
+            pending,
+            on_caller: Arc::default(),
+        });
         Ok(id)
     }
 
@@ -370,6 +405,44 @@ impl Device for CpuDevice {
         // A job that cannot be queued is dropped: its guard signals the fence.
         self.send(stream, job)?;
         Ok(fence)
+    }
+
+    /// On the calling thread when `stream` has nothing queued or running (its worker is not
+    /// woken, nor the caller after it); else queued as [`Device::submit`] and waited for.
+    fn submit_wait(
+        &self,
+        stream: StreamId,
+        cmd: Arc<CommandBuffer>,
+        bindings: &[BufferId],
+    ) -> Result<(), DeviceError> {
+        check_submit(&cmd, &self.target, bindings, |id| self.size(id))?;
+        let buffers = bindings
+            .iter()
+            .map(|id| self.buffer(*id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let fence = Fence::new();
+        let (claim, waits) = {
+            let _order = self.submit_order.lock();
+            let Some(claim) = self.claim_idle(stream, &fence)? else {
+                drop(_order);
+                return self.submit(stream, cmd, bindings)?.wait();
+            };
+            let mut waits = Vec::new();
+            for (b, &rw) in buffers.iter().zip(&cmd.binding_access()) {
+                b.hazards.lock().record(stream, rw, &fence, &mut waits);
+            }
+            (claim, waits)
+        };
+        let guard = FenceGuard(fence);
+        for w in waits {
+            let _ = w.wait();
+        }
+        let result = run_job(&self.exec, &cmd, &buffers);
+        drop(buffers);
+        // Signalled before the stream is given back: fences signal in stream order.
+        guard.0.signal(result.clone());
+        drop(claim);
+        result
     }
 
     fn record_event(&self, stream: StreamId) -> Result<Fence, DeviceError> {
@@ -466,10 +539,48 @@ fn next_job(rx: &mpsc::Receiver<Job>) -> Option<Job> {
     next.unwrap_or_else(|| rx.recv().ok())
 }
 
+/// A stream claimed by a caller running its work itself: given back when dropped (also when
+/// the work panics through it).
+struct Claim {
+    pending: Arc<AtomicUsize>,
+    on_caller: Arc<Mutex<Option<Fence>>>,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.on_caller.lock().take();
+        self.pending.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Runs the launches of `cmd` in order; a panic in one is its error (the fence must still be
+/// signalled, the worker must live on).
+fn run_job(exec: &Exec, cmd: &CommandBuffer, buffers: &[Arc<Buffer>]) -> Result<(), DeviceError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cmd.launches.iter().enumerate().try_for_each(|(i, l)| {
+            run_launch(exec, cmd, l, buffers).map_err(|message| DeviceError::Launch {
+                launch: i,
+                entry: l.entry_point.clone(),
+                message,
+            })
+        })
+    }))
+    .unwrap_or_else(|_| {
+        Err(DeviceError::Launch {
+            launch: 0,
+            entry: String::new(),
+            message: "the CPU launch panicked".into(),
+        })
+    })
+}
+
 fn worker(rx: mpsc::Receiver<Job>, exec: Arc<Exec>, pending: Arc<AtomicUsize>) {
     while let Some(job) = next_job(&rx) {
         match job {
             Job::Event(f) => f.signal(Ok(())),
+            Job::After(f) => {
+                let _ = f.wait();
+            }
             Job::Host { work, fence } => {
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
                     .unwrap_or_else(|_| Err(DeviceError::Invalid("host work panicked".into())));
@@ -485,26 +596,7 @@ fn worker(rx: mpsc::Receiver<Job>, exec: Arc<Exec>, pending: Arc<AtomicUsize>) {
                 for w in waits {
                     let _ = w.wait();
                 }
-                // A panic in a launch must not leave the fence unsignalled (waiters would hang) or
-                // kill the stream's worker.
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    cmd.launches.iter().enumerate().try_for_each(|(i, l)| {
-                        run_launch(&exec, &cmd, l, &buffers).map_err(|message| {
-                            DeviceError::Launch {
-                                launch: i,
-                                entry: l.entry_point.clone(),
-                                message,
-                            }
-                        })
-                    })
-                }))
-                .unwrap_or_else(|_| {
-                    Err(DeviceError::Launch {
-                        launch: 0,
-                        entry: String::new(),
-                        message: "the CPU launch panicked".into(),
-                    })
-                });
+                let result = run_job(&exec, &cmd, &buffers);
                 drop(buffers);
                 pending.fetch_sub(1, Ordering::AcqRel);
                 fence.0.signal(result);
@@ -626,3 +718,7 @@ fn run_copying(
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "cpu_tests.rs"]
+mod tests;

@@ -340,6 +340,19 @@ pub trait Device: Any + Send + Sync {
         cmd: Arc<CommandBuffer>,
         bindings: &[BufferId],
     ) -> Result<Fence, DeviceError>;
+    /// [`submit`](Self::submit), then waits for it: the work's result. For callers that would
+    /// block on the fence at once anyway (a run waited for): a backend may run the work on the
+    /// calling thread when nothing is queued ahead of it on `stream` (the CPU device does: no
+    /// hand-off to the stream's worker and back). Call it only from a thread that may block
+    /// for the whole run (never an async executor's).
+    fn submit_wait(
+        &self,
+        stream: StreamId,
+        cmd: Arc<CommandBuffer>,
+        bindings: &[BufferId],
+    ) -> Result<(), DeviceError> {
+        self.submit(stream, cmd, bindings)?.wait()
+    }
     /// A fence that signals when everything queued on `stream` so far has run (an event).
     fn record_event(&self, stream: StreamId) -> Result<Fence, DeviceError>;
     /// Blocks until all work on `stream` is done.
@@ -436,7 +449,7 @@ pub fn run_once_on(
                 dev.write(bufs[index], 0, data)?;
             }
         }
-        dev.submit(stream, cmd.clone(), &bufs)?.wait()?;
+        dev.submit_wait(stream, cmd.clone(), &bufs)?;
         cmd.bindings
             .iter()
             .zip(&bufs)

@@ -244,6 +244,20 @@ impl Compiled {
         stream: StreamId,
         subst: &[(BufferId, BufferId)],
     ) -> Result<(), GraphError> {
+        let swap = |buffers: &[BufferId]| -> Vec<BufferId> {
+            buffers
+                .iter()
+                .map(|b| subst.iter().find(|(p, _)| p == b).map_or(*b, |(_, c)| *c))
+                .collect()
+        };
+        // One command buffer: submitted and waited for in one call (the CPU device runs it on
+        // this thread when the stream is idle: no hand-off to its worker and back).
+        if let [s] = &self.segments[..] {
+            return self
+                .dev
+                .submit_wait(stream, s.cmd.clone(), &swap(&s.buffers))
+                .map_err(|e| self.blame(s, e));
+        }
         // The stream's queue is bounded (and shared): when it is full, wait for this run's
         // oldest submission (or briefly, when none is outstanding) and submit again.
         let mut fences = std::collections::VecDeque::with_capacity(self.segments.len());
@@ -253,11 +267,7 @@ impl Compiled {
             let buffers = if subst.is_empty() {
                 &s.buffers
             } else {
-                swapped = s
-                    .buffers
-                    .iter()
-                    .map(|b| subst.iter().find(|(p, _)| p == b).map_or(*b, |(_, c)| *c))
-                    .collect();
+                swapped = swap(&s.buffers);
                 &swapped
             };
             loop {
@@ -296,8 +306,7 @@ impl Compiled {
         for s in &self.steps {
             let t0 = std::time::Instant::now();
             self.dev
-                .submit(stream, s.cmd.clone(), &s.buffers)?
-                .wait()
+                .submit_wait(stream, s.cmd.clone(), &s.buffers)
                 .map_err(|e| GraphError::Run {
                     node: s.label.clone(),
                     source: e,

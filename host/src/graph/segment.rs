@@ -85,7 +85,9 @@ fn maybe_opaque(def: &GraphDef) -> HashSet<&str> {
     for n in def.nodes.iter().filter(|n| n.domain.is_empty()) {
         let makes = OPAQUE_OUTPUTS.contains(&n.op.as_str());
         let passes = matches!(n.op.as_str(), "Identity" | "OptionalGetElement")
-            && n.inputs.first().is_some_and(|i| opaque.contains(i.as_str()));
+            && n.inputs
+                .first()
+                .is_some_and(|i| opaque.contains(i.as_str()));
         if makes || passes {
             opaque.extend(n.outputs.iter().map(String::as_str));
         }
