@@ -147,6 +147,16 @@ fn streams_run_in_order_and_events_fence_them() {
     );
     let got = data::decode(Dtype::F32, &host.read(x).unwrap());
     assert!(got.iter().all(|&v| v == 256.0), "{}", got[0]);
+    // Queued work and work waited for in the call (on this thread when the stream is idle)
+    // interleave in order: 4 queued, 1 waited for, 4 queued, 1 waited for -> 2^18.
+    for _ in 0..2 {
+        for _ in 0..4 {
+            host.execute(&add, &[x, x, x], stream).unwrap();
+        }
+        host.execute_wait(&add, &[x, x, x], stream).unwrap();
+    }
+    let got = data::decode(Dtype::F32, &host.read(x).unwrap());
+    assert!(got.iter().all(|&v| v == 262144.0), "{}", got[0]);
     let stats = dev.pool_stats();
     assert!(stats.allocated_bytes >= n * 4);
 }

@@ -453,6 +453,22 @@ impl Host {
         self.submit(&**self.device(), stream, &t.cmdbuf, bindings)
     }
 
+    /// [`Host::execute`] and a wait for it, in one call: on the CPU device the launch runs on
+    /// the calling thread when `stream` is idle ([`Device::submit_wait`]: no hand-off to the
+    /// stream's worker and back). For a thread that would block on the fence at once anyway.
+    pub fn execute_wait(
+        &self,
+        t: &Translation,
+        bindings: &[BufferId],
+        stream: StreamId,
+    ) -> Result<()> {
+        let device = &**self.device();
+        if t.cmdbuf.target == device.target().name {
+            self.check_builds(&t.cmdbuf, device.target())?;
+        }
+        Ok(device.submit_wait(stream, t.cmdbuf.clone(), bindings)?)
+    }
+
     /// Queues a command buffer on `device`'s `stream`, after checking that every module it
     /// launches resolves to the exact plugin build that planned it.
     pub fn submit(

@@ -81,6 +81,10 @@ fn bench_op(
     g.bench_function(name, |b| {
         b.iter(|| host.execute(&t, &bufs, stream).unwrap().wait().unwrap())
     });
+    // The same launch submitted and waited for in one call: on the caller's thread.
+    g.bench_function(format!("{name}_execute_wait"), |b| {
+        b.iter(|| host.execute_wait(&t, &bufs, stream).unwrap())
+    });
     for id in bufs {
         host.free(id).unwrap();
     }
