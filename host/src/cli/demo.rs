@@ -26,6 +26,10 @@ pub struct DemoArgs {
     /// Output classes.
     #[arg(long, default_value_t = 10)]
     classes: u64,
+    /// Run the forward pass this many more times after the first and print their median (the
+    /// first run also pays for translation and the plugins' first calls).
+    #[arg(long, default_value_t = 0)]
+    repeat: u32,
 }
 
 struct Tensor {
@@ -66,8 +70,7 @@ impl On<'_> {
         bindings.push(out.buf);
         let start = Instant::now();
         self.dev
-            .submit(self.dev.default_stream(), t.cmdbuf.clone(), &bindings)?
-            .wait()
+            .submit_wait(self.dev.default_stream(), t.cmdbuf.clone(), &bindings)
             .with_context(|| format!("{op} failed on device `{}`", self.dev.name()))?;
         let executed = start.elapsed();
         let l = &t.cmdbuf.launches[0];
@@ -192,6 +195,27 @@ pub fn run(host: &Host, args: &DemoArgs) -> anyhow::Result<()> {
         "checked against a plain Rust reference: max relative error {err:.2e} over {} values; total {took:.2} ms",
         got.len()
     );
+    if args.repeat > 0 {
+        let quiet = On {
+            verbose: false,
+            ..on_device
+        };
+        let mut times = Vec::with_capacity(args.repeat as usize);
+        for _ in 0..args.repeat {
+            let (again, took) = quiet.forward(&x, &w1, &b1, &w2, args)?;
+            if again != got {
+                bail!("MISMATCH: a repeated run gave other results than the first");
+            }
+            times.push(took);
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "repeated {} times: median {:.3} ms, best {:.3} ms (first run {took:.2} ms)",
+            args.repeat,
+            times[times.len() / 2],
+            times[0]
+        );
+    }
     let mut worst = err;
     if dev.name() != "cpu" {
         // Every GPU result is also checked against the CPU device running the same plugins.
