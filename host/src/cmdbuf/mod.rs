@@ -363,4 +363,4 @@ fn validate_launch(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

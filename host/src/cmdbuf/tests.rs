@@ -4,7 +4,8 @@ use super::*;
 use crate::target::{Dim3, TargetLimits};
 use crate::tensor::{Dtype, TensorDesc};
 
-fn sample() -> CommandBuffer {
+/// A valid one-launch command buffer for the CPU target (binding 0 read, binding 1 written).
+pub(crate) fn sample() -> CommandBuffer {
     CommandBuffer {
         target: "cpu".into(),
         bindings: vec![

@@ -7,8 +7,6 @@ use std::thread::ThreadId;
 use std::time::Duration;
 
 use super::*;
-use crate::cmdbuf::{Binding, ModuleRef, Relocation, Role};
-use crate::target::Dim3;
 use crate::tensor::{Dtype, TensorDesc};
 
 /// Kernels by entry point: `inc` writes input + 1; `gated` does the same once the test opens
@@ -47,44 +45,12 @@ impl CpuKernels for Kernels {
 
 /// One launch of `entry` reading binding 0 and writing binding 1 (f32[1] each).
 fn cmd(entry: &str) -> Arc<CommandBuffer> {
-    let desc = |n: &str| TensorDesc::new(n, vec![1], Dtype::F32);
-    Arc::new(CommandBuffer {
-        target: "cpu".into(),
-        bindings: vec![
-            Binding {
-                role: Role::Input,
-                desc: desc("x"),
-            },
-            Binding {
-                role: Role::Output,
-                desc: desc("y"),
-            },
-        ],
-        launches: vec![LaunchCmd {
-            module: ModuleRef {
-                plugin: "test@1.0.0".into(),
-                id: "m".into(),
-                hash: [1; 32],
-            },
-            entry_point: entry.into(),
-            grid: Dim3::new(1, 1, 1),
-            block: Dim3::new(1, 1, 1),
-            shared_memory: 0,
-            params: vec![0; 16],
-            relocations: vec![
-                Relocation {
-                    offset: 0,
-                    binding: 0,
-                    access: Access::Read,
-                },
-                Relocation {
-                    offset: 8,
-                    binding: 1,
-                    access: Access::Write,
-                },
-            ],
-        }],
-    })
+    let mut c = crate::cmdbuf::tests::sample();
+    for b in &mut c.bindings {
+        b.desc = TensorDesc::new(b.desc.name.clone(), vec![1], Dtype::F32);
+    }
+    c.launches[0].entry_point = entry.into();
+    Arc::new(c)
 }
 
 fn setup() -> (Arc<Kernels>, Arc<CpuDevice>, [BufferId; 3]) {
