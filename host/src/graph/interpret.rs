@@ -73,6 +73,9 @@ pub(super) trait Bodies {
     fn interpret_instead(&self, g: &Arc<GraphDef>);
     /// The steps of `def` ([`super::segment::steps`]), made once per graph.
     fn steps(&self, def: &GraphDef) -> Arc<Vec<Step>>;
+    /// Node `node` of `def` needs a value computed at run time to be planned: it runs on its
+    /// own from now on (the steps of `def` are made again, split around it).
+    fn isolate(&self, def: &GraphDef, node: usize);
 }
 
 /// One run of a graph with control flow.
@@ -121,7 +124,7 @@ impl<'h> Interpreter<'h> {
         for step in self.bodies.steps(def).iter() {
             let nodes = match step {
                 Step::Node(i) => *i..*i + 1,
-                Step::Segment(s) => match self.segment(s, &env)? {
+                Step::Segment(s) => match self.segment(def, s, &env)? {
                     Some(outs) => {
                         for (&(n, k), v) in s.outputs.iter().zip(outs) {
                             env.insert(&def.nodes[n].outputs[k], v);
@@ -236,15 +239,18 @@ impl<'h> Interpreter<'h> {
         for c in &body.captures {
             formal.push(get(env, node, c)?);
         }
-        if let Some(outs) = self.compiled(&body.graph, &formal)? {
+        if let Some(outs) = self.compiled(&body.graph, &formal, |_| {})? {
             return Ok(outs);
         }
         self.run(&body.graph, formal)
     }
 
-    /// Segment `s` run compiled on its inputs read from `env`; `None`: run its nodes one by one.
+    /// Segment `s` of `def` run compiled on its inputs read from `env`; `None`: run its nodes
+    /// one by one (this time; a node whose plan needs a computed value is isolated for later
+    /// runs).
     fn segment(
         &mut self,
+        def: &GraphDef,
         s: &Segment,
         env: &HashMap<&str, Value>,
     ) -> Result<Option<Vec<Value>>, GraphError> {
@@ -258,17 +264,25 @@ impl<'h> Interpreter<'h> {
             // A value is missing: node by node names the node that reads it.
             return Ok(None);
         };
-        self.compiled(&s.graph, &given)
+        let bodies = self.bodies;
+        self.compiled(&s.graph, &given, |e| {
+            if let GraphError::NotConstant { node, .. } = e
+                && let Some(i) = s.nodes.clone().find(|&i| def.nodes[i].label() == *node)
+            {
+                bodies.isolate(def, i);
+            }
+        })
     }
 
     /// Runs `graph` (a plain body or segment) as its compiled model on `values` (its declared
     /// inputs in order): `None` when it has none, a value is not a tensor, or it cannot be
-    /// planned whole (then never tried again) — the caller runs it node by node, which reports
-    /// (or avoids) the problem.
+    /// planned whole (then never tried again; `unplanned` sees why) — the caller runs it node
+    /// by node, which reports (or avoids) the problem.
     fn compiled(
         &mut self,
         graph: &Arc<GraphDef>,
         values: &[Value],
+        unplanned: impl FnOnce(&GraphError),
     ) -> Result<Option<Vec<Value>>, GraphError> {
         let Some(model) = self.bodies.compiled(graph) else {
             return Ok(None);
@@ -301,8 +315,9 @@ impl<'h> Interpreter<'h> {
                 Ok(Some(out.outputs.into_iter().map(Value::tensor).collect()))
             }
             Err(e @ (GraphError::Run { .. } | GraphError::Device(_))) => Err(e),
-            Err(_) => {
+            Err(e) => {
                 self.bodies.interpret_instead(graph);
+                unplanned(&e);
                 Ok(None)
             }
         }

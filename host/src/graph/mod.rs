@@ -175,8 +175,19 @@ pub struct Model {
     /// The steps of the interpreted graphs (this model's own: key 0; bodies: by the graph's
     /// address), made on first run.
     steps: Mutex<HashMap<usize, Arc<Vec<segment::Step>>>>,
-    /// Whether the graph runs interpreted ([`GraphDef::runs_interpreted`], decided once).
-    interpreted: bool,
+    /// Nodes (by graph key, as `steps`) whose plan needs a value computed at run time: each
+    /// runs on its own, splitting its segment.
+    lone: Mutex<HashMap<usize, std::collections::HashSet<usize>>>,
+    /// Steps replaced by a split, kept while the model lives: `bodies` knows their segment
+    /// graphs by address, which a new graph must never reuse. At most one per node.
+    retired: Mutex<Vec<Arc<Vec<segment::Step>>>>,
+    /// Whether the graph runs interpreted: [`GraphDef::runs_interpreted`] at load, or since a
+    /// compile found an op whose plan needs a value computed at run time (NonZero's input, a
+    /// computed Reshape shape…): then the nodes around it still run as compiled segments.
+    interpreted: std::sync::atomic::AtomicBool,
+    /// A plain body or segment of another model: it never turns interpreted itself (its
+    /// parent splits it around the node that needs a computed value).
+    nested: bool,
 }
 
 impl Drop for Model {
@@ -230,7 +241,10 @@ impl Model {
             by_value: Mutex::new(vec![false; n_inputs]),
             bodies: Mutex::new(HashMap::new()),
             steps: Mutex::new(HashMap::new()),
-            interpreted,
+            lone: Mutex::new(HashMap::new()),
+            retired: Mutex::new(Vec::new()),
+            interpreted: interpreted.into(),
+            nested: false,
         })
     }
 
@@ -261,14 +275,13 @@ impl Model {
             .iter()
             .map(|t| (&t.desc, Some(&t.data[..])))
             .collect();
-        if self.interpreted {
+        let Some((plan, data)) = self.compiled_for(&given)? else {
             let (outputs, submissions) = self.interpret(&given)?;
             return Ok(RunOutput {
                 outputs,
                 stats: self.interpreted_stats(submissions),
             });
-        }
-        let (plan, data) = self.plan_for(&given)?;
+        };
         let outputs = plan.run(self.stream(), &data)?;
         Ok(RunOutput {
             outputs,
@@ -380,7 +393,7 @@ impl Model {
             }
             ordered.push(v.clone());
         }
-        let outs = if self.interpreted {
+        let outs = if self.interpreted() {
             interpret::Interpreter::new(&self.host, self.stream(), self).run(&self.def, ordered)?
         } else {
             let tensors: Vec<Tensor> = ordered
@@ -435,9 +448,11 @@ impl Model {
 
     /// Runs node by node, each waited for: the time of each node with launches.
     pub fn profile(&self, inputs: &[Tensor]) -> Result<Vec<NodeTime>, GraphError> {
-        if self.interpreted {
+        if self.interpreted() {
             return Err(GraphError::Unsupported(
-                "profiling a model with control flow (If, Loop, Scan)".into(),
+                "profiling a model that runs interpreted (control flow, sequences, or an op \
+                 whose plan needs a value computed at run time)"
+                    .into(),
             ));
         }
         let given: Vec<_> = inputs
@@ -462,15 +477,17 @@ impl Model {
     /// The outputs' descriptions (declared order) a run on `inputs` gives; compiles the plan
     /// for their signature if new. Buffers are checked as by [`Model::run_on_device`].
     pub fn output_descs(&self, inputs: &[RunInput]) -> Result<Vec<TensorDesc>, GraphError> {
-        if self.interpreted {
-            // Shapes may depend on values (a Loop's trip count): known by running.
-            let all = self.read_all(inputs)?;
-            let outs = self.run(&all)?;
-            return Ok(outs.outputs.into_iter().map(|t| t.desc).collect());
+        if !self.interpreted() {
+            let small = self.read_small(inputs)?;
+            let given = given(inputs, &small);
+            if let Some((plan, _)) = self.compiled_for(&given)? {
+                return Ok(plan.output_descs());
+            }
         }
-        let small = self.read_small(inputs)?;
-        let given = given(inputs, &small);
-        Ok(self.plan_for(&given)?.0.output_descs())
+        // Shapes may depend on values (a Loop's trip count, NonZero's count): known by running.
+        let all = self.read_all(inputs)?;
+        let outs = self.run(&all)?;
+        Ok(outs.outputs.into_iter().map(|t| t.desc).collect())
     }
 
     /// Runs on device buffers: inputs by value or by buffer (bound as they are: no copy), each
@@ -482,12 +499,14 @@ impl Model {
         inputs: &[RunInput],
         outputs: &[BufferId],
     ) -> Result<PlanStats, GraphError> {
-        if self.interpreted {
+        if self.interpreted() {
             return self.interpret_on_device(inputs, outputs);
         }
         let small = self.read_small(inputs)?;
         let given = given(inputs, &small);
-        let (plan, data) = self.plan_for(&given)?;
+        let Some((plan, data)) = self.compiled_for(&given)? else {
+            return self.interpret_on_device(inputs, outputs);
+        };
         self.check_output_buffers(&plan.output_descs(), inputs, outputs)?;
         // Declared order, as the plan's inputs are.
         let feeds: Vec<compile::Feed> = self
@@ -602,6 +621,32 @@ impl Model {
 
     /// The compiled plan for the given inputs' signature (compiled now if new) and the inputs'
     /// bytes in declared order (empty for a buffer input not read).
+    fn interpreted(&self) -> bool {
+        self.interpreted.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The compiled plan for `inputs`, or `None`: the model runs interpreted — it did from the
+    /// start, or this compile found an op whose plan needs a value computed at run time (from
+    /// now on it runs interpreted, in compiled segments split around such ops).
+    #[allow(clippy::type_complexity)]
+    fn compiled_for<'t>(
+        &self,
+        inputs: &[(&'t TensorDesc, Option<&'t [u8]>)],
+    ) -> Result<Option<(Arc<compile::Compiled>, Vec<&'t [u8]>)>, GraphError> {
+        if self.interpreted() {
+            return Ok(None);
+        }
+        match self.plan_for(inputs) {
+            Ok(p) => Ok(Some(p)),
+            Err(GraphError::NotConstant { .. }) if !self.nested => {
+                self.interpreted
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     fn plan_for<'t>(
         &self,
         inputs: &[(&'t TensorDesc, Option<&'t [u8]>)],
@@ -731,6 +776,18 @@ impl Model {
     }
 }
 
+impl Model {
+    /// The key of one of this model's graphs: its own moves with the model (0); a body's is
+    /// shared (`Arc`) and lives as long as the model (its address).
+    fn graph_key(&self, def: &GraphDef) -> usize {
+        if std::ptr::eq(def, &self.def) {
+            0
+        } else {
+            def as *const GraphDef as usize
+        }
+    }
+}
+
 /// Plain bodies of this model's control-flow nodes run compiled: made on first use (a body with
 /// nodes and no control flow, sequences or optionals inside), kept by the body graph's address
 /// (stable: the graph lives as long as the model).
@@ -744,7 +801,10 @@ impl interpret::Bodies for Model {
                 (!g.runs_interpreted() && !g.nodes.is_empty())
                     .then(|| Model::new(self.host.clone(), GraphDef::clone(g)).ok())
                     .flatten()
-                    .map(Arc::new)
+                    .map(|mut m| {
+                        m.nested = true;
+                        Arc::new(m)
+                    })
             })
             .clone()
     }
@@ -754,18 +814,24 @@ impl interpret::Bodies for Model {
     }
 
     fn steps(&self, def: &GraphDef) -> Arc<Vec<segment::Step>> {
-        // The model's own graph moves with the model: key 0. A body's graph is shared (`Arc`)
-        // and lives as long as the model: its address.
-        let key = if std::ptr::eq(def, &self.def) {
-            0
-        } else {
-            def as *const GraphDef as usize
-        };
+        let key = self.graph_key(def);
         self.steps
             .lock()
             .entry(key)
-            .or_insert_with(|| Arc::new(segment::steps(def)))
+            .or_insert_with(|| {
+                let lone = self.lone.lock().get(&key).cloned().unwrap_or_default();
+                Arc::new(segment::steps(def, &lone))
+            })
             .clone()
+    }
+
+    fn isolate(&self, def: &GraphDef, node: usize) {
+        let key = self.graph_key(def);
+        if self.lone.lock().entry(key).or_default().insert(node)
+            && let Some(old) = self.steps.lock().remove(&key)
+        {
+            self.retired.lock().push(old);
+        }
     }
 }
 

@@ -6,7 +6,9 @@
 //! outputs: the values read after it, by later nodes, their bodies or the graph's outputs;
 //! the initializers it reads as its constants) that the model compiles once: one submission
 //! per run of the segment instead of one per node, constants uploaded once, shape chains
-//! folded.
+//! folded. A node whose plan turns out to need a value computed at run time (NonZero's
+//! input, a computed Reshape shape) is made `lone` and splits its run: it runs on its own with
+//! its inputs' values, the nodes around it stay compiled.
 //!
 //! Owns the partition only; running the steps is [`super::interpret`]'s, caching them the
 //! model's.
@@ -15,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::def::{GraphDef, Node, ValueDecl};
+use super::def::{GraphDef, ValueDecl};
 use super::interpret::HOST_OPS;
 
 /// Fewest consecutive plain nodes made one compiled segment.
@@ -39,11 +41,14 @@ pub(super) struct Segment {
     pub outputs: Vec<(usize, usize)>,
 }
 
-/// The steps of `def` (its nodes in order, as sorted).
-pub(super) fn steps(def: &GraphDef) -> Vec<Step> {
+/// The steps of `def` (its nodes in order, as sorted); the nodes in `lone` (indices) run on
+/// their own (their plan needs a value computed at run time: a segment cannot hold them).
+pub(super) fn steps(def: &GraphDef, lone: &HashSet<usize>) -> Vec<Step> {
     let opaque = maybe_opaque(def);
-    let plain = |n: &Node| {
-        n.subgraphs.is_empty()
+    let plain = |j: usize| {
+        let n = &def.nodes[j];
+        !lone.contains(&j)
+            && n.subgraphs.is_empty()
             && !(n.domain.is_empty() && HOST_OPS.contains(&n.op.as_str()))
             && n.inputs.iter().all(|i| !opaque.contains(i.as_str()))
     };
@@ -51,7 +56,7 @@ pub(super) fn steps(def: &GraphDef) -> Vec<Step> {
     let mut i = 0;
     while i < def.nodes.len() {
         let end = (i..def.nodes.len())
-            .find(|&j| !plain(&def.nodes[j]))
+            .find(|&j| !plain(j))
             .unwrap_or(def.nodes.len());
         if end - i >= MIN_RUN
             && let Some(s) = segment(def, i..end)
@@ -168,7 +173,7 @@ fn read_after(def: &GraphDef, from: usize) -> HashSet<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::def::Subgraph;
+    use crate::graph::def::{Node, Subgraph};
 
     fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> Node {
         Node::new(op, inputs, outputs, vec![])
@@ -217,7 +222,7 @@ mod tests {
             &["x", "c"],
             &["y"],
         );
-        let steps = steps(&g);
+        let steps = steps(&g, &HashSet::new());
         assert_eq!(shape(&steps), ["s0..2", "n2", "s3..5"]);
         let Step::Segment(first) = &steps[0] else {
             unreachable!()
@@ -243,7 +248,30 @@ mod tests {
             &["x"],
             &["y"],
         );
-        assert_eq!(shape(&steps(&g)), ["n0", "n1", "n2", "s3..5"]);
+        assert_eq!(
+            shape(&steps(&g, &HashSet::new())),
+            ["n0", "n1", "n2", "s3..5"]
+        );
+    }
+
+    #[test]
+    fn a_lone_node_splits_its_run() {
+        let g = graph(
+            vec![
+                node("Neg", &["x"], &["a"]),
+                node("Relu", &["a"], &["b"]),
+                node("NonZero", &["b"], &["c"]),
+                node("Transpose", &["c"], &["d"]),
+                node("Neg", &["d"], &["y"]),
+            ],
+            &["x"],
+            &["y"],
+        );
+        assert_eq!(shape(&steps(&g, &HashSet::new())), ["s0..5"]);
+        assert_eq!(
+            shape(&steps(&g, &HashSet::from([2]))),
+            ["s0..2", "n2", "s3..5"]
+        );
     }
 
     #[test]
@@ -264,6 +292,6 @@ mod tests {
             &["x", "c"],
             &["z"],
         );
-        assert_eq!(shape(&steps(&g)), ["n0", "n1", "n2", "n3"]);
+        assert_eq!(shape(&steps(&g, &HashSet::new())), ["n0", "n1", "n2", "n3"]);
     }
 }
