@@ -61,10 +61,20 @@ pub fn splittable(entry: &str) -> bool {
 
 /// Runs blocks `call.blocks` of one launch.
 pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError> {
+    run_kernel_reading(call, mem, MAX_READ)
+}
+
+/// [`run_kernel`] with the strided copy reading at most `max_read` bytes at once (tests: the
+/// paths for sources past the 64 MiB of one read, on small tensors).
+pub fn run_kernel_reading(
+    call: &KernelCall,
+    mem: &mut dyn Memory,
+    max_read: u64,
+) -> Result<(), OpError> {
     let kernel = decode(&call.entry_point)
         .ok_or_else(|| OpError::internal(format!("unknown entry point `{}`", call.entry_point)))?;
     match kernel {
-        Kernel::Gather(s) => Gather::decode(call, s)?.run(call, mem),
+        Kernel::Gather(s) => Gather::decode(call, s)?.run(call, mem, max_read),
         Kernel::Fill => fill(call, mem),
         Kernel::Splat(s) => splat(call, mem, s),
         Kernel::Eye(s) => eye(call, mem, s),
@@ -298,7 +308,7 @@ impl Gather {
     /// (plus 64 KiB); otherwise (a transpose: a chunk of rows reads columns across the whole
     /// source) the span of the whole share is read once, up to 64 MiB, and reused; past that,
     /// each row piece reads its own span, or its elements one by one.
-    fn run(&self, call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError> {
+    fn run(&self, call: &KernelCall, mem: &mut dyn Memory, max_read: u64) -> Result<(), OpError> {
         let share = call.share(self.n);
         if share.is_empty() {
             return Ok(());
@@ -328,11 +338,11 @@ impl Gather {
                 local = read_span(mem, chunk)?;
                 Some((local.0, &local.1[..]))
             } else if *whole_fits.get_or_insert_with(|| {
-                span_bytes(self.src_extent(share.start, share.end)) <= MAX_READ
+                span_bytes(self.src_extent(share.start, share.end)) <= max_read
             }) {
                 whole = Some(read_span(mem, self.src_extent(share.start, share.end))?);
                 whole.as_ref().map(|(b, v)| (*b, &v[..]))
-            } else if span_bytes(chunk) <= MAX_READ {
+            } else if span_bytes(chunk) <= max_read {
                 local = read_span(mem, chunk)?;
                 Some((local.0, &local.1[..]))
             } else {
@@ -350,7 +360,7 @@ impl Gather {
                             (s.src as i128).min(s.src as i128 + (s.len as i128 - 1) * si as i128),
                             (s.src as i128).max(s.src as i128 + (s.len as i128 - 1) * si as i128),
                         );
-                        if span_bytes(seg) <= 4 * bytes as u64 + (64 << 10) {
+                        if span_bytes(seg) <= (4 * bytes as u64 + (64 << 10)).min(max_read) {
                             let (base, buf) = read_span(mem, seg)?;
                             self.copy(&buf, (s.src as i128 - base) as usize, si, o);
                         } else {
