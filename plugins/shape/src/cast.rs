@@ -408,6 +408,41 @@ pub fn convert_bytes(from: Dtype, to: Dtype, mode: u32, src: &[u8], dst: &mut [u
     }
 }
 
+/// The casts between f32 and f16/bf16 as one direct conversion per element (the bytes
+/// [`convert_bytes`] gives: from f32 the value is exact, so rounding to odd first changes
+/// nothing, and f16/bf16 widen exactly); false for every other pair.
+pub fn convert_fast(from: Dtype, to: Dtype, src: &[u8], dst: &mut [u8]) -> bool {
+    fn map<const A: usize, const B: usize>(
+        src: &[u8],
+        dst: &mut [u8],
+        f: impl Fn([u8; A]) -> [u8; B],
+    ) {
+        for (o, i) in dst.chunks_exact_mut(B).zip(src.chunks_exact(A)) {
+            o.copy_from_slice(&f(i.try_into().expect("element")));
+        }
+    }
+    match (from, to) {
+        (Dtype::F32, Dtype::F16) => map::<4, 2>(src, dst, |b| {
+            f16::from_f32(f32::from_le_bytes(b)).to_bits().to_le_bytes()
+        }),
+        (Dtype::F32, Dtype::Bf16) => map::<4, 2>(src, dst, |b| {
+            bf16::from_f32(f32::from_le_bytes(b))
+                .to_bits()
+                .to_le_bytes()
+        }),
+        (Dtype::F16, Dtype::F32) => map::<2, 4>(src, dst, |b| {
+            f16::from_bits(u16::from_le_bytes(b)).to_f32().to_le_bytes()
+        }),
+        (Dtype::Bf16, Dtype::F32) => map::<2, 4>(src, dst, |b| {
+            bf16::from_bits(u16::from_le_bytes(b))
+                .to_f32()
+                .to_le_bytes()
+        }),
+        _ => return false,
+    }
+    true
+}
+
 /// The CPU kernel `cast_{from}_{to}(src, dst, n, mode)`, in place: a block range converts its
 /// share of the groups of 8 elements (whole bytes of every packed type, so ranges never share
 /// a byte), a chunk at a time.
@@ -441,7 +476,7 @@ pub fn run_kernel(
         out.resize(bytes_of(to, count)? as usize, 0);
         if packed {
             crate::packed::convert(from, to, mode, count as usize, &x, &mut out);
-        } else {
+        } else if !convert_fast(from, to, &x, &mut out) {
             convert_bytes(from, to, mode, &x, &mut out);
         }
         mem.write(dst, lo * g_out, &out)

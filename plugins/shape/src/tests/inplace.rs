@@ -301,3 +301,38 @@ fn copies_past_the_read_limit_read_pieces() {
         }
     }
 }
+
+#[test]
+fn fast_float_casts_equal_the_general_conversion() {
+    use crate::cast::{convert_bytes, convert_fast};
+    // Every f16 and bf16 bit pattern; f32 patterns striding through every exponent and
+    // mantissa, with the neighbours of each f16/bf16 rounding boundary (ties, NaN payloads,
+    // subnormals, overflow).
+    let halves: Vec<u8> = (0..=u16::MAX).flat_map(|b| b.to_le_bytes()).collect();
+    let mut singles: Vec<u32> = (0..=u32::MAX).step_by(65_521).collect();
+    for hi in (0..=u16::MAX as u32).step_by(7) {
+        for lo in [
+            0u32, 1, 0x0fff, 0x1000, 0x1001, 0x7fff, 0x8000, 0x8001, 0xffff,
+        ] {
+            singles.push(hi << 16 | lo);
+            singles.push((hi << 16 | lo).wrapping_add(0x1000));
+        }
+    }
+    let singles: Vec<u8> = singles.iter().flat_map(|b| b.to_le_bytes()).collect();
+    for (from, to, src) in [
+        (Dtype::F32, Dtype::F16, &singles),
+        (Dtype::F32, Dtype::Bf16, &singles),
+        (Dtype::F16, Dtype::F32, &halves),
+        (Dtype::Bf16, Dtype::F32, &halves),
+    ] {
+        let n = src.len() / dtype::size(from);
+        let mut fast = vec![0u8; n * dtype::size(to)];
+        let mut general = fast.clone();
+        assert!(convert_fast(from, to, src, &mut fast));
+        for mode in [0, 1] {
+            convert_bytes(from, to, mode, src, &mut general);
+            assert!(fast == general, "{from:?} -> {to:?} mode {mode}");
+        }
+    }
+    assert!(!convert_fast(Dtype::F64, Dtype::F16, &[], &mut []));
+}
