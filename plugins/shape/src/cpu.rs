@@ -349,6 +349,13 @@ impl Gather {
                 None
             };
             let si = *self.ss.last().expect("rank >= 1");
+            if let (Some((base, buf)), false) = (source, si == 1) {
+                self.copy_tiled(buf, base, &segs, si, &mut out);
+                segs_to_runs(&segs, &self.ds, &mut runs);
+                self.write_runs(mem, &runs, &out)?;
+                c0 = c1;
+                continue;
+            }
             let mut at = 0usize;
             for s in &segs {
                 let bytes = (s.len * elem) as usize;
@@ -377,29 +384,44 @@ impl Gather {
                 }
                 at += bytes;
             }
-            // Destination runs, merged where consecutive pieces are adjacent.
-            runs.clear();
-            let di = *self.ds.last().expect("rank >= 1");
-            let mut push = |start: i64, len: u64| match runs.last_mut() {
-                Some((s, l)) if *s + *l as i64 == start => *l += len,
-                _ => runs.push((start, len)),
-            };
-            for s in &segs {
-                if di == 1 || s.len == 1 {
-                    push(s.dst, s.len);
-                } else {
-                    (0..s.len).for_each(|t| push(s.dst + t as i64 * di, 1));
-                }
-            }
-            let mut at = 0usize;
-            for &(start, len) in &runs {
-                let bytes = (len * elem) as usize;
-                mem.write(self.dst, start as u64 * elem, &out[at..at + bytes])?;
-                at += bytes;
-            }
+            segs_to_runs(&segs, &self.ds, &mut runs);
+            self.write_runs(mem, &runs, &out)?;
             c0 = c1;
         }
         Ok(())
+    }
+
+    /// Writes `out` (items in order) to the destination runs `runs`.
+    fn write_runs(
+        &self,
+        mem: &mut dyn Memory,
+        runs: &[(i64, u64)],
+        out: &[u8],
+    ) -> Result<(), OpError> {
+        let mut at = 0usize;
+        for &(start, len) in runs {
+            let bytes = len as usize * self.elem;
+            mem.write(
+                self.dst,
+                start as u64 * self.elem as u64,
+                &out[at..at + bytes],
+            )?;
+            at += bytes;
+        }
+        Ok(())
+    }
+
+    /// The pieces `segs` (source elements `src + t·si`, `buf` holding the source from element
+    /// `base`) into `out`, in tiles of 16 pieces × 16 elements: a transpose's pieces start at
+    /// neighbouring source elements, so a tile reads each source cache line once instead of
+    /// once per piece.
+    fn copy_tiled(&self, buf: &[u8], base: i128, segs: &[Segment], si: i64, out: &mut [u8]) {
+        match self.elem {
+            1 => tiled::<1>(buf, base, segs, si, out),
+            2 => tiled::<2>(buf, base, segs, si, out),
+            4 => tiled::<4>(buf, base, segs, si, out),
+            _ => tiled::<8>(buf, base, segs, si, out),
+        }
     }
 
     /// `out` (whole elements) from `src` starting at element `s0`, stepping `si` elements.
@@ -409,6 +431,47 @@ impl Gather {
             2 => copy_strided::<2>(src, s0, si, out),
             4 => copy_strided::<4>(src, s0, si, out),
             _ => copy_strided::<8>(src, s0, si, out),
+        }
+    }
+}
+
+/// Destination runs of the pieces `segs` (destination strides `ds`), merged where consecutive
+/// pieces are adjacent.
+fn segs_to_runs(segs: &[Segment], ds: &[i64], runs: &mut Vec<(i64, u64)>) {
+    runs.clear();
+    let di = *ds.last().expect("rank >= 1");
+    let mut push = |start: i64, len: u64| match runs.last_mut() {
+        Some((s, l)) if *s + *l as i64 == start => *l += len,
+        _ => runs.push((start, len)),
+    };
+    for s in segs {
+        if di == 1 || s.len == 1 {
+            push(s.dst, s.len);
+        } else {
+            (0..s.len).for_each(|t| push(s.dst + t as i64 * di, 1));
+        }
+    }
+}
+
+fn tiled<const S: usize>(buf: &[u8], base: i128, segs: &[Segment], si: i64, out: &mut [u8]) {
+    const TILE: usize = 16;
+    let mut at = 0usize;
+    for group in segs.chunks(TILE) {
+        let mut starts = [(0usize, 0usize, 0usize); TILE];
+        for (k, s) in group.iter().enumerate() {
+            starts[k] = (at, (s.src as i128 - base) as usize, s.len as usize);
+            at += s.len as usize * S;
+        }
+        let longest = group.iter().map(|s| s.len as usize).max().unwrap_or(0);
+        for t0 in (0..longest).step_by(TILE) {
+            for &(o, src0, len) in &starts[..group.len()] {
+                let mut s = src0 as isize + t0 as isize * si as isize;
+                for t in t0..len.min(t0 + TILE) {
+                    let (a, b) = (s as usize * S, o + t * S);
+                    out[b..b + S].copy_from_slice(&buf[a..a + S]);
+                    s += si as isize;
+                }
+            }
         }
     }
 }
