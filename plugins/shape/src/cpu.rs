@@ -10,7 +10,7 @@
 use half::{bf16, f16};
 use umd_sdk::kernel::{self, CHUNK_BYTES, Memory};
 use umd_sdk::params::ParamReader;
-use umd_sdk::{Dtype, KernelCall, OpError, dtype};
+use umd_sdk::{Access, CpuCall, CpuWrite, Dtype, KernelCall, OpError, dtype};
 
 use crate::cast::f64_to_f32_odd;
 use crate::consts::FILL_CHUNK;
@@ -57,6 +57,42 @@ fn decode(entry: &str) -> Option<Kernel> {
 /// this plugin (see the module docs).
 pub fn splittable(entry: &str) -> bool {
     decode(entry).is_some()
+}
+
+/// `run-cpu`: the strided copy straight between the call's buffers when its destination rows
+/// are contiguous (the same pieces and tiles as in place, without the chunk copies of a
+/// [`Memory`]: small launches run this way); everything else runs in place over the buffers in
+/// memory ([`kernel::run_cpu_in_memory`]).
+pub fn run_cpu(mut call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
+    if let Some(Kernel::Gather(elem)) = decode(&call.entry_point) {
+        let g = Gather::decode(&KernelCall::from_cpu_call(&call), elem)?;
+        if g.ds.last() == Some(&1) {
+            let rw = kernel::binding_access(&call.relocations, g.dst) != Access::Write;
+            let take = |call: &mut CpuCall, b: u32| {
+                call.buffers
+                    .iter_mut()
+                    .find(|x| x.binding == b)
+                    .map(|x| (x.size, std::mem::take(&mut x.data)))
+                    .ok_or_else(|| OpError::internal(format!("binding {b} is not bound")))
+            };
+            let (size, kept) = take(&mut call, g.dst)?;
+            let mut data = if rw && kept.len() as u64 == size {
+                kept
+            } else {
+                vec![0; size as usize]
+            };
+            let (size, src) = take(&mut call, g.src)?;
+            if src.len() as u64 != size {
+                return Err(too_small("gather"));
+            }
+            g.run_whole(&src, &mut data);
+            return Ok(vec![CpuWrite {
+                binding: g.dst,
+                data,
+            }]);
+        }
+    }
+    kernel::run_cpu_in_memory::<crate::Shape>(call)
 }
 
 /// Runs blocks `call.blocks` of one launch.
@@ -416,11 +452,46 @@ impl Gather {
     /// neighbouring source elements, so a tile reads each source cache line once instead of
     /// once per piece.
     fn copy_tiled(&self, buf: &[u8], base: i128, segs: &[Segment], si: i64, out: &mut [u8]) {
+        self.tiles(buf, base, segs, si, out, false)
+    }
+
+    fn tiles(
+        &self,
+        buf: &[u8],
+        base: i128,
+        segs: &[Segment],
+        si: i64,
+        out: &mut [u8],
+        direct: bool,
+    ) {
         match self.elem {
-            1 => tiled::<1>(buf, base, segs, si, out),
-            2 => tiled::<2>(buf, base, segs, si, out),
-            4 => tiled::<4>(buf, base, segs, si, out),
-            _ => tiled::<8>(buf, base, segs, si, out),
+            1 => tiled::<1>(buf, base, segs, si, out, direct),
+            2 => tiled::<2>(buf, base, segs, si, out, direct),
+            4 => tiled::<4>(buf, base, segs, si, out, direct),
+            _ => tiled::<8>(buf, base, segs, si, out, direct),
+        }
+    }
+
+    /// The whole copy between buffers in memory (`run-cpu`), by the same pieces and tiles as in
+    /// place, straight from `src` into `dst` (whose innermost stride is 1).
+    fn run_whole(&self, src: &[u8], dst: &mut [u8]) {
+        let si = *self.ss.last().expect("rank >= 1");
+        let step = (CHUNK_BYTES / self.elem).max(1) as u64;
+        let mut segs = Vec::new();
+        let mut c0 = 0;
+        while c0 < self.n {
+            let c1 = self.n.min(c0 + step);
+            self.segments(c0, c1, &mut segs);
+            if si == 1 {
+                for s in &segs {
+                    let (a, b, len) = (s.src as usize, s.dst as usize, s.len as usize);
+                    let e = self.elem;
+                    dst[b * e..(b + len) * e].copy_from_slice(&src[a * e..(a + len) * e]);
+                }
+            } else {
+                self.tiles(src, 0, &segs, si, dst, true);
+            }
+            c0 = c1;
         }
     }
 
@@ -453,13 +524,24 @@ fn segs_to_runs(segs: &[Segment], ds: &[i64], runs: &mut Vec<(i64, u64)>) {
     }
 }
 
-fn tiled<const S: usize>(buf: &[u8], base: i128, segs: &[Segment], si: i64, out: &mut [u8]) {
+/// The pieces `segs` from `buf` (source from element `base`) into `out`: one after another,
+/// or at each piece's destination element when `direct` (`out` is then the destination, whose
+/// innermost stride is 1).
+fn tiled<const S: usize>(
+    buf: &[u8],
+    base: i128,
+    segs: &[Segment],
+    si: i64,
+    out: &mut [u8],
+    direct: bool,
+) {
     const TILE: usize = 16;
     let mut at = 0usize;
     for group in segs.chunks(TILE) {
         let mut starts = [(0usize, 0usize, 0usize); TILE];
         for (k, s) in group.iter().enumerate() {
-            starts[k] = (at, (s.src as i128 - base) as usize, s.len as usize);
+            let o = if direct { s.dst as usize * S } else { at };
+            starts[k] = (o, (s.src as i128 - base) as usize, s.len as usize);
             at += s.len as usize * S;
         }
         let longest = group.iter().map(|s| s.len as usize).max().unwrap_or(0);

@@ -137,7 +137,7 @@ impl Plugin for Shape {
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
-        umd_sdk::kernel::run_cpu_in_memory::<Self>(call)
+        cpu::run_cpu(call)
     }
 
     fn run_kernel(call: &KernelCall, memory: &mut dyn Memory) -> Result<(), OpError> {
