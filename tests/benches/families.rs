@@ -4,6 +4,11 @@
 //! Run: `cargo bench -p umd-tests --bench families` (release). Each figure is the median of
 //! `RUNS` timed runs after one warm-up; umd's time is execute + wait on buffers allocated and
 //! written beforehand (translation is cached and not timed).
+//!
+//! A second table times the `shape` plugin's hot data movement three ways: native, umd in place
+//! (ABI 1.3 kernels split across the device's workers) and umd copying (`cpu_in_place(false)`:
+//! every launch through `run-cpu`, whole buffers, one thread). `cargo bench -p umd-tests --bench
+//! families -- 'FILTER'` runs only the rows of that table whose label contains FILTER.
 
 use std::time::{Duration, Instant};
 
@@ -69,6 +74,13 @@ fn row(family: &str, what: &str, umd: Duration, native: Duration) {
 }
 
 fn main() {
+    let filter = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with("--"))
+        .filter(|a| !a.is_empty());
+    if let Some(f) = filter {
+        return shape_in_place(&f);
+    }
     let host = Host::builder().build().unwrap();
     println!("| family | op | umd CPU device | native Rust loop | ratio |");
     println!("| --- | --- | --- | --- | --- |");
@@ -280,4 +292,153 @@ fn main() {
     let idx_bytes: Vec<u8> = idx.iter().flat_map(|x| x.to_le_bytes()).collect();
     let u = umd_time(&host, req, &[bytes(&table), idx_bytes]);
     row("gather", "Gather f32[16384,128] by 4096 rows", u, native);
+
+    println!();
+    shape_in_place("");
+}
+
+/// One row of the in-place table: native, umd in place, umd copying.
+fn row3(what: &str, native: Duration, in_place: Duration, copying: Duration) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "| {what} | {:.3} ms | {:.3} ms | {:.2}× | {:.3} ms | {:.2}× |",
+        ms(native),
+        ms(in_place),
+        ms(in_place) / ms(native),
+        ms(copying),
+        ms(copying) / ms(native)
+    );
+}
+
+/// The `shape` plugin's data movement: native, in place, copying (rows whose label contains
+/// `filter`; all with "").
+fn shape_in_place(filter: &str) {
+    let in_place = Host::builder().build().unwrap();
+    let copying = Host::builder().cpu_in_place(false).build().unwrap();
+    let want = |what: &str| what.to_lowercase().contains(&filter.to_lowercase());
+    let both = |req: OpRequest, inputs: &[Vec<u8>]| {
+        (
+            umd_time(&in_place, req.clone(), inputs),
+            umd_time(&copying, req, inputs),
+        )
+    };
+    let ints = |v: &[i64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let i64s = |n: u64| TensorDesc::new("c", vec![n], Dtype::I64);
+    println!("| op | native | umd in place | ratio | umd copying (run-cpu) | ratio |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+
+    let what = "Transpose f32[1024,1024] perm 1,0";
+    if want(what) {
+        let (r, c) = (1024usize, 1024usize);
+        let a = f32s(r * c, 2);
+        let mut out = vec![0f32; r * c];
+        let native = median(|| {
+            for i in 0..r {
+                for j in 0..c {
+                    out[j * r + i] = a[i * c + j];
+                }
+            }
+            std::hint::black_box(&mut out);
+        });
+        let req = OpRequest::new("Transpose", vec![t(&[r as u64, c as u64])]);
+        let (u, k) = both(req, &[bytes(&a)]);
+        row3(what, native, u, k);
+    }
+
+    let what = "Transpose f32[16,128,12,64] perm 0,2,1,3";
+    if want(what) {
+        let (b, s, h, d) = (16usize, 128usize, 12usize, 64usize);
+        let a = f32s(b * s * h * d, 3);
+        let mut out = vec![0f32; a.len()];
+        let native = median(|| {
+            for bi in 0..b {
+                for hi in 0..h {
+                    for si in 0..s {
+                        let from = ((bi * s + si) * h + hi) * d;
+                        let to = ((bi * h + hi) * s + si) * d;
+                        out[to..to + d].copy_from_slice(&a[from..from + d]);
+                    }
+                }
+            }
+            std::hint::black_box(&mut out);
+        });
+        let req = OpRequest::new("Transpose", vec![t(&[16, 128, 12, 64])])
+            .attr("perm", umd::AttrValue::Ints(vec![0, 2, 1, 3]));
+        let (u, k) = both(req, &[bytes(&a)]);
+        row3(what, native, u, k);
+    }
+
+    let what = "Concat 2× f32[2048,1024] axis 1";
+    if want(what) {
+        let (r, c) = (2048usize, 1024usize);
+        let (x, y) = (f32s(r * c, 4), f32s(r * c, 5));
+        let mut out = vec![0f32; 2 * r * c];
+        let native = median(|| {
+            for ((o, a), b) in out
+                .chunks_exact_mut(2 * c)
+                .zip(x.chunks_exact(c))
+                .zip(y.chunks_exact(c))
+            {
+                o[..c].copy_from_slice(a);
+                o[c..].copy_from_slice(b);
+            }
+            std::hint::black_box(&mut out);
+        });
+        let req = OpRequest::new("Concat", vec![t(&[2048, 1024]), t(&[2048, 1024])])
+            .attr("axis", umd::AttrValue::Int(1));
+        let (u, k) = both(req, &[bytes(&x), bytes(&y)]);
+        row3(what, native, u, k);
+    }
+
+    let what = "Slice f32[4096,1024] every other row";
+    if want(what) {
+        let (r, c) = (4096usize, 1024usize);
+        let a = f32s(r * c, 6);
+        let mut out = vec![0f32; r / 2 * c];
+        let native = median(|| {
+            for (o, a) in out.chunks_exact_mut(c).zip(a.chunks_exact(c).step_by(2)) {
+                o.copy_from_slice(a);
+            }
+            std::hint::black_box(&mut out);
+        });
+        let req = OpRequest::new(
+            "Slice",
+            vec![t(&[4096, 1024]), i64s(1), i64s(1), i64s(1), i64s(1)],
+        );
+        let inputs = [bytes(&a), ints(&[0]), ints(&[4096]), ints(&[0]), ints(&[2])];
+        let (u, k) = both(req, &inputs);
+        row3(what, native, u, k);
+    }
+
+    let what = "Expand f32[1,1024] to [4096,1024]";
+    if want(what) {
+        let (r, c) = (4096usize, 1024usize);
+        let a = f32s(c, 7);
+        let mut out = vec![0f32; r * c];
+        let native = median(|| {
+            for o in out.chunks_exact_mut(c) {
+                o.copy_from_slice(&a);
+            }
+            std::hint::black_box(&mut out);
+        });
+        let req = OpRequest::new("Expand", vec![t(&[1, 1024]), i64s(2)]);
+        let (u, k) = both(req, &[bytes(&a), ints(&[4096, 1024])]);
+        row3(what, native, u, k);
+    }
+
+    let what = "Cast f32 to f16, 4 Mi";
+    if want(what) {
+        let n = 4usize << 20;
+        let a = f32s(n, 8);
+        let mut out = vec![half::f16::ZERO; n];
+        let native = median(|| {
+            for (o, x) in out.iter_mut().zip(&a) {
+                *o = half::f16::from_f32(*x);
+            }
+            std::hint::black_box(&mut out);
+        });
+        let req = OpRequest::new("Cast", vec![t(&[n as u64])]).attr("to", umd::AttrValue::Int(10));
+        let (u, k) = both(req, &[bytes(&a)]);
+        row3(what, native, u, k);
+    }
 }

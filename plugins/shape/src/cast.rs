@@ -11,13 +11,14 @@
 //! Every kernel takes `mode`: bit 0 `saturate`, bits 1-2 the E8M0 [`Round`].
 
 use half::{bf16, f16};
+use umd_sdk::kernel::{self, Memory};
 use umd_sdk::params::{ParamPacker, ParamReader};
-use umd_sdk::{Access, CpuCall, CpuWrite, Dtype, OpError, OpPlan, PlanRequestExt, attr};
+use umd_sdk::{Access, Dtype, KernelCall, OpError, OpPlan, PlanRequestExt, attr};
 
 use crate::common::{
     arity, dt_name, make_launch, numel_checked, onnx_dtype, out, plan, unknown_onnx_dtype,
 };
-use crate::cpu::{read_input, written_buffer};
+use crate::cpu::check_holds;
 use crate::f8::{self, Round};
 
 /// The module of casts from `from`.
@@ -407,26 +408,77 @@ pub fn convert_bytes(from: Dtype, to: Dtype, mode: u32, src: &[u8], dst: &mut [u
     }
 }
 
-/// The CPU kernel `cast_{from}_{to}(src, dst, n, mode)`.
-pub fn run_cpu(call: &CpuCall, from: Dtype, to: Dtype) -> Result<Vec<CpuWrite>, OpError> {
+/// The casts between f32 and f16/bf16 as one direct conversion per element (the bytes
+/// [`convert_bytes`] gives: from f32 the value is exact, so rounding to odd first changes
+/// nothing, and f16/bf16 widen exactly); false for every other pair.
+pub fn convert_fast(from: Dtype, to: Dtype, src: &[u8], dst: &mut [u8]) -> bool {
+    fn map<const A: usize, const B: usize>(
+        src: &[u8],
+        dst: &mut [u8],
+        f: impl Fn([u8; A]) -> [u8; B],
+    ) {
+        for (o, i) in dst.chunks_exact_mut(B).zip(src.chunks_exact(A)) {
+            o.copy_from_slice(&f(i.try_into().expect("element")));
+        }
+    }
+    match (from, to) {
+        (Dtype::F32, Dtype::F16) => map::<4, 2>(src, dst, |b| {
+            f16::from_f32(f32::from_le_bytes(b)).to_bits().to_le_bytes()
+        }),
+        (Dtype::F32, Dtype::Bf16) => map::<4, 2>(src, dst, |b| {
+            bf16::from_f32(f32::from_le_bytes(b))
+                .to_bits()
+                .to_le_bytes()
+        }),
+        (Dtype::F16, Dtype::F32) => map::<2, 4>(src, dst, |b| {
+            f16::from_bits(u16::from_le_bytes(b)).to_f32().to_le_bytes()
+        }),
+        (Dtype::Bf16, Dtype::F32) => map::<2, 4>(src, dst, |b| {
+            bf16::from_bits(u16::from_le_bytes(b))
+                .to_f32()
+                .to_le_bytes()
+        }),
+        _ => return false,
+    }
+    true
+}
+
+/// The CPU kernel `cast_{from}_{to}(src, dst, n, mode)`, in place: a block range converts its
+/// share of the groups of 8 elements (whole bytes of every packed type, so ranges never share
+/// a byte), a chunk at a time.
+pub fn run_kernel(
+    call: &KernelCall,
+    mem: &mut dyn Memory,
+    from: Dtype,
+    to: Dtype,
+) -> Result<(), OpError> {
     let mut r = ParamReader::new(&call.params, &call.relocations);
     let (src, dst, n, mode) = (r.ptr()?, r.ptr()?, r.u64()?, r.u32()?);
-    let bytes_of = |dt| {
+    let bytes_of = |dt, n| {
         umd_sdk::dtype::byte_len(dt, n)
             .ok_or_else(|| OpError::internal(format!("{n} elements overflow")))
     };
-    let input = read_input(call, src, bytes_of(from)?, 1)?;
-    let mut w = written_buffer(call, dst)?;
-    let bytes = bytes_of(to)? as usize;
-    let out = w.data.get_mut(..bytes).ok_or_else(|| {
-        OpError::internal(format!(
-            "cast output binding {dst} is smaller than {bytes} bytes"
-        ))
-    })?;
-    if umd_sdk::dtype::is_packed(from) || umd_sdk::dtype::is_packed(to) {
-        crate::packed::convert(from, to, mode, n as usize, input, out);
-    } else {
-        convert_bytes(from, to, mode, input, out);
-    }
-    Ok(vec![w])
+    check_holds(call, src, Some(bytes_of(from, n)?), "cast")?;
+    check_holds(call, dst, Some(bytes_of(to, n)?), "cast")?;
+    let packed = umd_sdk::dtype::is_packed(from) || umd_sdk::dtype::is_packed(to);
+    // Bytes of 8 elements.
+    let (g_in, g_out) = (
+        umd_sdk::dtype::bits(from) as u64,
+        umd_sdk::dtype::bits(to) as u64,
+    );
+    let step = (kernel::CHUNK_BYTES as u64 / g_in.max(g_out)).max(1);
+    let mut out = Vec::new();
+    kernel::chunks(call.share(n.div_ceil(8)), step, |lo, hi| {
+        let (e0, e1) = (lo * 8, (hi * 8).min(n));
+        let count = e1 - e0;
+        let x = mem.read(src, lo * g_in, bytes_of(from, count)? as usize)?;
+        out.clear();
+        out.resize(bytes_of(to, count)? as usize, 0);
+        if packed {
+            crate::packed::convert(from, to, mode, count as usize, &x, &mut out);
+        } else if !convert_fast(from, to, &x, &mut out) {
+            convert_bytes(from, to, mode, &x, &mut out);
+        }
+        mem.write(dst, lo * g_out, &out)
+    })
 }

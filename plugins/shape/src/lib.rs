@@ -32,9 +32,11 @@ const PACKED_OPS: [&str; 7] = [
     "Unsqueeze",
 ];
 
+use umd_sdk::kernel::Memory;
 use umd_sdk::{
-    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, OpSignature,
-    PlanRequestExt, Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance, dtype,
+    AttrValue, Attribute, CpuCall, CpuWrite, Dtype, KernelCall, ModuleSource, OpError, OpPlan,
+    OpSignature, PlanRequestExt, Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance,
+    dtype,
 };
 
 type Planner = fn(&PlanRequestExt) -> Result<OpPlan, OpError>;
@@ -135,7 +137,15 @@ impl Plugin for Shape {
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
-        cpu::run(&call)
+        cpu::run_cpu(call)
+    }
+
+    fn run_kernel(call: &KernelCall, memory: &mut dyn Memory) -> Result<(), OpError> {
+        cpu::run_kernel(call, memory)
+    }
+
+    fn splittable(_module_id: &str, entry_point: &str) -> bool {
+        cpu::splittable(entry_point)
     }
 
     fn self_tests() -> Vec<TestCase> {

@@ -1,9 +1,11 @@
 //! Native tests: every op against naive references written here (or hand-computed values),
 //! through `umd_sdk::testing::run` (plan + CPU kernels), plus the CUDA-source check.
 
+mod before;
 mod cast;
 mod consts;
 mod cuda;
+mod inplace;
 mod layout;
 mod onnx;
 mod window;
