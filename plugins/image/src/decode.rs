@@ -95,15 +95,19 @@ pub struct Header {
 
 /// Whether `b` starts like JPEG 2000 (a JP2 file's signature box, or a bare J2K codestream).
 pub fn is_jpeg2000(b: &[u8]) -> bool {
-    b.starts_with(&[0, 0, 0, 0x0C, b'j', b'P', b' ', b' ', 0x0D, 0x0A, 0x87, 0x0A])
-        || b.starts_with(&[0xFF, 0x4F, 0xFF, 0x51])
+    b.starts_with(&[
+        0, 0, 0, 0x0C, b'j', b'P', b' ', b' ', 0x0D, 0x0A, 0x87, 0x0A,
+    ]) || b.starts_with(&[0xFF, 0x4F, 0xFF, 0x51])
 }
 
 fn format_name(f: ImageFormat) -> &'static str {
     f.extensions_str().first().copied().unwrap_or("unknown")
 }
 
-fn reader(bytes: &[u8]) -> Result<(ImageReader<Cursor<&[u8]>>, ImageFormat), Refusal> {
+/// A reader of an in-memory stream.
+type Reader<'a> = ImageReader<Cursor<&'a [u8]>>;
+
+fn reader(bytes: &[u8]) -> Result<(Reader<'_>, ImageFormat), Refusal> {
     if is_jpeg2000(bytes) {
         return Err(Refusal::NotServed(
             "JPEG 2000 streams are not decoded (no pure-Rust JPEG 2000 decoder is bundled)".into(),

@@ -89,16 +89,24 @@ fn plans_and_decodes_every_format_and_pixel_format_like_pillow() {
             (Some("BGR"), 3, bgr(&want_rgb)),
             (Some("Grayscale"), 1, want_gray.clone()),
         ] {
-            let (plan, got) = decode(&stream, pf).unwrap_or_else(|e| panic!("{name} {pf:?}: {e:?}"));
+            let (plan, got) =
+                decode(&stream, pf).unwrap_or_else(|e| panic!("{name} {pf:?}: {e:?}"));
             assert_eq!(plan.outputs.len(), 1);
             assert_eq!(plan.outputs[0].shape, vec![h, w, c], "{name} {pf:?}");
             assert_eq!(plan.outputs[0].dtype, Dtype::U8);
             let (max, n) = diff(&got, &want);
             if jpeg {
                 // zune-jpeg's IDCT and chroma upsampling round differently from libjpeg-turbo
-                assert!(max <= 2, "{name} ({mode}) {pf:?}: off by {max} in {n} bytes");
+                assert!(
+                    max <= 2,
+                    "{name} ({mode}) {pf:?}: off by {max} in {n} bytes"
+                );
             } else {
-                assert_eq!((max, n), (0, 0), "{name} ({mode}) {pf:?}: off by {max} in {n} bytes");
+                assert_eq!(
+                    (max, n),
+                    (0, 0),
+                    "{name} ({mode}) {pf:?}: off by {max} in {n} bytes"
+                );
             }
         }
     }
@@ -127,7 +135,10 @@ fn onnx_node_tests() {
         if exact {
             assert_eq!((max, n), (0, 0), "{name}");
         } else {
-            assert!(max <= 2 && n < want.len() / 3, "{name}: off by {max} in {n} bytes");
+            assert!(
+                max <= 2 && n < want.len() / 3,
+                "{name}: off by {max} in {n} bytes"
+            );
         }
     }
     // JPEG 2000: declined, not served
@@ -164,7 +175,10 @@ fn refuses_what_is_not_a_served_image() {
     };
     invalid(plan_err(b"hello, world", None, cpu()), "not an image");
     invalid(plan_err(b"", None, cpu()), "not an image");
-    invalid(plan_err(b"GIF89a\x01\x00\x01\x00\x00\x00\x00;", None, cpu()), "gif");
+    invalid(
+        plan_err(b"GIF89a\x01\x00\x01\x00\x00\x00\x00;", None, cpu()),
+        "gif",
+    );
     invalid(plan_err(&png[..20], None, cpu()), "header");
     invalid(plan_err(&png, Some("RGBA"), cpu()), "pixel_format");
     invalid(plan_err(&png, Some("rgb"), cpu()), "pixel_format");
@@ -174,7 +188,7 @@ fn refuses_what_is_not_a_served_image() {
     // over the pixel bound: 10000 x 10000 gray (header only)
     invalid(plan_err(b"P5\n10000 10000\n255\n", None, cpu()), "bound");
     // under the pixel bound but over the decoded-size bound: 8000 x 8000 16-bit RGB
-    assert!(8000 * 8000 <= MAX_PIXELS && 8000 * 8000 * 6 > MAX_DECODED_BYTES);
+    const { assert!(8000 * 8000 <= MAX_PIXELS && 8000 * 8000 * 6 > MAX_DECODED_BYTES) };
     invalid(plan_err(b"P6\n8000 8000\n65535\n", None, cpu()), "256 MiB");
     // a header at the pixel bound plans (8192 x 8192 RGB; not decoded here)
     let req = request(b"P6\n8192 8192\n255\n", None, cpu());
@@ -183,7 +197,10 @@ fn refuses_what_is_not_a_served_image() {
 
     // unknown attribute, wrong attribute type
     let req = PlanRequestExt::builder("ImageDecoder")
-        .constant(TensorDesc::new("s", vec![png.len() as u64], Dtype::U8), &png)
+        .constant(
+            TensorDesc::new("s", vec![png.len() as u64], Dtype::U8),
+            &png,
+        )
         .attr("pixel_format", A::Int(1))
         .build(cpu());
     assert!(matches!(
@@ -191,7 +208,10 @@ fn refuses_what_is_not_a_served_image() {
         Err(OpError::InvalidAttribute(_))
     ));
     let req = PlanRequestExt::builder("ImageDecoder")
-        .constant(TensorDesc::new("s", vec![png.len() as u64], Dtype::U8), &png)
+        .constant(
+            TensorDesc::new("s", vec![png.len() as u64], Dtype::U8),
+            &png,
+        )
         .attr("mode", A::Text("RGB".into()))
         .build(cpu());
     assert!(matches!(
@@ -200,9 +220,18 @@ fn refuses_what_is_not_a_served_image() {
     ));
     // non-uint8, non-1-D, no value, two inputs
     for (desc, value) in [
-        (TensorDesc::new("s", vec![png.len() as u64], Dtype::I8), Some(&png[..])),
-        (TensorDesc::new("s", vec![1, png.len() as u64], Dtype::U8), Some(&png[..])),
-        (TensorDesc::new("s", vec![png.len() as u64], Dtype::U8), None),
+        (
+            TensorDesc::new("s", vec![png.len() as u64], Dtype::I8),
+            Some(&png[..]),
+        ),
+        (
+            TensorDesc::new("s", vec![1, png.len() as u64], Dtype::U8),
+            Some(&png[..]),
+        ),
+        (
+            TensorDesc::new("s", vec![png.len() as u64], Dtype::U8),
+            None,
+        ),
     ] {
         let b = PlanRequestExt::builder("ImageDecoder");
         let b = match value {
@@ -211,7 +240,10 @@ fn refuses_what_is_not_a_served_image() {
         };
         match umd_sdk::plan_checked::<ImagePlugin>(&b.build(cpu())) {
             Err(OpError::InvalidShape(m)) => {
-                assert!(m.contains("uint8") || m.contains("1-D") || m.contains("known"), "{m}")
+                assert!(
+                    m.contains("uint8") || m.contains("1-D") || m.contains("known"),
+                    "{m}"
+                )
             }
             other => panic!("{other:?}"),
         }
@@ -233,7 +265,10 @@ fn cuda_targets_are_declined() {
     for arch in ["sm_80", "sm_90", "sm_100"] {
         match plan_err(&png, None, testing::cuda_target(arch)) {
             OpError::UnsupportedTarget(m) => {
-                assert!(m.contains("ImageDecoder runs on the CPU device only"), "{m}")
+                assert!(
+                    m.contains("ImageDecoder runs on the CPU device only"),
+                    "{m}"
+                )
             }
             other => panic!("{other:?}"),
         }
