@@ -101,12 +101,6 @@ NOTES = {
               "to 1.5e-6, beyond the test's atol 1e-7; at the first mismatch the exact value is "
               "-7e-16 and umd's 0.0")
        for name in ("test_dft_inverse", "test_dft_inverse_opset19")},
-    **{f"test_image_decoder_decode_jpeg_{pf}": (
-        "the reference decodes with Pillow's libjpeg-turbo (islow IDCT, h2v2 fancy upsampling, "
-        "its YCbCr tables); the image crate's zune-jpeg rounds IDCT and chroma upsampling "
-        "differently: its pixels differ by at most 2 (jpeg-decoder 0.3: at most 3, 187 of 3072 "
-        "RGB values); the other formats match exactly")
-       for pf in ("rgb", "bgr", "grayscale")},
 }
 
 #: Ops the host itself runs (control flow: it runs their subgraphs), not a plugin.

@@ -207,9 +207,24 @@ pub fn decode(bytes: &[u8], pf: PixelFormat) -> Result<(Header, Vec<u8>), Refusa
     let h = header(bytes)?;
     let (r, format) = reader(bytes)?;
     let name = format_name(format);
-    let img = r
-        .decode()
-        .map_err(|e| Refusal::Invalid(format!("the {name} stream does not decode: {e}")))?;
+    // JPEG: libjpeg-turbo's arithmetic where the stream is in its subset, else the image crate
+    let exact = (format == ImageFormat::Jpeg)
+        .then(|| crate::jpeg::decode(bytes))
+        .flatten()
+        .and_then(|d| {
+            let (w, h) = (d.width as u32, d.height as u32);
+            match d.channels {
+                1 => image::GrayImage::from_raw(w, h, d.data).map(DynamicImage::ImageLuma8),
+                _ => image::RgbImage::from_raw(w, h, d.data).map(DynamicImage::ImageRgb8),
+            }
+        })
+        .filter(|img| (img.width(), img.height()) == (h.width, h.height));
+    let img = match exact {
+        Some(img) => img,
+        None => r
+            .decode()
+            .map_err(|e| Refusal::Invalid(format!("the {name} stream does not decode: {e}")))?,
+    };
     let out = convert(&img, pf).ok_or_else(|| {
         Refusal::Invalid(format!(
             "the {name} image's pixel layout {:?} has no uint8 form",

@@ -12,11 +12,16 @@
 //! - The kernel runs on the CPU device only (a codec has no CUDA kernel): a plan for a CUDA
 //!   target is declined with `unsupported-target`, so the host answers status 2 and the kernel
 //!   gate counts it as declined.
-//! - Results are Pillow's (the ONNX reference), conversions included ([`decode`]); JPEG is the
-//!   exception: the `image` crate's decoder (zune-jpeg) rounds its IDCT and chroma upsampling
-//!   differently from libjpeg-turbo, so JPEG pixels may differ by 1–2 from the reference's.
+//! - Results are Pillow's (the ONNX reference), conversions included ([`decode`]). JPEG: the
+//!   `image` crate's decoder (zune-jpeg) rounds its IDCT and chroma upsampling differently from
+//!   Pillow's libjpeg-turbo (pixels off by up to 2), so baseline Huffman JPEGs — gray, or YCbCr
+//!   with 4:4:4, 4:2:2 or 4:2:0 chroma, what Pillow and most cameras write — are decoded by
+//!   [`jpeg`] with libjpeg-turbo's default arithmetic (islow IDCT, fancy upsampling, its colour
+//!   tables), bit-exact; progressive, arithmetic-coded, 12-bit, CMYK/Adobe and other sampling
+//!   layouts fall back to zune-jpeg and may differ by 1–2.
 
 pub mod decode;
+pub mod jpeg;
 pub mod plan;
 
 use umd_sdk::{

@@ -35,6 +35,11 @@ pal_t = pal.copy()
 pal_t.info["transparency"] = 2
 i16 = Image.fromarray(np.array([[0, 1, 200, 254, 255, 256, 65535]] * H, dtype=np.uint16))
 bits = Image.fromarray(u8(H, W)).convert("1")
+noise = Image.fromarray(u8(29, 37, 3), "RGB")
+yy, xx = np.mgrid[0:29, 0:37]
+smooth = Image.fromarray(
+    np.stack([xx * 7, yy * 8, (xx + yy) * 4], axis=2).clip(0, 255).astype(np.uint8), "RGB"
+)
 
 images = {
     "rgb.png": (rgb, {}),
@@ -58,6 +63,15 @@ images = {
     "rgb_lossy.webp": (rgb, {}),
     "rgb.jpeg": (rgb, {}),
     "gray.jpeg": (gray, {}),
+    # JPEG sampling layouts, qualities and restart markers (decoded bit-exactly), progressive
+    # (decoded by zune-jpeg: may differ by 1-2)
+    "noise444_q95.jpeg": (noise, {"subsampling": 0, "quality": 95}),
+    "noise422.jpeg": (noise, {"subsampling": 1}),
+    "noise420_q100.jpeg": (noise, {"subsampling": 2, "quality": 100}),
+    "smooth420.jpeg": (smooth, {}),
+    "smooth420_restart.jpeg": (smooth, {"restart_marker_blocks": 3}),
+    "graynoise_q90.jpeg": (noise.convert("L"), {"quality": 90}),
+    "smooth_progressive.jpeg": (smooth, {"progressive": True}),
 }
 fmt = {"png": "PNG", "bmp": "BMP", "tiff": "TIFF", "ppm": "PPM", "pgm": "PPM", "pbm": "PPM",
        "webp": "WEBP", "jpeg": "JPEG"}
