@@ -100,8 +100,16 @@ pub fn is_jpeg2000(b: &[u8]) -> bool {
     ]) || b.starts_with(&[0xFF, 0x4F, 0xFF, 0x51])
 }
 
-fn format_name(f: ImageFormat) -> &'static str {
-    f.extensions_str().first().copied().unwrap_or("unknown")
+fn format_name(f: ImageFormat) -> String {
+    match f {
+        ImageFormat::Png => "PNG".into(),
+        ImageFormat::Jpeg => "JPEG".into(),
+        ImageFormat::Bmp => "BMP".into(),
+        ImageFormat::Tiff => "TIFF".into(),
+        ImageFormat::WebP => "WebP".into(),
+        ImageFormat::Pnm => "PNM".into(),
+        other => format!("{other:?}").to_uppercase(),
+    }
 }
 
 /// A reader of an in-memory stream.

@@ -202,7 +202,7 @@ fn refuses_what_is_not_a_served_image() {
     invalid(plan_err(b"", None, cpu()), "not an image");
     invalid(
         plan_err(b"GIF89a\x01\x00\x01\x00\x00\x00\x00;", None, cpu()),
-        "gif",
+        "a GIF image",
     );
     invalid(plan_err(&png[..20], None, cpu()), "header");
     invalid(plan_err(&png, Some("RGBA"), cpu()), "pixel_format");
