@@ -17,6 +17,10 @@
 //!
 //! Floating-point images (32-bit float TIFF) are refused: Pillow opens them as mode `F`, which
 //! has no 8-bit RGB form in the reference.
+//!
+//! Baseline JPEG streams go through [`crate::jpeg`] (libjpeg-turbo's arithmetic, bit-exact with
+//! the reference); every other stream, and a JPEG outside that subset, through the `image`
+//! crate.
 
 use std::io::Cursor;
 
@@ -242,7 +246,7 @@ pub fn decode(bytes: &[u8], pf: PixelFormat) -> Result<(Header, Vec<u8>), Refusa
     Ok((h, out))
 }
 
-/// The gray (`Some(luma)`) or colour view of one pixel layout, as Pillow converts it.
+/// The samples of one decoded pixel layout, read as Pillow converts them.
 enum Px<'a> {
     /// Gray samples, `stride` apart (LA: 2).
     Gray8(&'a [u8], usize),
