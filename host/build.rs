@@ -18,6 +18,7 @@ fn main() {
         .plugin("plugins/quant")
         .plugin("plugins/optim")
         .plugin("plugins/ml")
+        .plugin("plugins/image")
         .plugin("plugins/loss")
         .plugin("plugins/recurrent");
     for dir in ["plugins", "sdk/src", "sdk/wit", "sdk/Cargo.toml", "wit"] {
