@@ -700,6 +700,14 @@ fn nearest<const S: usize>(
         Src::Fill(_) => None,
     });
     let (cmin, cmax) = min_max(at_cols);
+    // when no column fills: each column's byte offset from the least source
+    let col_rel: Option<Vec<usize>> = cols
+        .iter()
+        .map(|c| match c {
+            Src::At(i) => Some((i - cmin.unwrap_or(0)) as usize * S),
+            Src::Fill(_) => None,
+        })
+        .collect();
     out_chunks(call, mem, out, p.n, S, |mem, lo, hi, o| {
         let (r0, r1) = (lo / ow, (hi - 1) / ow + 1);
         // per row: the source base, the fill of a level outside the last axis's (it wins),
@@ -748,6 +756,15 @@ fn nearest<const S: usize>(
             let cs = &cols[(a - rr * ow) as usize..(b - rr * ow) as usize];
             if let Some(bits) = outside {
                 fill_with::<S>(dst, bits);
+                continue;
+            }
+            if let (Some(rel), None, Some(cmin)) = (&col_rel, inside, cmin) {
+                // every column copies: byte offsets from the row's first source
+                let src = &slab.data[((base + cmin - slab.start) as usize) * S..];
+                let rel = &rel[(a - rr * ow) as usize..(b - rr * ow) as usize];
+                for (d, &i) in dst.chunks_exact_mut(S).zip(rel) {
+                    d.copy_from_slice(&src[i..i + S]);
+                }
                 continue;
             }
             for (d, c) in dst.chunks_exact_mut(S).zip(cs) {

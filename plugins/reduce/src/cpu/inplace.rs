@@ -7,7 +7,7 @@
 //!   ([`KernelCall::share`]). When the innermost kept dimension is contiguous (the column-wise
 //!   kernels, e.g. a reduction over axis 0) a chunk is a run of up to [`kernel::CHUNK_BYTES`] of
 //!   adjacent outputs, and every reduced row of it is read (one read per reduced index when the
-//!   chunk's input span exceeds [`SPAN_BYTES`]); otherwise a chunk is as many outputs as make
+//!   chunk's input span exceeds [`SPAN_BYTES`], or a group of them when they lie close); otherwise a chunk is as many outputs as make
 //!   an input span of at most [`SPAN_BYTES`] (at least one), read at once.
 //! - `_split1` shares its `n_out × s` partials, `_split2` its outputs.
 //! - CumSum/CumProd share the independent lines (`outer × inner`): whole outers are read and
@@ -30,7 +30,7 @@ use half::{bf16, f16};
 
 /// The largest input span a chunk of outputs reads at once; above it, reduced rows are read
 /// one at a time.
-pub const SPAN_BYTES: u64 = 4 * kernel::CHUNK_BYTES as u64;
+pub const SPAN_BYTES: u64 = kernel::CHUNK_BYTES as u64;
 /// The most bytes asked of the host in one read (its limit is 64 MiB).
 const MAX_READ: u64 = 32 << 20;
 
@@ -250,6 +250,46 @@ fn each_reduced(v: &View, mut f: impl FnMut(u64) -> Result<(), OpError>) -> Resu
     Ok(())
 }
 
+/// Calls `f` with the `w` elements at `base + off` for every reduced offset `off` of `v`, in
+/// order: from `held` (the span from `base`, already read), or read a group of reduced rows at
+/// a time when they are one reduced dimension apart by at most twice their width, or one by one.
+fn each_row<E: Elem>(
+    mem: &mut dyn Memory,
+    (x, base, w): (u32, u64, u64),
+    v: &View,
+    held: Option<&[E::C]>,
+    buf: &mut Vec<E::C>,
+    f: &mut dyn FnMut(&[E::C]),
+) -> Result<(), OpError> {
+    let wu = w as usize;
+    if let Some(xs) = held {
+        return each_reduced(v, |off| {
+            f(&xs[off as usize..off as usize + wu]);
+            Ok(())
+        });
+    }
+    let per_chunk = (kernel::CHUNK_BYTES / E::SIZE) as u64;
+    if let ([r], [st]) = (&v.rshape[..], &v.rstride[..]) {
+        let (r, st) = (*r, *st);
+        let group = (per_chunk / st.max(1)).min(r);
+        if st <= 2 * w && group >= 2 {
+            return kernel::chunks(0..r, group, |g0, g1| {
+                load::<E>(mem, x, base + g0 * st, (g1 - 1 - g0) * st + w, buf)?;
+                for j in 0..(g1 - g0) as usize {
+                    let at = j * st as usize;
+                    f(&buf[at..at + wu]);
+                }
+                Ok(())
+            });
+        }
+    }
+    each_reduced(v, |off| {
+        load::<E>(mem, x, base + off, w, buf)?;
+        f(buf);
+        Ok(())
+    })
+}
+
 /// One launch of reduction `O` over its share of outputs (or partials).
 fn reduce_launch<E: Elem, O: ROp<E::C>>(
     call: &KernelCall,
@@ -316,19 +356,11 @@ fn reduce_launch<E: Elem, O: ROp<E::C>>(
             if whole {
                 load::<E>(mem, x, base, w + reach, &mut xs)?;
             }
-            // every reduced row of the run: from the span read, or read on its own
-            let mut rows =
-                |mem: &mut dyn Memory, f: &mut dyn FnMut(&[E::C])| -> Result<(), OpError> {
-                    each_reduced(&v, |off| {
-                        if whole {
-                            f(&xs[off as usize..off as usize + wu]);
-                        } else {
-                            load::<E>(mem, x, base + off, w, &mut row)?;
-                            f(&row);
-                        }
-                        Ok(())
-                    })
-                };
+            // every reduced row of the run: from the span read, or read in groups or alone
+            let held = whole.then_some(&xs[..]);
+            let mut rows = |mem: &mut dyn Memory, f: &mut dyn FnMut(&[E::C])| {
+                each_row::<E>(mem, (x, base, w), &v, held, &mut row, f)
+            };
             if O::TWO_PASS {
                 shift.fill(lo);
                 rows(mem, &mut |row| {
@@ -434,20 +466,14 @@ fn arg_launch<E: Elem>(
             }
             let mut best = vec![(<E::C as Num>::ZERO, -1i64); wu];
             let mut t = 0i64;
-            each_reduced(&v, |off| {
-                let row = if whole {
-                    &xs[off as usize..off as usize + wu]
-                } else {
-                    load::<E>(mem, x, base + off, w, &mut rowbuf)?;
-                    &rowbuf[..]
-                };
+            let held = whole.then_some(&xs[..]);
+            each_row::<E>(mem, (x, base, w), &v, held, &mut rowbuf, &mut |row| {
                 for (b, x) in best.iter_mut().zip(row) {
                     if arg_better(*x, t, b.0, b.1, is_max, last) {
                         *b = (*x, t);
                     }
                 }
                 t += 1;
-                Ok(())
             })?;
             idx.clear();
             idx.extend(best.iter().map(|b| b.1.max(0)));

@@ -148,12 +148,15 @@ fn reductions_in_place_match_whole_buffer_kernels() {
     }
 }
 
-/// Shapes whose chunks span more than the in-place kernels read at once (1 MiB): the
-/// row-by-row reads of the column kernels, several span chunks, one output larger than a span.
+/// Shapes whose chunks span more than the in-place kernels read at once (256 KiB): the
+/// grouped and row-by-row reads of the column kernels, several span chunks, one output larger
+/// than a span.
 #[test]
 fn large_reductions_take_every_read_path() {
     let cases: &[(&str, &[u64], &[i64], Dtype)] = &[
-        ("ReduceMean", &[300, 1000], &[0], Dtype::F32), // cols, read row by row
+        ("ReduceMean", &[300, 1000], &[0], Dtype::F32), // cols, rows read in groups
+        ("ReduceMax", &[2, 50_000, 8], &[1], Dtype::F32), // narrow rows in groups
+        ("ReduceSum", &[3, 2000, 100], &[0], Dtype::F32), // rows far apart: one by one
         ("ReduceLogSumExp", &[300, 1000], &[0], Dtype::F32),
         ("ReduceMax", &[700, 513], &[1], Dtype::F16), // rows, two span chunks per range
         ("ReduceSum", &[5, 301, 700], &[1], Dtype::F64), // kept inner 700: runs across rows
