@@ -6,9 +6,11 @@
 //! - Reductions and ArgMax/ArgMin: a block range computes its share of the `n_out` outputs
 //!   ([`KernelCall::share`]). When the innermost kept dimension is contiguous (the column-wise
 //!   kernels, e.g. a reduction over axis 0) a chunk is a run of up to [`kernel::CHUNK_BYTES`] of
-//!   adjacent outputs, and every reduced row of it is read (one read per reduced index when the
-//!   chunk's input span exceeds [`SPAN_BYTES`], or a group of them when they lie close); otherwise a chunk is as many outputs as make
-//!   an input span of at most [`SPAN_BYTES`] (at least one), read at once.
+//!   adjacent outputs, and every reduced row of it is read: from one span read when the run's
+//!   input span is at most [`SPAN_BYTES`], else a group of reduced rows per read when they are
+//!   at most twice the run's width apart, else one read per reduced row. Otherwise a chunk is
+//!   as many outputs as make an input span of at most [`SPAN_BYTES`] (at least one: a single
+//!   output reaching further is read whole, in reads of at most 32 MiB).
 //! - `_split1` shares its `n_out × s` partials, `_split2` its outputs.
 //! - CumSum/CumProd share the independent lines (`outer × inner`): whole outers are read and
 //!   scanned a chunk at a time (long ones in pieces of rows carrying the running value), the
@@ -28,8 +30,8 @@ use crate::ops::Red;
 use crate::view::{Odometer, View};
 use half::{bf16, f16};
 
-/// The largest input span a chunk of outputs reads at once; above it, reduced rows are read
-/// one at a time.
+/// The largest input span a chunk of outputs reads at once; above it, the column kernels read
+/// reduced rows in groups or one at a time.
 pub const SPAN_BYTES: u64 = kernel::CHUNK_BYTES as u64;
 /// The most bytes asked of the host in one read (its limit is 64 MiB).
 const MAX_READ: u64 = 32 << 20;
