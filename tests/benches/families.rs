@@ -5,10 +5,12 @@
 //! `RUNS` timed runs after one warm-up; umd's time is execute + wait on buffers allocated and
 //! written beforehand (translation is cached and not timed).
 //!
-//! A second table times the `shape` plugin's hot data movement three ways: native, umd in place
-//! (ABI 1.3 kernels split across the device's workers) and umd copying (`cpu_in_place(false)`:
-//! every launch through `run-cpu`, whole buffers, one thread). `cargo bench -p umd-tests --bench
-//! families -- 'FILTER'` runs only the rows of that table whose label contains FILTER.
+//! `cargo bench -p umd-tests --bench families -- FILTER` runs only the in-place tables, the
+//! rows whose label contains FILTER (`-- all`: every row): the `shape` plugin's hot data
+//! movement, and the reduce and gather rows, each op against the native loop, on the CPU device
+//! in place (ABI 1.3 kernels split across the device's workers, and on one thread for reduce and
+//! gather) and copying (`cpu_in_place(false)`: every launch through `run-cpu`, whole buffers,
+//! one thread).
 
 use std::time::{Duration, Instant};
 
@@ -79,7 +81,10 @@ fn main() {
         .find(|a| !a.starts_with("--"))
         .filter(|a| !a.is_empty());
     if let Some(f) = filter {
-        return shape_in_place(&f);
+        let f = if f == "all" { String::new() } else { f };
+        shape_in_place(&f);
+        in_place_rows(&f);
+        return;
     }
     let host = Host::builder().build().unwrap();
     println!("| family | op | umd CPU device | native Rust loop | ratio |");
@@ -440,5 +445,169 @@ fn shape_in_place(filter: &str) {
         let req = OpRequest::new("Cast", vec![t(&[n as u64])]).attr("to", umd::AttrValue::Int(10));
         let (u, k) = both(req, &[bytes(&a)]);
         row3(what, native, u, k);
+    }
+}
+
+/// The CPU device in place (worker threads: one per core), in place on one thread, and copying.
+struct Hosts {
+    in_place: Host,
+    one_thread: Host,
+    copying: Host,
+}
+
+/// One row of the in-place table: native, then each umd configuration with its ratio.
+fn in_place_row(
+    h: &Hosts,
+    family: &str,
+    what: &str,
+    req: OpRequest,
+    inputs: &[Vec<u8>],
+    native: Duration,
+) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let cell = |host: &Host| {
+        let d = umd_time(host, req.clone(), inputs);
+        format!(
+            "{:.3} ms ({:.2}×)",
+            ms(d),
+            d.as_secs_f64() / native.as_secs_f64()
+        )
+    };
+    let (a, b, c) = (cell(&h.in_place), cell(&h.one_thread), cell(&h.copying));
+    println!(
+        "| {family} | {what} | {:.3} ms | {a} | {b} | {c} |",
+        ms(native)
+    );
+}
+
+/// The reduce and gather rows whose label contains `filter`.
+fn in_place_rows(filter: &str) {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let h = Hosts {
+        in_place: Host::builder().build().unwrap(),
+        one_thread: Host::builder().cpu_threads(1).build().unwrap(),
+        copying: Host::builder().cpu_in_place(false).build().unwrap(),
+    };
+    println!(
+        "| family | op | native Rust loop | umd in place ({threads} threads) | umd in place (1 thread) \
+         | umd copying (run-cpu) |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    let wanted = |label: &str| label.contains(filter);
+    let mean = |shape: &[u64]| {
+        let axes = TensorDesc::new("axes", vec![1], Dtype::I64);
+        let mut req = OpRequest::new("ReduceMean", vec![t(shape), axes]);
+        req.opset = 18;
+        req
+    };
+
+    // reduce: ReduceMean over the last axis of f32[4096,1024]
+    let label = "ReduceMean f32[4096,1024] axis 1";
+    if wanted(label) {
+        let (r, c) = (4096usize, 1024usize);
+        let a = f32s(r * c, 21);
+        let mut out = vec![0f32; r];
+        let native = median(|| {
+            for (o, row) in out.iter_mut().zip(a.chunks_exact(c)) {
+                *o = row.iter().sum::<f32>() / c as f32;
+            }
+            std::hint::black_box(&mut out);
+        });
+        let inputs = [bytes(&a), 1i64.to_le_bytes().to_vec()];
+        in_place_row(
+            &h,
+            "reduce",
+            label,
+            mean(&[r as u64, c as u64]),
+            &inputs,
+            native,
+        );
+    }
+
+    // reduce: ReduceMean over axis 0 of f32[1024,4096] (column sums)
+    let label = "ReduceMean f32[1024,4096] axis 0";
+    if wanted(label) {
+        let (r, c) = (1024usize, 4096usize);
+        let a = f32s(r * c, 22);
+        let mut out = vec![0f32; c];
+        let native = median(|| {
+            out.iter_mut().for_each(|o| *o = 0.0);
+            for row in a.chunks_exact(c) {
+                for (o, x) in out.iter_mut().zip(row) {
+                    *o += x;
+                }
+            }
+            out.iter_mut().for_each(|o| *o /= r as f32);
+            std::hint::black_box(&mut out);
+        });
+        let inputs = [bytes(&a), 0i64.to_le_bytes().to_vec()];
+        in_place_row(
+            &h,
+            "reduce",
+            label,
+            mean(&[r as u64, c as u64]),
+            &inputs,
+            native,
+        );
+    }
+
+    // gather: an embedding lookup, 4096 rows of f32[30000,768]
+    let label = "Gather f32[30000,768] by 4096 rows";
+    if wanted(label) {
+        let (rows, width, picks) = (30000usize, 768usize, 4096usize);
+        let table = f32s(rows * width, 23);
+        let idx: Vec<i64> = (0..picks)
+            .map(|i| ((i * 7919 + 13) % rows) as i64)
+            .collect();
+        let mut out = vec![0f32; picks * width];
+        let native = median(|| {
+            for (orow, &i) in out.chunks_exact_mut(width).zip(&idx) {
+                orow.copy_from_slice(&table[i as usize * width..(i as usize + 1) * width]);
+            }
+            std::hint::black_box(&mut out);
+        });
+        let req = OpRequest::new(
+            "Gather",
+            vec![
+                t(&[rows as u64, width as u64]),
+                TensorDesc::new("i", vec![picks as u64], Dtype::I64),
+            ],
+        );
+        let idx_bytes: Vec<u8> = idx.iter().flat_map(|x| x.to_le_bytes()).collect();
+        in_place_row(
+            &h,
+            "gather",
+            label,
+            req,
+            &[bytes(&table), idx_bytes],
+            native,
+        );
+    }
+
+    // gather: Resize nearest 2x (H and W) of f32[8,64,128,128] (half_pixel, round_prefer_floor:
+    // output pixel y reads input y / 2)
+    let label = "Resize nearest 2x f32[8,64,128,128]";
+    if wanted(label) {
+        let (planes, hw) = (8 * 64usize, 128usize);
+        let x = f32s(planes * hw * hw, 24);
+        let ohw = 2 * hw;
+        let mut out = vec![0f32; planes * ohw * ohw];
+        let native = median(|| {
+            for (op, ip) in out.chunks_exact_mut(ohw * ohw).zip(x.chunks_exact(hw * hw)) {
+                for (oy, orow) in op.chunks_exact_mut(ohw).enumerate() {
+                    let irow = &ip[oy / 2 * hw..(oy / 2 + 1) * hw];
+                    for (ox, o) in orow.iter_mut().enumerate() {
+                        *o = irow[ox / 2];
+                    }
+                }
+            }
+            std::hint::black_box(&mut out);
+        });
+        let scales = TensorDesc::new("scales", vec![4], Dtype::F32);
+        let mut req = OpRequest::new("Resize", vec![t(&[8, 64, 128, 128]), scales]);
+        req.opset = 19;
+        req.absent = vec![1]; // roi
+        let sc = bytes(&[1.0, 1.0, 2.0, 2.0]);
+        in_place_row(&h, "gather", label, req, &[bytes(&x), sc], native);
     }
 }

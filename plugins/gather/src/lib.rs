@@ -18,6 +18,7 @@ mod common;
 mod cuda;
 mod cuda_resize;
 mod gather;
+mod inplace;
 mod layout;
 mod onehot;
 mod pad;
@@ -116,7 +117,18 @@ impl Plugin for GatherPlugin {
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
-        run_cpu(&call)
+        inplace::run_cpu(call)
+    }
+
+    fn run_kernel(
+        call: &umd_sdk::KernelCall,
+        memory: &mut dyn umd_sdk::kernel::Memory,
+    ) -> Result<(), OpError> {
+        inplace::run_kernel(call, memory)
+    }
+
+    fn splittable(module_id: &str, entry_point: &str) -> bool {
+        inplace::splittable(module_id, entry_point)
     }
 
     fn self_tests() -> Vec<TestCase> {

@@ -409,7 +409,7 @@ fn coords(p: &ResizeParams, mut o: u64) -> [u64; MAX_RANK] {
 }
 
 /// The input offset of the axes that are not resized (their coordinate passes through).
-fn identity_base(p: &ResizeParams, c: &[u64; MAX_RANK], istr: &[u64]) -> u64 {
+pub(crate) fn identity_base(p: &ResizeParams, c: &[u64; MAX_RANK], istr: &[u64]) -> u64 {
     let lev = &p.levaxis[..p.nlev as usize];
     (0..p.rank as usize)
         .filter(|d| !lev.contains(&(*d as u64)))
@@ -544,13 +544,39 @@ pub fn run_interp(call: &CpuCall, dt: Dtype) -> Result<Vec<CpuWrite>, OpError> {
 }
 
 /// One level's taps for every output coordinate, flattened.
-struct LevelTable {
-    axis: usize,
-    n: usize,
-    extrapolated: Vec<bool>,
+pub(crate) struct LevelTable {
+    pub axis: usize,
+    pub n: usize,
+    pub extrapolated: Vec<bool>,
     /// clamped input index of tap j at coordinate y: `index[y * n + j]`
-    index: Vec<u64>,
-    weight: Vec<f64>,
+    pub index: Vec<u64>,
+    pub weight: Vec<f64>,
+}
+
+/// Every level's taps, in level order.
+pub(crate) fn level_tables(p: &ResizeParams) -> Vec<LevelTable> {
+    (0..p.nlev as usize)
+        .map(|l| {
+            let d = p.levaxis[l] as usize;
+            let n = p.taps[d] as usize;
+            let mut t = LevelTable {
+                axis: d,
+                n,
+                extrapolated: Vec::new(),
+                index: Vec::new(),
+                weight: Vec::new(),
+            };
+            for y in 0..p.odims[d] {
+                let taps = axis_taps(p, d, y);
+                t.extrapolated.push(taps.extrapolated);
+                for (j, wt) in taps.weights.iter().enumerate() {
+                    t.index.push(clamp_index(taps.start + j as i64, p.idims[d]));
+                    t.weight.push(*wt);
+                }
+            }
+            t
+        })
+        .collect()
 }
 
 fn interp<T: Saturate>(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
@@ -567,28 +593,7 @@ fn interp<T: Saturate>(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     check_input(&p, x, s)?;
     let rank = p.rank as usize;
     let istr = common::strides(&p.idims[..rank]);
-    let tables: Vec<LevelTable> = (0..p.nlev as usize)
-        .map(|l| {
-            let d = p.levaxis[l] as usize;
-            let n = p.taps[d] as usize;
-            let mut t = LevelTable {
-                axis: d,
-                n,
-                extrapolated: Vec::new(),
-                index: Vec::new(),
-                weight: Vec::new(),
-            };
-            for y in 0..p.odims[d] {
-                let taps = axis_taps(&p, d, y);
-                t.extrapolated.push(taps.extrapolated);
-                for (j, wt) in taps.weights.iter().enumerate() {
-                    t.index.push(clamp_index(taps.start + j as i64, p.idims[d]));
-                    t.weight.push(*wt);
-                }
-            }
-            t
-        })
-        .collect();
+    let tables = level_tables(&p);
     let load = |i: u64| T::load(&x[i as usize * s..i as usize * s + s]).to_f64();
     let k = tables.len();
     for o in 0..p.n as usize {
@@ -614,7 +619,7 @@ fn interp<T: Saturate>(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
 }
 
 /// The nested weighted sum over `levels` (innermost first), as the separable passes compute it.
-fn nested_sum(
+pub(crate) fn nested_sum(
     levels: &[LevelTable],
     c: &[u64; MAX_RANK],
     istr: &[u64],

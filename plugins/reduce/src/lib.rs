@@ -81,7 +81,18 @@ impl Plugin for Reduce {
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
-        cpu::run(&call)
+        cpu::inplace::run_cpu(call)
+    }
+
+    fn run_kernel(
+        call: &umd_sdk::KernelCall,
+        memory: &mut dyn umd_sdk::kernel::Memory,
+    ) -> Result<(), OpError> {
+        cpu::inplace::run_kernel(call, memory)
+    }
+
+    fn splittable(_module_id: &str, entry_point: &str) -> bool {
+        cpu::inplace::splittable(entry_point)
     }
 
     fn self_tests() -> Vec<TestCase> {

@@ -4,6 +4,7 @@
 mod cuda;
 mod emu;
 mod gather;
+mod inplace;
 mod layout;
 mod onnx;
 mod pad;

@@ -43,6 +43,8 @@ macro_rules! by_dtype {
     };
 }
 
+pub mod inplace;
+
 fn bad_entry(call: &CpuCall) -> OpError {
     OpError::internal(format!("unknown entry point `{}`", call.entry_point))
 }

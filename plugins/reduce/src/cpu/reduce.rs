@@ -61,7 +61,7 @@ rop!(LogSumExp, init(lo, hi) C::ZERO, map(x, s) x.sub(s).exp(), comb(a, b) a.add
 /// The LogSumExp shift from a maximum: the maximum itself, or 0 when it is infinite (all
 /// values -inf, an empty set, or a +inf present), as onnxruntime does.
 #[inline(always)]
-fn shift_of<C: Num>(m: C) -> C {
+pub(super) fn shift_of<C: Num>(m: C) -> C {
     if m.is_inf() { C::ZERO } else { m }
 }
 
@@ -84,7 +84,7 @@ fn fold_contig<C: Num, O: ROp<C>>(row: &[C], init: C, shift: C) -> C {
 
 /// The reduced dimensions split into the outer ones (walked by an odometer) and the last one
 /// (looped directly, contiguous when its stride is 1).
-struct Reduced<'a> {
+pub(super) struct Reduced<'a> {
     outer_shape: &'a [u64],
     outer_stride: &'a [u64],
     outer_count: u64,
@@ -93,7 +93,7 @@ struct Reduced<'a> {
 }
 
 impl<'a> Reduced<'a> {
-    fn new(v: &'a View) -> Self {
+    pub(super) fn new(v: &'a View) -> Self {
         let rr = v.rshape.len();
         if rr == 0 {
             return Reduced {
@@ -116,7 +116,7 @@ impl<'a> Reduced<'a> {
 
     /// Folds every reduced element of the output at `base`.
     #[inline(always)]
-    fn fold<C: Num, O: ROp<C>>(&self, xs: &[C], base: usize, init: C, shift: C) -> C {
+    pub(super) fn fold<C: Num, O: ROp<C>>(&self, xs: &[C], base: usize, init: C, shift: C) -> C {
         let mut acc = init;
         let mut ro = Odometer::new(self.outer_shape, self.outer_stride);
         for _ in 0..self.outer_count {
@@ -218,19 +218,35 @@ pub fn partials<C: Num, O: ROp<C>>(xs: &[C], v: &View, s: u64, chunk: u64, lo: C
 
 /// Folds reduced indices `r0..r1` of the output at `base` (no shift: never LogSumExp).
 fn fold_range<C: Num, O: ROp<C>>(xs: &[C], base: usize, v: &View, r0: u64, r1: u64, init: C) -> C {
+    if r1 <= r0 {
+        return init;
+    }
+    let first = Odometer::at(&v.rshape, &v.rstride, r0).off;
+    fold_range_at::<C, O>(&xs[base + first as usize..], first, v, r0, r1, init)
+}
+
+/// [`fold_range`] over `xs` holding the input from the offset of reduced index `r0` (`first`)
+/// of its output on.
+pub(super) fn fold_range_at<C: Num, O: ROp<C>>(
+    xs: &[C],
+    first: u64,
+    v: &View,
+    r0: u64,
+    r1: u64,
+    init: C,
+) -> C {
     let n = (r1 - r0) as usize;
     if v.rshape.len() == 1 {
         let st = v.rstride[0] as usize;
-        let start = base + r0 as usize * st;
         if st == 1 {
-            return fold_contig::<C, O>(&xs[start..start + n], init, C::ZERO);
+            return fold_contig::<C, O>(&xs[..n], init, C::ZERO);
         }
-        return (0..n).fold(init, |a, j| O::comb(a, O::map(xs[start + j * st], C::ZERO)));
+        return (0..n).fold(init, |a, j| O::comb(a, O::map(xs[j * st], C::ZERO)));
     }
     let mut ro = Odometer::at(&v.rshape, &v.rstride, r0);
     let mut acc = init;
     for _ in 0..n {
-        acc = O::comb(acc, O::map(xs[base + ro.off as usize], C::ZERO));
+        acc = O::comb(acc, O::map(xs[(ro.off - first) as usize], C::ZERO));
         ro.step();
     }
     acc
@@ -262,18 +278,23 @@ pub fn arg<C: Num>(xs: &[C], v: &View, is_max: bool, last: bool) -> Vec<i64> {
     let mut out = Vec::with_capacity(v.n_out as usize);
     let mut ko = Odometer::new(&v.kshape, &v.kstride);
     for _ in 0..v.n_out {
-        let base = ko.off as usize;
-        let (mut bv, mut bi) = (C::ZERO, -1i64);
-        let mut t = 0i64;
-        for_each_reduced(v, |off| {
-            let x = xs[base + off];
-            if arg_better(x, t, bv, bi, is_max, last) {
-                (bv, bi) = (x, t);
-            }
-            t += 1;
-        });
-        out.push(bi.max(0));
+        out.push(arg_one(xs, ko.off as usize, v, is_max, last));
         ko.step();
     }
     out
+}
+
+/// ArgMax/ArgMin of the output at `base`.
+#[inline(always)]
+pub(super) fn arg_one<C: Num>(xs: &[C], base: usize, v: &View, is_max: bool, last: bool) -> i64 {
+    let (mut bv, mut bi) = (C::ZERO, -1i64);
+    let mut t = 0i64;
+    for_each_reduced(v, |off| {
+        let x = xs[base + off];
+        if arg_better(x, t, bv, bi, is_max, last) {
+            (bv, bi) = (x, t);
+        }
+        t += 1;
+    });
+    bi.max(0)
 }

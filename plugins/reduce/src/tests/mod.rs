@@ -7,6 +7,7 @@ mod axis;
 mod cuda;
 mod emulate;
 mod errors;
+mod inplace;
 mod reduce;
 mod wide;
 mod xcheck;
