@@ -265,6 +265,17 @@ impl KernelCall {
             .ok_or_else(|| OpError::internal(format!("binding {binding} is not bound")))
     }
 
+    /// Refuses `binding` when it holds fewer than `need` bytes (`what` names it in the error).
+    pub fn require_size(&self, binding: u32, need: u64, what: &str) -> Result<(), OpError> {
+        let size = self.size_of(binding)?;
+        if size < need {
+            return Err(OpError::internal(format!(
+                "binding {binding} ({what}) holds {size} bytes, fewer than the {need} needed"
+            )));
+        }
+        Ok(())
+    }
+
     /// The whole-grid call of a `run-cpu` call.
     pub fn from_cpu_call(call: &CpuCall) -> Self {
         KernelCall {

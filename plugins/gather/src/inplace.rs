@@ -122,17 +122,6 @@ pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError
     }
 }
 
-/// Refuses a binding smaller than `need` bytes.
-fn check_size(call: &KernelCall, binding: u32, need: u64, what: &str) -> Result<(), OpError> {
-    let size = call.size_of(binding)?;
-    if size < need {
-        return Err(OpError::internal(format!(
-            "binding {binding} ({what}) holds {size} bytes, fewer than the {need} needed"
-        )));
-    }
-    Ok(())
-}
-
 /// Bytes `off .. off + len` of `binding`, in reads of at most [`MAX_READ`].
 fn read(mem: &mut dyn Memory, binding: u32, off: u64, len: u64) -> Result<Vec<u8>, OpError> {
     if len <= MAX_READ {
@@ -194,7 +183,7 @@ fn out_chunks(
     size: usize,
     mut f: impl FnMut(&mut dyn Memory, u64, u64, &mut [u8]) -> Result<(), OpError>,
 ) -> Result<(), OpError> {
-    check_size(call, binding, n.saturating_mul(size as u64), "output")?;
+    call.require_size(binding, n.saturating_mul(size as u64), "output")?;
     let step = (kernel::CHUNK_BYTES / size.max(1)).max(1) as u64;
     let mut out = Vec::new();
     kernel::chunks(call.share(n), step, |lo, hi| {
@@ -213,7 +202,7 @@ fn copy(
     size: usize,
 ) -> Result<(), OpError> {
     let (src, out, n) = (r.ptr()?, r.ptr()?, r.u64()?);
-    check_size(call, src, n.saturating_mul(size as u64), "source")?;
+    call.require_size(src, n.saturating_mul(size as u64), "source")?;
     out_chunks(call, mem, out, n, size, |mem, lo, hi, o| {
         let s = size as u64;
         o.copy_from_slice(&mem.read(src, lo * s, ((hi - lo) * s) as usize)?);
@@ -274,13 +263,13 @@ fn gather(
         axis_dim: r.u64()?,
         idx64: r.u32()? != 0,
     };
-    check_size(call, idx, p.nidx * if p.idx64 { 8 } else { 4 }, "indices")?;
+    call.require_size(idx, p.nidx * if p.idx64 { 8 } else { 4 }, "indices")?;
     if p.n == 0 {
-        return check_size(call, out, 0, "output");
+        return call.require_size(out, 0, "output");
     }
     let (inner, nidx, s) = (p.inner, p.nidx, size as u64);
     let outer = p.n / (inner * nidx);
-    check_size(call, data, outer * p.axis_dim * inner * s, "data")?;
+    call.require_size(data, outer * p.axis_dim * inner * s, "data")?;
     let row = inner * s;
     let by_row = row >= ROW_READ_BYTES;
     let mut slab = Slab::new(data, size);
@@ -345,9 +334,9 @@ fn elements<const S: usize>(
     };
     let (rank, axis) = (p.rank as usize, p.axis as usize);
     if p.n == 0 || rank == 0 || rank > MAX_RANK || axis >= rank {
-        return check_size(call, out, 0, "output");
+        return call.require_size(out, 0, "output");
     }
-    check_size(call, idx, p.n * if p.idx64 { 8 } else { 4 }, "indices")?;
+    call.require_size(idx, p.n * if p.idx64 { 8 } else { 4 }, "indices")?;
     let extent: u64 = (0..rank)
         .map(|d| {
             let dim = if d == axis { p.axis_dim } else { p.odims[d] };
@@ -355,7 +344,7 @@ fn elements<const S: usize>(
         })
         .sum::<u64>()
         + 1;
-    check_size(call, data, extent * S as u64, "data")?;
+    call.require_size(data, extent * S as u64, "data")?;
     let mut slab = Slab::new(data, S);
     out_chunks(call, mem, out, p.n, S, |mem, lo, hi, o| {
         let ks = indices(mem, idx, p.idx64, (lo, hi))?;
@@ -425,18 +414,13 @@ fn nd(
         dstrides: r.u64_array()?,
     };
     if p.n == 0 || p.slice == 0 {
-        return check_size(call, out, 0, "output");
+        return call.require_size(out, 0, "output");
     }
     let (k, slice, s) = (p.k, p.slice, size as u64);
     let tuples = p.n / slice;
     let batches = tuples / p.per_batch.max(1);
-    check_size(
-        call,
-        idx,
-        tuples * k * if p.idx64 { 8 } else { 4 },
-        "indices",
-    )?;
-    check_size(call, data, batches * p.batch_stride * s, "data")?;
+    call.require_size(idx, tuples * k * if p.idx64 { 8 } else { 4 }, "indices")?;
+    call.require_size(data, batches * p.batch_stride * s, "data")?;
     let by_row = slice * s >= ROW_READ_BYTES;
     let mut slab = Slab::new(data, size);
     let mut reads = RowReads { runs: Vec::new() };
@@ -493,7 +477,7 @@ fn pad<const S: usize>(
     };
     match cval {
         Some(c) => {
-            check_size(call, c, S as u64, "constant value")?;
+            call.require_size(c, S as u64, "constant value")?;
             let b = mem.read(c, 0, S)?;
             let mut v = [0u8; 8];
             v[..S].copy_from_slice(&b);
@@ -507,9 +491,9 @@ fn pad<const S: usize>(
     let rank = p.rank as usize;
     let in_n = shape::numel(&p.idims[..rank])?;
     if p.n == 0 {
-        return check_size(call, out, 0, "output");
+        return call.require_size(out, 0, "output");
     }
-    check_size(call, x, in_n * S as u64, "input")?;
+    call.require_size(x, in_n * S as u64, "input")?;
     let fill = p.value_bits.to_le_bytes();
     let mut slab = Slab::new(x, S);
     if rank == 0 {
@@ -596,9 +580,9 @@ fn block<const S: usize>(
         b: r.u64()?,
         crd: r.u32()? != 0,
     };
-    check_size(call, x, p.n.saturating_mul(S as u64), "input")?;
+    call.require_size(x, p.n.saturating_mul(S as u64), "input")?;
     if p.n == 0 {
-        return check_size(call, out, 0, "output");
+        return call.require_size(out, 0, "output");
     }
     let (c, h, w, b) = (p.c, p.h, p.w, p.b);
     let (hd, wd, cd) = (h / b, w / b, c * b * b);
@@ -657,10 +641,10 @@ fn nearest<const S: usize>(
     let p = ResizeParams::read(r)?;
     let rank = p.rank as usize;
     if p.n == 0 {
-        return check_size(call, out, 0, "output");
+        return call.require_size(out, 0, "output");
     }
     let in_n = shape::numel(&p.idims[..rank])?;
-    check_size(call, x, in_n * S as u64, "input")?;
+    call.require_size(x, in_n * S as u64, "input")?;
     let mut slab = Slab::new(x, S);
     if rank == 0 {
         return out_chunks(call, mem, out, p.n, S, |mem, _, _, o| {
@@ -802,10 +786,10 @@ fn interp<T: Saturate>(
     let p = ResizeParams::read(r)?;
     let rank = p.rank as usize;
     if p.n == 0 {
-        return check_size(call, out, 0, "output");
+        return call.require_size(out, 0, "output");
     }
     let in_n = shape::numel(&p.idims[..rank])?;
-    check_size(call, x, in_n * s as u64, "input")?;
+    call.require_size(x, in_n * s as u64, "input")?;
     let istr = common::strides(&p.idims[..rank]);
     let tables = rc::level_tables(&p);
     let k = tables.len();

@@ -158,17 +158,6 @@ fn overflow(what: &str) -> OpError {
     OpError::internal(format!("{what}: element count overflows"))
 }
 
-/// Checks that `binding` holds at least `bytes`.
-fn check_size(call: &KernelCall, binding: u32, bytes: u64, what: &str) -> Result<(), OpError> {
-    let size = call.size_of(binding)?;
-    if size < bytes {
-        return Err(OpError::internal(format!(
-            "binding {binding} ({what}) holds {size} bytes, fewer than the {bytes} needed"
-        )));
-    }
-    Ok(())
-}
-
 /// Rows per chunk for rows of `row_bytes`: about [`kernel::CHUNK_BYTES`], at least one.
 fn rows_per_chunk(row_bytes: u64) -> u64 {
     (kernel::CHUNK_BYTES as u64 / row_bytes.max(1)).max(1)
@@ -193,8 +182,8 @@ where
     let total = outer
         .checked_mul(row_bytes)
         .ok_or_else(|| overflow("softmax"))?;
-    check_size(call, x, total, "x")?;
-    check_size(call, y, total, "y")?;
+    call.require_size(x, total, "x")?;
+    call.require_size(y, total, "y")?;
     let len = len as usize;
     let mut v: Vec<T::Compute> = Vec::new();
     let mut out: Vec<u8> = Vec::new();
@@ -409,8 +398,8 @@ where
         .rows
         .checked_mul(row_bytes)
         .ok_or_else(|| overflow("normalize"))?;
-    check_size(call, p.x, total, "x")?;
-    check_size(call, p.y, total, "y")?;
+    call.require_size(p.x, total, "x")?;
+    call.require_size(p.y, total, "y")?;
     // scale/bias elements the mapping (g % gm) * ga + e / ed reaches
     let params_len = if p.rows == 0 || p.len == 0 {
         0
@@ -420,7 +409,7 @@ where
     let mut vector = |b: Option<u32>, what: &str| -> Result<Option<Vec<T::Compute>>, OpError> {
         let Some(b) = b else { return Ok(None) };
         let bytes = params_len * size;
-        check_size(call, b, bytes, what)?;
+        call.require_size(b, bytes, what)?;
         let data = mem.read(b, 0, bytes as usize)?;
         let mut v = vec![T::Compute::from_f64(0.0); params_len as usize];
         decode_into::<T>(&data, 0, &mut v);
@@ -429,7 +418,7 @@ where
     let (scale, bias) = (vector(p.scale, "scale")?, vector(p.bias, "bias")?);
     let stat_size = dtype::size(stat) as u64;
     for b in [p.mean_out, p.invstd_out].into_iter().flatten() {
-        check_size(call, b, p.rows * stat_size, "statistics")?;
+        call.require_size(b, p.rows * stat_size, "statistics")?;
     }
 
     let (len, ed, ga, gm) = (p.len as usize, p.ed as usize, p.ga as usize, p.gm as usize);

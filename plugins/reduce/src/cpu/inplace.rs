@@ -120,17 +120,6 @@ fn reduce_dispatch<E: Elem>(
     }
 }
 
-/// Refuses a binding smaller than `need` bytes.
-fn check_size(call: &KernelCall, binding: u32, need: u64, what: &str) -> Result<(), OpError> {
-    let size = call.size_of(binding)?;
-    if size < need {
-        return Err(OpError::internal(format!(
-            "binding {binding} ({what}) holds {size} bytes, fewer than the {need} needed"
-        )));
-    }
-    Ok(())
-}
-
 /// Elements `first .. first + n` of `binding`, loaded in compute type (read in pieces of at
 /// most [`MAX_READ`] bytes).
 fn load<E: Elem>(
@@ -308,13 +297,8 @@ fn reduce_launch<E: Elem, O: ROp<E::C>>(
         if s == 0 {
             return Err(OpError::internal("a split reduction of 0 chunks"));
         }
-        check_size(
-            call,
-            ws,
-            n_out.saturating_mul(s).saturating_mul(8),
-            "partials",
-        )?;
-        check_size(call, out, n_out.saturating_mul(size), "output")?;
+        call.require_size(ws, n_out.saturating_mul(s).saturating_mul(8), "partials")?;
+        call.require_size(out, n_out.saturating_mul(size), "output")?;
         let init = O::init(lo, hi);
         let step = (kernel::CHUNK_BYTES as u64 / (8 * s)).max(1);
         let mut vals = Vec::new();
@@ -333,14 +317,14 @@ fn reduce_launch<E: Elem, O: ROp<E::C>>(
     }
     let (x, out) = (r.ptr()?, r.ptr()?);
     let v = View::read(&mut r)?;
-    check_size(call, x, v.extent().saturating_mul(size), "input")?;
+    call.require_size(x, v.extent().saturating_mul(size), "input")?;
     if variant == "split1" {
         let (s, chunk) = (r.u64()?, r.u64()?);
         let parts = v.n_out.saturating_mul(s);
-        check_size(call, out, parts.saturating_mul(8), "partials")?;
+        call.require_size(out, parts.saturating_mul(8), "partials")?;
         return split1::<E, O>(call, mem, (x, out), &v, (s, chunk));
     }
-    check_size(call, out, v.n_out.saturating_mul(size), "output")?;
+    call.require_size(out, v.n_out.saturating_mul(size), "output")?;
     let share = call.share(v.n_out);
     let init = O::init(lo, hi);
     let mut xs: Vec<E::C> = Vec::new();
@@ -449,8 +433,8 @@ fn arg_launch<E: Elem>(
     let (x, out) = (r.ptr()?, r.ptr()?);
     let v = View::read(&mut r)?;
     let last = r.u32()? != 0;
-    check_size(call, x, v.extent().saturating_mul(E::SIZE as u64), "input")?;
-    check_size(call, out, v.n_out.saturating_mul(8), "output")?;
+    call.require_size(x, v.extent().saturating_mul(E::SIZE as u64), "input")?;
+    call.require_size(out, v.n_out.saturating_mul(8), "output")?;
     let share = call.share(v.n_out);
     let size = E::SIZE as u64;
     let mut xs: Vec<E::C> = Vec::new();
@@ -506,8 +490,8 @@ fn scan_launch<E: Elem>(
         .checked_mul(len)
         .ok_or_else(|| OpError::internal("element count overflows"))?;
     let size = E::SIZE as u64;
-    check_size(call, x, n.saturating_mul(size), "x")?;
-    check_size(call, y, n.saturating_mul(size), "y")?;
+    call.require_size(x, n.saturating_mul(size), "x")?;
+    call.require_size(y, n.saturating_mul(size), "y")?;
     if n == 0 || inner == 0 {
         return Ok(());
     }
