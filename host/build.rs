@@ -19,6 +19,7 @@ fn main() {
         .plugin("plugins/optim")
         .plugin("plugins/ml")
         .plugin("plugins/image")
+        .plugin("plugins/text")
         .plugin("plugins/loss")
         .plugin("plugins/recurrent");
     for dir in ["plugins", "sdk/src", "sdk/wit", "sdk/Cargo.toml", "wit"] {

@@ -34,7 +34,8 @@ from umd_client import umd_pb2 as pb  # noqa: E402
 from umd_client import umd_pb2_grpc as rpc  # noqa: E402
 # umd stores the packed sub-byte dtypes (ABI 1.4) as ONNX packs them; onnx's arrays hold one
 # code per byte.
-from umd_client.client import PACKED_BITS, pack_codes, unpack_codes  # noqa: E402
+from umd_client.client import (PACKED_BITS, decode_strings, encode_strings,  # noqa: E402
+                               pack_codes, unpack_codes)
 
 import grpc  # noqa: E402
 
@@ -42,7 +43,7 @@ import grpc  # noqa: E402
 ONNX_TO_UMD = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool",
                10: "f16", 11: "f64", 12: "u32", 13: "u64", 16: "bf16", 17: "f8e4m3fn",
                18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz", 24: "f8e8m0",
-               21: "u4", 22: "i4", 23: "f4e2m1", 25: "u2", 26: "i2"}
+               21: "u4", 22: "i4", 23: "f4e2m1", 25: "u2", 26: "i2", 8: "string"}
 #: umd dtypes NumPy has, as NumPy dtypes (the others are read as raw codes and viewed in the
 #: expected array's own dtype: bf16 and the 8-bit floats come from ml_dtypes via onnx).
 UMD_TO_NP = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32,
@@ -121,6 +122,8 @@ def to_umd_array(arr: np.ndarray, elem_type: int) -> tuple[str, bytes]:
         raise NotServed(f"dtype {ONNX_TYPE_NAMES.get(elem_type, elem_type)} is not a umd dtype")
     if dt in PACKED_BITS:
         return dt, pack_codes(np.ascontiguousarray(arr).view(np.uint8), PACKED_BITS[dt])
+    if dt == "string":
+        return dt, encode_strings(np.asarray(arr))
     return dt, np.ascontiguousarray(arr).tobytes()
 
 
@@ -227,6 +230,8 @@ def to_numpy(name: str, data: bytes, d: pb.TensorDesc, like: np.ndarray) -> tupl
     """umd's bytes of a value as an array: NumPy's dtype where it has one, else `like`'s (bf16,
     the 8-bit floats, the packed types: ml_dtypes via onnx)."""
     n = int(np.prod(d.shape)) if len(d.shape) else 1
+    if d.dtype == "string":
+        return decode_strings(data, list(d.shape)), d.dtype
     if d.dtype in PACKED_BITS:
         if like.dtype.itemsize != 1:
             raise Failed(f"output `{name}` is {d.dtype}, expected {like.dtype}")
@@ -359,7 +364,12 @@ def compare(name: str, got: np.ndarray, got_dt: str, want, elem_type: int, rtol:
         raise Failed(f"output `{name}`: dtype {got_dt}, expected {want_dt}")
     if tuple(got.shape) != tuple(want.shape):
         raise Failed(f"output `{name}`: shape {list(got.shape)}, expected {list(want.shape)}")
-    if want_dt in ("bf16", "f16", "f32", "f64", "f4e2m1") or want_dt.startswith("f8"):
+    if want_dt == "string":
+        def text(a):
+            return np.vectorize(lambda v: v.decode("utf-8") if isinstance(v, bytes) else str(v),
+                                otypes=[object])(a) if a.size else a.astype(object)
+        ok = text(got) == text(want)
+    elif want_dt in ("bf16", "f16", "f32", "f64", "f4e2m1") or want_dt.startswith("f8"):
         ok = np.isclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol,
                         equal_nan=True)
     else:

@@ -14,7 +14,7 @@ fn arb_desc() -> impl Strategy<Value = TensorDesc> {
         prop::collection::vec(0u64..100, 0..=8),
         prop::sample::select(Dtype::ALL.to_vec()),
     )
-        .prop_map(|(name, shape, dtype)| TensorDesc { name, shape, dtype })
+        .prop_map(|(name, shape, dtype)| TensorDesc::new(name, shape, dtype))
 }
 
 fn arb_cmdbuf() -> impl Strategy<Value = CommandBuffer> {

@@ -7,15 +7,16 @@ use libfuzzer_sys::fuzz_target;
 use umd::plugin::wit;
 use umd::{Dtype, OpRequest, Target, TensorDesc};
 
-const DTYPES: [wit::Dtype2; 8] = [
-    wit::Dtype2::F32,
-    wit::Dtype2::F16,
-    wit::Dtype2::I64,
-    wit::Dtype2::U8,
-    wit::Dtype2::Boolean,
-    wit::Dtype2::F8e4m3fn,
-    wit::Dtype2::I4,
-    wit::Dtype2::U2,
+const DTYPES: [wit::Dtype3; 9] = [
+    wit::Dtype3::F32,
+    wit::Dtype3::F16,
+    wit::Dtype3::I64,
+    wit::Dtype3::U8,
+    wit::Dtype3::Boolean,
+    wit::Dtype3::F8e4m3fn,
+    wit::Dtype3::I4,
+    wit::Dtype3::U2,
+    wit::Dtype3::String,
 ];
 const INPUT_DTYPES: [Dtype; 3] = [Dtype::F32, Dtype::I4, Dtype::F4e2m1];
 const ACCESS: [wit::Access; 3] = [
@@ -41,16 +42,17 @@ fn dim(u: &mut Unstructured) -> Result<wit::Dim3> {
     })
 }
 
-fn plan(u: &mut Unstructured) -> Result<(OpRequest, wit::OpPlan2)> {
+fn plan(u: &mut Unstructured) -> Result<(OpRequest, wit::OpPlan3)> {
     let inputs = small(u, 3, |u| {
         let shape = small(u, 4, |u| u.int_in_range(0..=64u64))?;
         Ok(TensorDesc::new("x", shape, *u.choose(&INPUT_DTYPES)?))
     })?;
     let outputs = small(u, 3, |u| {
-        Ok(wit::TensorDesc2 {
+        Ok(wit::TensorDesc3 {
             name: u.arbitrary()?,
             shape: small(u, 9, |u| u.arbitrary())?,
             dtype: *u.choose(&DTYPES)?,
+            text_bytes: if u.arbitrary()? { u.arbitrary()? } else { 0 },
         })
     })?;
     let launches = small(u, 3, |u| {
@@ -71,7 +73,7 @@ fn plan(u: &mut Unstructured) -> Result<(OpRequest, wit::OpPlan2)> {
         })
     })?;
     let workspace_bytes = if u.arbitrary()? { u.arbitrary()? } else { 0 };
-    let plan = wit::OpPlan2 {
+    let plan = wit::OpPlan3 {
         outputs,
         launches,
         workspace_bytes,

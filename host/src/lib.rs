@@ -35,6 +35,7 @@ pub mod registry;
 pub mod service;
 pub mod target;
 pub mod tensor;
+pub mod text;
 pub mod translate;
 pub mod watch;
 

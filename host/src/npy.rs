@@ -35,7 +35,28 @@ fn descr(dt: Dtype) -> &'static str {
         Dtype::I4 | Dtype::I2 => "|i1",
         Dtype::U4 | Dtype::U2 => "|u1",
         Dtype::F4e2m1 => "<f4",
+        // Strings are fixed-width UTF-32 (`<U{width}`), see `write`.
+        Dtype::Str => "<U",
     }
+}
+
+/// A string tensor as NumPy's `<U{width}`: each element its code points as little-endian u32,
+/// zero-padded to the longest (NumPy strips trailing NULs). Text that is not UTF-8 is written
+/// with U+FFFD in place of bad bytes.
+fn utf32(desc: &TensorDesc, data: &[u8]) -> std::io::Result<(usize, Vec<u8>)> {
+    let n = desc.numel().unwrap_or(0) as usize;
+    let items = crate::text::decode(data, n).map_err(std::io::Error::other)?;
+    let chars: Vec<Vec<char>> = items
+        .iter()
+        .map(|s| String::from_utf8_lossy(s).chars().collect())
+        .collect();
+    let width = chars.iter().map(Vec::len).max().unwrap_or(0).max(1);
+    let mut out = Vec::with_capacity(4 * width * n);
+    for c in &chars {
+        out.extend(c.iter().flat_map(|&ch| (ch as u32).to_le_bytes()));
+        out.resize(out.len() + 4 * (width - c.len()), 0);
+    }
+    Ok((width, out))
 }
 
 /// Writes `data` (little-endian elements of `desc`) as an `.npy` file.
@@ -52,10 +73,17 @@ pub fn write(path: &Path, desc: &TensorDesc, data: &[u8]) -> std::io::Result<()>
                 .join(", ")
         ),
     };
-    let mut header = format!(
-        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
-        descr(desc.dtype)
-    );
+    let strings = if desc.dtype.is_string() {
+        Some(utf32(desc, data)?)
+    } else {
+        None
+    };
+    let descr = match &strings {
+        Some((width, _)) => format!("<U{width}"),
+        None => descr(desc.dtype).to_string(),
+    };
+    let mut header =
+        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     let unpadded = MAGIC.len() + 2 + 2 + header.len() + 1;
     header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
     header.push('\n');
@@ -64,7 +92,9 @@ pub fn write(path: &Path, desc: &TensorDesc, data: &[u8]) -> std::io::Result<()>
     f.write_all(&[1, 0])?;
     f.write_all(&(header.len() as u16).to_le_bytes())?;
     f.write_all(header.as_bytes())?;
-    if desc.dtype == Dtype::Bf16 {
+    if let Some((_, utf32)) = &strings {
+        f.write_all(utf32)?;
+    } else if desc.dtype == Dtype::Bf16 {
         for c in data.chunks_exact(2) {
             let bits = (u16::from_le_bytes([c[0], c[1]]) as u32) << 16;
             f.write_all(&f32::from_bits(bits).to_le_bytes())?;
@@ -106,12 +136,7 @@ fn parse(bytes: &[u8], name: &str) -> Result<(TensorDesc, Vec<u8>), String> {
         return Err("truncated or oversized header".into());
     }
     let header = std::str::from_utf8(&bytes[start..start + len]).map_err(|e| e.to_string())?;
-    let field = |key: &str| -> Option<&str> {
-        let at = header.find(&format!("'{key}'"))? + key.len() + 2;
-        let rest = header[at..].trim_start().strip_prefix(':')?.trim_start();
-        Some(rest)
-    };
-    let d = field("descr").ok_or("no descr")?;
+    let d = field(header, "descr").ok_or("no descr")?;
     let d = d
         .strip_prefix('\'')
         .and_then(|r| r.split('\'').next())
@@ -129,22 +154,12 @@ fn parse(bytes: &[u8], name: &str) -> Result<(TensorDesc, Vec<u8>), String> {
         "<u2" => Dtype::U16,
         "<u4" => Dtype::U32,
         "<u8" => Dtype::U64,
-        other => return Err(format!("dtype `{other}` is not one umd has")),
+        other => match other.strip_prefix("<U").map(str::parse::<usize>) {
+            Some(Ok(width)) if width <= 1 << 16 => return parse_strings(header, &bytes[start + len..], name, width),
+            _ => return Err(format!("dtype `{other}` is not one umd has")),
+        },
     };
-    if field("fortran_order").is_some_and(|v| v.starts_with("True")) {
-        return Err("Fortran-order arrays are not supported".into());
-    }
-    let s = field("shape").ok_or("no shape")?;
-    let s = s
-        .strip_prefix('(')
-        .and_then(|r| r.split(')').next())
-        .ok_or("bad shape")?;
-    let shape = s
-        .split(',')
-        .map(str::trim)
-        .filter(|x| !x.is_empty())
-        .map(|x| x.parse::<u64>().map_err(|_| format!("bad dimension `{x}`")))
-        .collect::<Result<Vec<_>, _>>()?;
+    let shape = parse_shape(header)?;
     let desc = TensorDesc::new(name, shape, dtype);
     desc.validate().map_err(|e| e.to_string())?;
     let data = &bytes[start + len..];
@@ -153,6 +168,56 @@ fn parse(bytes: &[u8], name: &str) -> Result<(TensorDesc, Vec<u8>), String> {
         return Err(format!("{} data bytes, {desc} needs {need}", data.len()));
     }
     Ok((desc, data.to_vec()))
+}
+
+/// A header's value of `key` (the text after its colon).
+fn field<'h>(header: &'h str, key: &str) -> Option<&'h str> {
+    let at = header.find(&format!("'{key}'"))? + key.len() + 2;
+    Some(header[at..].trim_start().strip_prefix(':')?.trim_start())
+}
+
+/// A `<U{width}` array as a umd string tensor (trailing NULs stripped, as NumPy does).
+fn parse_strings(
+    header: &str,
+    data: &[u8],
+    name: &str,
+    width: usize,
+) -> Result<(TensorDesc, Vec<u8>), String> {
+    let shape = parse_shape(header)?;
+    let desc = TensorDesc::new(name, shape, Dtype::Str);
+    desc.validate().map_err(|e| e.to_string())?;
+    let n = desc.numel().unwrap_or(0) as usize;
+    if Some(data.len()) != n.checked_mul(4 * width) {
+        return Err(format!("{} data bytes, {n} strings of <U{width} need {}", data.len(), n * 4 * width));
+    }
+    let mut items = Vec::with_capacity(n);
+    for (i, cell) in data.chunks_exact(4 * width.max(1)).take(n).enumerate() {
+        let mut s = String::new();
+        for c in cell.chunks_exact(4) {
+            let code = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            s.push(char::from_u32(code).ok_or_else(|| format!("string {i}: U+{code:X} is not a character"))?);
+        }
+        items.push(s.trim_end_matches('\0').to_string());
+    }
+    let bytes = crate::text::encode(&items);
+    let desc = desc.with_size(bytes.len() as u64).ok_or("size overflows")?;
+    Ok((desc, bytes))
+}
+
+fn parse_shape(header: &str) -> Result<Vec<u64>, String> {
+    if field(header, "fortran_order").is_some_and(|v| v.starts_with("True")) {
+        return Err("Fortran-order arrays are not supported".into());
+    }
+    let s = field(header, "shape").ok_or("no shape")?;
+    let s = s
+        .strip_prefix('(')
+        .and_then(|r| r.split(')').next())
+        .ok_or("bad shape")?;
+    s.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| x.parse::<u64>().map_err(|_| format!("bad dimension `{x}`")))
+        .collect()
 }
 
 #[cfg(test)]
@@ -181,6 +246,17 @@ mod tests {
             let (d2, data2) = read(&p, "x").unwrap();
             assert_eq!((d2, data2), (desc, data));
         }
+        // Strings: `<U{longest}` both ways.
+        let items = ["", "héllo", "日本"];
+        let bytes = crate::text::encode(&items);
+        let desc = TensorDesc::new("s", vec![3], Dtype::Str)
+            .with_size(bytes.len() as u64)
+            .unwrap();
+        let p = dir.join("s.npy");
+        write(&p, &desc, &bytes).unwrap();
+        let raw = std::fs::read(&p).unwrap();
+        assert!(String::from_utf8_lossy(&raw).contains("'descr': '<U5'"));
+        assert_eq!(read(&p, "s").unwrap(), (desc, bytes));
         assert!(parse(b"\x93NUMPY\x01\x00\xff\xff", "x").is_err());
         assert!(parse(b"PK\x03\x04", "x").is_err());
         std::fs::remove_dir_all(&dir).unwrap();

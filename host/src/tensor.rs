@@ -44,10 +44,14 @@ pub enum Dtype {
     I2 = 21,
     U2 = 22,
     F4e2m1 = 23,
+    /// (ABI 1.5) ONNX STRING. A string tensor of `n` elements is `n` little-endian u64 *end*
+    /// offsets then the UTF-8 text (element `i` is `text[end(i-1) .. end(i)]`): its size is
+    /// `8 x n + text_bytes`, so every [`TensorDesc`] of one carries its `text_bytes`.
+    Str = 24,
 }
 
 impl Dtype {
-    pub const ALL: [Dtype; 23] = [
+    pub const ALL: [Dtype; 24] = [
         Dtype::F32,
         Dtype::F16,
         Dtype::Bf16,
@@ -71,6 +75,7 @@ impl Dtype {
         Dtype::I2,
         Dtype::U2,
         Dtype::F4e2m1,
+        Dtype::Str,
     ];
 
     /// Bits per element: 8 x [`Dtype::size`], except 4 for `I4`/`U4`/`F4e2m1`, 2 for `I2`/`U2`.
@@ -93,9 +98,11 @@ impl Dtype {
     }
 
     /// Bytes per element; 1 for the packed types (their storage unit: size tensors with
-    /// [`Dtype::bytes_for`]).
+    /// [`Dtype::bytes_for`]); 8 for strings (the offset of each element: the text comes on top,
+    /// see [`TensorDesc::byte_size`]).
     pub fn size(self) -> usize {
         match self {
+            Dtype::Str => 8,
             Dtype::I4 | Dtype::U4 | Dtype::I2 | Dtype::U2 | Dtype::F4e2m1 => 1,
             Dtype::F64 | Dtype::I64 | Dtype::U64 => 8,
             Dtype::F32 | Dtype::I32 | Dtype::U32 => 4,
@@ -137,6 +144,7 @@ impl Dtype {
             Dtype::I2 => "i2",
             Dtype::U2 => "u2",
             Dtype::F4e2m1 => "f4e2m1",
+            Dtype::Str => "string",
         }
     }
 
@@ -148,6 +156,16 @@ impl Dtype {
     /// Whether a 1.2/1.3 plugin (`dtype-ext`) can be told about this dtype.
     pub fn in_abi_1_2(self) -> bool {
         (self as u8) <= Dtype::F8e8m0 as u8
+    }
+
+    /// Whether a 1.4 plugin (`dtype2`) can be told about this dtype (all but strings).
+    pub fn in_abi_1_4(self) -> bool {
+        (self as u8) <= Dtype::F4e2m1 as u8
+    }
+
+    /// Whether elements are variable-length strings (ABI 1.5).
+    pub fn is_string(self) -> bool {
+        self == Dtype::Str
     }
 
     /// The dtype of a command-buffer code.
@@ -215,6 +233,7 @@ impl FromStr for Dtype {
             "i2" | "int2" => Dtype::I2,
             "u2" | "uint2" => Dtype::U2,
             "f4e2m1" | "float4e2m1" | "float4_e2m1fn" => Dtype::F4e2m1,
+            "string" | "str" => Dtype::Str,
             // Echo a bounded prefix: the spelling is the client's and may be huge.
             _ => return Err(RequestError::UnknownDtype(s.chars().take(64).collect())),
         })
@@ -227,6 +246,9 @@ pub struct TensorDesc {
     pub name: String,
     pub shape: Vec<u64>,
     pub dtype: Dtype,
+    /// (ABI 1.5) For a string tensor, the bytes of its text after the offsets; 0 for every other
+    /// dtype (checked by [`TensorDesc::validate`]).
+    pub text_bytes: u64,
 }
 
 impl TensorDesc {
@@ -235,6 +257,7 @@ impl TensorDesc {
             name: name.into(),
             shape: shape.into(),
             dtype,
+            text_bytes: 0,
         }
     }
 
@@ -243,9 +266,21 @@ impl TensorDesc {
         self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))
     }
 
-    /// Size in bytes (packed types round up to whole bytes), refusing overflow.
+    /// Size in bytes (packed types round up to whole bytes; strings: offsets and text),
+    /// refusing overflow.
     pub fn byte_size(&self) -> Option<u64> {
-        self.dtype.bytes_for(self.numel()?)
+        self.dtype
+            .bytes_for(self.numel()?)?
+            .checked_add(self.text_bytes)
+    }
+
+    /// This description with the `text_bytes` a string tensor of `bytes` bytes has (`None`: too
+    /// small for its offsets). Other dtypes are returned unchanged.
+    pub fn with_size(mut self, bytes: u64) -> Option<TensorDesc> {
+        if self.dtype.is_string() {
+            self.text_bytes = bytes.checked_sub(self.dtype.bytes_for(self.numel()?)?)?;
+        }
+        Some(self)
     }
 
     /// Checks rank and element count against the request limits.
@@ -265,8 +300,14 @@ impl TensorDesc {
                 self.shape.len()
             )));
         }
+        if self.text_bytes != 0 && !self.dtype.is_string() {
+            return Err(RequestError::Shape(format!(
+                "tensor `{}` is {}, but says it has {} bytes of text (only string tensors do)",
+                self.name, self.dtype, self.text_bytes
+            )));
+        }
         match self.numel() {
-            Some(n) if n <= MAX_ELEMENTS => Ok(()),
+            Some(n) if n <= MAX_ELEMENTS && self.byte_size().is_some() => Ok(()),
             _ => Err(RequestError::Shape(format!(
                 "tensor `{}` of shape {:?} has more than {MAX_ELEMENTS} elements",
                 self.name, self.shape

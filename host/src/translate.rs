@@ -14,7 +14,7 @@ use crate::plugin::convert::{self, Declined};
 use crate::plugin::{LoadedPlugin, wit};
 use crate::registry::{Registry, Snapshot};
 use crate::target::Target;
-use crate::tensor::{AttrValue, Dtype, MAX_ELEMENTS, TensorDesc};
+use crate::tensor::{AttrValue, Dtype, TensorDesc};
 
 /// Largest workspace a plan may ask for (16 GiB).
 pub const MAX_WORKSPACE_BYTES: u64 = 16 << 30;
@@ -71,7 +71,16 @@ impl OpRequest {
         self
     }
 
-    /// Whether the request says anything only ABI 1.2 can carry to a plugin.
+    /// Whether the request names a string tensor (an input or a tensor attribute), which only a
+    /// 1.5 plugin (`planner3`) can be told about.
+    pub fn needs_abi_1_5(&self) -> bool {
+        self.inputs.iter().any(|d| !d.dtype.in_abi_1_4())
+            || self
+                .attributes
+                .iter()
+                .any(|(_, v)| matches!(v, AttrValue::Tensor(d, _) if !d.dtype.in_abi_1_4()))
+    }
+
     /// Whether the request names a packed sub-byte dtype (an input or a tensor attribute), which
     /// only a 1.4 plugin (`planner2`) can be told about.
     pub fn needs_abi_1_4(&self) -> bool {
@@ -82,6 +91,7 @@ impl OpRequest {
                 .any(|(_, v)| matches!(v, AttrValue::Tensor(d, _) if !d.dtype.in_abi_1_2()))
     }
 
+    /// Whether the request says anything only ABI 1.2 can carry to a plugin.
     pub fn needs_abi_1_2(&self) -> bool {
         self.inputs.iter().any(|d| !d.dtype.in_abi_1_1())
             || !self.absent.is_empty()
@@ -174,6 +184,19 @@ impl OpRequest {
             }
             bytes += v.len();
         }
+        for (i, d) in self.inputs.iter().enumerate() {
+            if !d.dtype.is_string() {
+                continue;
+            }
+            let Some((_, v)) = self.values.iter().find(|(j, _)| *j as usize == i) else {
+                return Err(RequestError::Shape(format!(
+                    "string input {i} (`{}`) has no value: string inputs are planned by value \
+                     (at most {MAX_VALUE_BYTES} bytes)",
+                    d.name
+                )));
+            };
+            check_strings(v, d).map_err(|e| RequestError::Shape(format!("input {i}: {e}")))?;
+        }
         for (name, v) in &self.attributes {
             if let AttrValue::Tensor(d, data) = v {
                 d.validate()?;
@@ -183,6 +206,10 @@ impl OpRequest {
                         data.len(),
                         d.byte_size().unwrap_or(0)
                     )));
+                }
+                if d.dtype.is_string() {
+                    check_strings(data, d)
+                        .map_err(|e| RequestError::Attribute(format!("`{name}`: {e}")))?;
                 }
             }
             bytes += name.len() + v.byte_len();
@@ -194,6 +221,15 @@ impl OpRequest {
         }
         Ok(())
     }
+}
+
+/// Checks that `bytes` is a well-formed string tensor described by `d` (offsets in order, the
+/// text where they say).
+fn check_strings(bytes: &[u8], d: &TensorDesc) -> Result<(), String> {
+    let n = d.numel().and_then(|n| usize::try_from(n).ok()).unwrap_or(usize::MAX);
+    crate::text::decode(bytes, n)
+        .map(drop)
+        .map_err(|e| format!("malformed string tensor `{}`: {e}", d.name))
 }
 
 /// A translated op: its command buffer and what a caller needs to run it.
@@ -239,10 +275,12 @@ impl Translator {
     }
 
     /// The present inputs (indices into `req.inputs`) whose values some plugin that could serve
-    /// `req` needs at plan time (its 1.2 op signature) and that `req` does not carry yet.
+    /// `req` needs at plan time (its 1.2 op signature), and every string input (ABI 1.5: a plan
+    /// sizes its string outputs from them), that `req` does not carry yet.
     pub fn missing_values(&self, req: &OpRequest) -> Vec<usize> {
         let target = req.target.as_ref().unwrap_or(&self.default_target);
         let op = split_pin(&req.op).map(|(op, _)| op).unwrap_or(&req.op);
+        let strings = req.inputs.iter().enumerate().filter(|(_, d)| d.dtype.is_string());
         let mut out: Vec<usize> = self
             .registry
             .snapshot()
@@ -250,6 +288,7 @@ impl Translator {
             .iter()
             .flat_map(|c| c.plugin.constant_inputs(op).to_vec())
             .filter_map(|slot| req.present_index(slot))
+            .chain(strings.map(|(i, _)| i))
             .filter(|i| !req.values.iter().any(|(j, _)| *j as usize == *i))
             .collect();
         out.sort_unstable();
@@ -435,7 +474,8 @@ struct WitRequest<'a> {
     op: &'a str,
     req: &'a OpRequest,
     target: &'a Target,
-    v2: std::cell::OnceCell<wit::PlanRequest2>,
+    v3: std::cell::OnceCell<wit::PlanRequest3>,
+    v2: std::cell::OnceCell<Option<wit::PlanRequest2>>,
     ext: std::cell::OnceCell<Option<wit::PlanRequestExt>>,
     legacy: std::cell::OnceCell<Option<wit::PlanRequest>>,
 }
@@ -446,6 +486,7 @@ impl<'a> WitRequest<'a> {
             op,
             req,
             target,
+            v3: Default::default(),
             v2: Default::default(),
             ext: Default::default(),
             legacy: Default::default(),
@@ -475,27 +516,60 @@ impl<'a> WitRequest<'a> {
             .collect()
     }
 
-    fn v2(&self) -> &wit::PlanRequest2 {
-        self.v2.get_or_init(|| {
+    fn v3(&self) -> &wit::PlanRequest3 {
+        self.v3.get_or_init(|| {
             let req = self.req;
-            wit::PlanRequest2 {
+            wit::PlanRequest3 {
                 op: self.op.to_string(),
                 domain: req.domain.clone(),
                 opset: req.opset,
                 inputs: self
-                    .slots(convert::tensor_to_wit2)
+                    .slots(convert::tensor_to_wit3)
                     .into_iter()
-                    .map(|s| s.map(|(desc, value)| wit::InputSlot2 { desc, value }))
+                    .map(|s| s.map(|(desc, value)| wit::InputSlot3 { desc, value }))
                     .collect(),
                 outputs_wanted: req.outputs_wanted.clone(),
                 attributes: req
                     .attributes
                     .iter()
-                    .map(|(k, v)| convert::attr_to_wit2(k, v))
+                    .map(|(k, v)| convert::attr_to_wit3(k, v))
                     .collect(),
                 target: convert::target_to_wit(self.target),
             }
         })
+    }
+
+    /// `None`: the request names a string tensor only 1.5 can carry.
+    fn v2(&self) -> Option<&wit::PlanRequest2> {
+        self.v2
+            .get_or_init(|| {
+                let req = self.req;
+                if req.needs_abi_1_5() {
+                    return None;
+                }
+                Some(wit::PlanRequest2 {
+                    op: self.op.to_string(),
+                    domain: req.domain.clone(),
+                    opset: req.opset,
+                    inputs: self
+                        .slots(convert::tensor_to_wit2)
+                        .into_iter()
+                        .map(|s| {
+                            s.and_then(|(desc, value)| {
+                                Some(wit::InputSlot2 { desc: desc?, value })
+                            })
+                        })
+                        .collect(),
+                    outputs_wanted: req.outputs_wanted.clone(),
+                    attributes: req
+                        .attributes
+                        .iter()
+                        .filter_map(|(k, v)| convert::attr_to_wit2(k, v))
+                        .collect(),
+                    target: convert::target_to_wit(self.target),
+                })
+            })
+            .as_ref()
     }
 
     /// `None`: the request names a packed dtype only 1.4 can carry.
@@ -503,7 +577,7 @@ impl<'a> WitRequest<'a> {
         self.ext
             .get_or_init(|| {
                 let req = self.req;
-                if req.needs_abi_1_4() {
+                if req.needs_abi_1_4() || req.needs_abi_1_5() {
                     return None;
                 }
                 Some(wit::PlanRequestExt {
@@ -570,8 +644,21 @@ fn plan_on(
         plugin: p.label().to_string(),
         fault,
     };
-    let planned = if p.has_planner2() {
-        p.plan2(wit_req.v2()).expect("has planner2")
+    let planned = if p.has_planner3() {
+        p.plan3(wit_req.v3()).expect("has planner3")
+    } else if p.has_planner2() {
+        match wit_req.v2() {
+            Some(v2) => p
+                .plan2(v2)
+                .expect("has planner2")
+                .map(|r| r.map(plan_from_v2)),
+            None => {
+                return Ok(Err(format!(
+                    "built for umd:plugin@{}, which cannot take string tensors (ABI 1.5)",
+                    p.abi()
+                )));
+            }
+        }
     } else if p.has_planner() {
         match wit_req.ext() {
             Some(ext) => p
@@ -581,7 +668,7 @@ fn plan_on(
             None => {
                 return Ok(Err(format!(
                     "built for umd:plugin@{}, which cannot take the packed sub-byte dtypes \
-                     (INT4, UINT4, INT2, UINT2, FLOAT4E2M1; ABI 1.4)",
+                     (INT4, UINT4, INT2, UINT2, FLOAT4E2M1; ABI 1.4) or string tensors (1.5)",
                     p.abi()
                 )));
             }
@@ -615,26 +702,39 @@ fn plan_on(
     }
 }
 
-/// A 1.0/1.1 plan in the 1.4 form (every 1.1 dtype has a 1.4 twin).
-fn plan_from_legacy(p: wit::OpPlan) -> wit::OpPlan2 {
-    wit::OpPlan2 {
+/// A 1.0/1.1 plan in the 1.5 form (every 1.1 dtype has a 1.5 twin).
+fn plan_from_legacy(p: wit::OpPlan) -> wit::OpPlan3 {
+    wit::OpPlan3 {
         outputs: p
             .outputs
             .into_iter()
-            .map(|o| convert::tensor_to_wit2(&convert::tensor_from_wit(o)))
+            .map(|o| convert::tensor_to_wit3(&convert::tensor_from_wit(o)))
             .collect(),
         launches: p.launches,
         workspace_bytes: p.workspace_bytes,
     }
 }
 
-/// A 1.2/1.3 plan in the 1.4 form (every 1.2 dtype has a 1.4 twin).
-fn plan_from_ext(p: wit::OpPlanExt) -> wit::OpPlan2 {
-    wit::OpPlan2 {
+/// A 1.2/1.3 plan in the 1.5 form (every 1.2 dtype has a 1.5 twin).
+fn plan_from_ext(p: wit::OpPlanExt) -> wit::OpPlan3 {
+    wit::OpPlan3 {
         outputs: p
             .outputs
             .into_iter()
-            .map(|o| convert::tensor_to_wit2(&convert::tensor_from_wit_ext(o)))
+            .map(|o| convert::tensor_to_wit3(&convert::tensor_from_wit_ext(o)))
+            .collect(),
+        launches: p.launches,
+        workspace_bytes: p.workspace_bytes,
+    }
+}
+
+/// A 1.4 plan in the 1.5 form (every 1.4 dtype has a 1.5 twin).
+fn plan_from_v2(p: wit::OpPlan2) -> wit::OpPlan3 {
+    wit::OpPlan3 {
+        outputs: p
+            .outputs
+            .into_iter()
+            .map(|o| convert::tensor_to_wit3(&convert::tensor_from_wit2(o)))
             .collect(),
         launches: p.launches,
         workspace_bytes: p.workspace_bytes,
@@ -667,12 +767,12 @@ fn finish(cb: CommandBuffer, planner: Arc<LoadedPlugin>, generation: u64) -> Tra
 
 /// Plan validation alone, as for a plan from a plugin labelled `fuzz@0.0.0` (for the fuzzer in
 /// `fuzz/`: what a hostile plugin may return must be refused, never panic). The plan is in the
-/// 1.4 form every plugin's plan is converted to.
+/// 1.5 form every plugin's plan is converted to.
 #[doc(hidden)]
 pub fn validate_plan(
     req: &OpRequest,
     target: &Target,
-    plan: wit::OpPlan2,
+    plan: wit::OpPlan3,
 ) -> std::result::Result<CommandBuffer, PluginFault> {
     build_command_buffer("fuzz@0.0.0", &|_| [0; 32], req, target, plan)
 }
@@ -684,7 +784,7 @@ fn build_command_buffer(
     module_hash: &dyn Fn(&str) -> [u8; 32],
     req: &OpRequest,
     target: &Target,
-    plan: wit::OpPlan2,
+    plan: wit::OpPlan3,
 ) -> Result<CommandBuffer, PluginFault> {
     let invalid = |m: String| PluginFault::InvalidPlan(m);
     if plan.outputs.is_empty() || plan.outputs.len() > MAX_OUTPUTS {
@@ -711,12 +811,9 @@ fn build_command_buffer(
         })
         .collect();
     for (i, o) in plan.outputs.into_iter().enumerate() {
-        let desc = convert::tensor_from_wit2(o);
-        if desc.validate().is_err() || desc.numel().is_none_or(|n| n > MAX_ELEMENTS) {
-            return Err(invalid(format!(
-                "output {i} has an invalid shape {:?}",
-                desc.shape
-            )));
+        let desc = convert::tensor_from_wit3(o);
+        if let Err(e) = desc.validate() {
+            return Err(invalid(format!("output {i}: {e}")));
         }
         bindings.push(Binding {
             role: Role::Output,

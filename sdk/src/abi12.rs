@@ -1,5 +1,5 @@
 //! Conversions between the ABI 1.2 types of the `planner` export (`dtype-ext`,
-//! `plan-request-ext`, `op-plan-ext`…) and the 1.4 types the SDK speaks (`dtype2`…). A 1.2
+//! `plan-request-ext`, `op-plan-ext`…) and the 1.5 types the SDK speaks (`dtype3`…). A 1.2
 //! request always has a 1.4 form; a plan with a packed sub-byte output has no 1.2 form
 //! (`unsupported-dtype`): a 1.2/1.3 host cannot size it.
 
@@ -60,16 +60,12 @@ pub fn dtype_to(d: crate::Dtype) -> Option<Dtype> {
         D::F8e5m2 => Dtype::F8e5m2,
         D::F8e5m2fnuz => Dtype::F8e5m2fnuz,
         D::F8e8m0 => Dtype::F8e8m0,
-        D::I4 | D::U4 | D::I2 | D::U2 | D::F4e2m1 => return None,
+        D::I4 | D::U4 | D::I2 | D::U2 | D::F4e2m1 | D::String => return None,
     })
 }
 
 fn desc_from(d: t::TensorDescExt) -> crate::TensorDesc {
-    crate::TensorDesc {
-        name: d.name,
-        shape: d.shape,
-        dtype: dtype_from(d.dtype),
-    }
+    crate::TensorDesc::new(d.name, d.shape, dtype_from(d.dtype))
 }
 
 fn attr_from(v: t::AttrValueExt) -> crate::AttrValueExt {

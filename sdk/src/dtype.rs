@@ -10,7 +10,8 @@ use half::{bf16, f16};
 pub fn size(dt: Dtype) -> usize {
     match dt {
         Dtype::I4 | Dtype::U4 | Dtype::I2 | Dtype::U2 | Dtype::F4e2m1 => 1,
-        Dtype::F64 | Dtype::I64 | Dtype::U64 => 8,
+        // A string element's offset; the text comes on top (see `crate::strings`).
+        Dtype::F64 | Dtype::I64 | Dtype::U64 | Dtype::String => 8,
         Dtype::F32 | Dtype::I32 | Dtype::U32 => 4,
         Dtype::F16 | Dtype::Bf16 | Dtype::I16 | Dtype::U16 => 2,
         Dtype::I8
@@ -50,6 +51,7 @@ pub fn name(dt: Dtype) -> &'static str {
         Dtype::I2 => "i2",
         Dtype::U2 => "u2",
         Dtype::F4e2m1 => "f4e2m1",
+        Dtype::String => "string",
     }
 }
 
@@ -409,7 +411,8 @@ pub fn cuda_type(dt: Dtype) -> Option<CudaType> {
         | Dtype::U4
         | Dtype::I2
         | Dtype::U2
-        | Dtype::F4e2m1 => {
+        | Dtype::F4e2m1
+        | Dtype::String => {
             return None;
         }
         Dtype::Boolean => t(
@@ -604,8 +607,8 @@ pub fn bf16_bits_to_f32(b: u16) -> f32 {
     bf16::from_bits(b).to_f32()
 }
 
-/// ONNX `TensorProto.DataType` numbers and names of the umd dtypes, in `dtype2` order.
-const ONNX_CODES: [(Dtype, i64, &str); 23] = [
+/// ONNX `TensorProto.DataType` numbers and names of the umd dtypes, in `dtype3` order.
+const ONNX_CODES: [(Dtype, i64, &str); 24] = [
     (Dtype::F32, 1, "FLOAT"),
     (Dtype::F16, 10, "FLOAT16"),
     (Dtype::Bf16, 16, "BFLOAT16"),
@@ -629,9 +632,10 @@ const ONNX_CODES: [(Dtype, i64, &str); 23] = [
     (Dtype::I2, 26, "INT2"),
     (Dtype::U2, 25, "UINT2"),
     (Dtype::F4e2m1, 23, "FLOAT4E2M1"),
+    (Dtype::String, 8, "STRING"),
 ];
 
-/// The umd dtype of an ONNX `TensorProto.DataType` number (`None` for STRING, COMPLEX…).
+/// The umd dtype of an ONNX `TensorProto.DataType` number (`None` for COMPLEX…).
 pub fn from_onnx(code: i64) -> Option<Dtype> {
     ONNX_CODES
         .iter()

@@ -37,11 +37,7 @@ pub fn dtype_to_legacy(d: Dtype) -> Option<LegacyDtype> {
 }
 
 pub fn desc_from_legacy(d: &LegacyTensorDesc) -> TensorDesc {
-    TensorDesc {
-        name: d.name.clone(),
-        shape: d.shape.clone(),
-        dtype: dtype_from_legacy(d.dtype),
-    }
+    TensorDesc::new(d.name.clone(), d.shape.clone(), dtype_from_legacy(d.dtype))
 }
 
 pub fn desc_to_legacy(d: &TensorDesc) -> Option<LegacyTensorDesc> {

@@ -10,6 +10,7 @@
 //! The SDK never touches a device or the host's memory: it only builds the data the host checks.
 
 pub mod abi12;
+pub mod abi14;
 pub mod attr;
 pub mod cpu;
 pub mod cuda;
@@ -25,12 +26,13 @@ pub mod params;
 pub mod request;
 pub mod shape;
 pub mod simd;
+pub mod strings;
 pub mod testing;
 
-/// Generated bindings of `umd:plugin@1.4.0` (the world `plugin`).
+/// Generated bindings of `umd:plugin@1.5.0` (the world `plugin`).
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "wit/umd-plugin-1.4.0",
+        path: "wit/umd-plugin-1.5.0",
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "export_plugin_world",
@@ -45,25 +47,26 @@ pub use bindings::exports::umd::plugin::device_code::ModuleImage;
 pub use bindings::exports::umd::plugin::operator::Guest;
 pub use bindings::exports::umd::plugin::planner::Guest as PlannerGuest;
 pub use bindings::exports::umd::plugin::planner2::Guest as Planner2Guest;
+pub use bindings::exports::umd::plugin::planner3::Guest as Planner3Guest;
 pub use bindings::exports::umd::plugin::self_test::Guest as SelfTestGuest;
 pub use bindings::umd::plugin::host::LogLevel;
-// The 1.4 forms are the SDK's primary names (`Dtype` has every 1.4 element type, packed
-// sub-byte ones included; `PlanRequestExt`, `AttrValueExt`… keep their 1.2 names); the 1.0/1.1
-// forms the legacy exports still use are `Legacy*` (see [`legacy`]), the 1.2 forms of the
-// `planner` export are converted in [`abi12`].
+// The 1.5 forms are the SDK's primary names (`Dtype` has every 1.5 element type, packed
+// sub-byte ones and strings included; `PlanRequestExt`, `AttrValueExt`… keep their 1.2 names);
+// the 1.0/1.1 forms the legacy exports still use are `Legacy*` (see [`legacy`]), the 1.2 forms
+// of the `planner` export are converted in [`abi12`], the 1.4 ones of `planner2` in [`abi14`].
 pub use bindings::umd::plugin::types::{
-    Access, AttrValue, AttrValue2 as AttrValueExt, Attribute, Attribute2 as AttributeExt,
-    CpuBuffer, CpuCall, CpuWrite, Dim3, Dtype as LegacyDtype, Dtype2 as Dtype,
-    InputSlot2 as InputSlot, Launch, ModuleSource, OpError, OpInfo, OpPlan as LegacyOpPlan,
-    OpPlan2 as OpPlan, OpSignature, OpTolerance as Tolerance, PlanRequest,
-    PlanRequest2 as PlanRequestExt, PluginInfo, Relocation, SourceLanguage, Target, TargetLimits,
-    TensorDesc as LegacyTensorDesc, TensorDesc2 as TensorDesc, TensorValue2 as TensorValue,
+    Access, AttrValue, AttrValue3 as AttrValueExt, Attribute, Attribute3 as AttributeExt,
+    CpuBuffer, CpuCall, CpuWrite, Dim3, Dtype as LegacyDtype, Dtype3 as Dtype,
+    InputSlot3 as InputSlot, Launch, ModuleSource, OpError, OpInfo, OpPlan as LegacyOpPlan,
+    OpPlan3 as OpPlan, OpSignature, OpTolerance as Tolerance, PlanRequest,
+    PlanRequest3 as PlanRequestExt, PluginInfo, Relocation, SourceLanguage, Target, TargetLimits,
+    TensorDesc as LegacyTensorDesc, TensorDesc3 as TensorDesc, TensorValue3 as TensorValue,
     TestCase, TuningHint,
 };
 pub use half;
 
 /// ABI version of the WIT package this SDK is generated from.
-pub const ABI_VERSION: &str = "1.4.0";
+pub const ABI_VERSION: &str = "1.5.0";
 
 /// What a plugin implements. [`export_plugin!`] turns it into the component's exports.
 pub trait Plugin {
@@ -91,6 +94,12 @@ pub trait Plugin {
     /// [`Plugin::plan_ext`] runs, a request with a packed input, and refuses a plan with a
     /// packed output, so a plugin that sizes tensors by [`dtype::size`] never mis-sizes one.
     fn serves_packed(_op: &str) -> bool {
+        false
+    }
+    /// (ABI 1.5) Whether `op` takes or produces string tensors ([`Dtype::String`]: offsets then
+    /// text, see [`strings`]; the host gives every string input's value). Default: no — the SDK
+    /// then declines a request with a string input and refuses a plan with a string output.
+    fn serves_strings(_op: &str) -> bool {
         false
     }
     /// (ABI 1.2) Per-op signatures: which inputs' values a plan needs. Default: none.
@@ -218,14 +227,33 @@ impl TensorDesc {
             name: name.into(),
             shape,
             dtype,
+            text_bytes: 0,
         }
     }
 }
 
-/// Plans `request` through [`Plugin::plan_ext`], declining packed sub-byte inputs and refusing
-/// packed outputs of ops the plugin does not declare in [`Plugin::serves_packed`]. Every export
-/// that plans (`planner2`, `planner`, `operator`) goes through here.
+/// Plans `request` through [`Plugin::plan_ext`], declining packed sub-byte (string) inputs and
+/// refusing packed (string) outputs of ops the plugin does not declare in
+/// [`Plugin::serves_packed`] ([`Plugin::serves_strings`]). Every export that plans (`planner3`,
+/// `planner2`, `planner`, `operator`) goes through here.
 pub fn plan_checked<P: Plugin + ?Sized>(request: &PlanRequestExt) -> Result<OpPlan, OpError> {
+    if !P::serves_strings(&request.op) {
+        let string_attr = request.attributes.iter().find(
+            |a| matches!(&a.value, AttrValueExt::Tensor(t) if t.desc.dtype == Dtype::String),
+        );
+        if let Some(d) = request.present().find(|d| d.dtype == Dtype::String) {
+            return Err(OpError::UnsupportedDtype(format!(
+                "{}: input `{}` is a string tensor, which this plugin does not serve for {}",
+                request.op, d.name, request.op
+            )));
+        }
+        if let Some(a) = string_attr {
+            return Err(OpError::UnsupportedDtype(format!(
+                "{}: attribute `{}` is a string tensor, which this plugin does not serve",
+                request.op, a.name
+            )));
+        }
+    }
     let packed = P::serves_packed(&request.op);
     if !packed && let Some(d) = request.present().find(|d| dtype::is_packed(d.dtype)) {
         return Err(OpError::UnsupportedDtype(format!(
@@ -237,6 +265,14 @@ pub fn plan_checked<P: Plugin + ?Sized>(request: &PlanRequestExt) -> Result<OpPl
         )));
     }
     let plan = P::plan_ext(request)?;
+    if !P::serves_strings(&request.op)
+        && let Some(o) = plan.outputs.iter().find(|o| o.dtype == Dtype::String)
+    {
+        return Err(OpError::UnsupportedDtype(format!(
+            "{}: output `{}` would be a string tensor, which this plugin does not serve",
+            request.op, o.name
+        )));
+    }
     if !packed && let Some(o) = plan.outputs.iter().find(|o| dtype::is_packed(o.dtype)) {
         return Err(OpError::UnsupportedDtype(format!(
             "{}: output `{}` would be {}, a packed sub-byte dtype this plugin does not serve for {}",
@@ -306,6 +342,17 @@ macro_rules! export_plugin {
                 }
             }
             impl $crate::Planner2Guest for __UmdExport {
+                fn plan(
+                    request: $crate::abi14::Request,
+                ) -> Result<$crate::abi14::Plan, $crate::OpError> {
+                    $crate::install_panic_hook();
+                    $crate::abi14::plan::<$plugin>(request)
+                }
+                fn tolerance(op: String, dtype: $crate::abi14::Dtype) -> Option<$crate::Tolerance> {
+                    <$plugin as $crate::Plugin>::tolerance(&op, $crate::abi14::dtype_from(dtype))
+                }
+            }
+            impl $crate::Planner3Guest for __UmdExport {
                 fn plan(
                     request: $crate::PlanRequestExt,
                 ) -> Result<$crate::OpPlan, $crate::OpError> {
@@ -447,11 +494,11 @@ mod wit_copy {
     #[test]
     fn sdk_wit_is_the_published_abi() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let ours = std::fs::read(root.join("wit/umd-plugin-1.4.0/plugin.wit")).unwrap();
-        let published = std::fs::read(root.join("../wit/umd-plugin-1.4.0/plugin.wit")).unwrap();
+        let ours = std::fs::read(root.join("wit/umd-plugin-1.5.0/plugin.wit")).unwrap();
+        let published = std::fs::read(root.join("../wit/umd-plugin-1.5.0/plugin.wit")).unwrap();
         assert!(
             ours == published,
-            "sdk/wit/umd-plugin-1.4.0 differs from wit/umd-plugin-1.4.0: copy the published WIT"
+            "sdk/wit/umd-plugin-1.5.0 differs from wit/umd-plugin-1.5.0: copy the published WIT"
         );
     }
 }

@@ -114,7 +114,9 @@ pub fn execute(
 fn bind(plan: &OpPlan, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, OpError> {
     let mut buffers: Vec<Vec<u8>> = inputs.to_vec();
     for o in &plan.outputs {
-        buffers.push(vec![0; shape::byte_size(&o.shape, o.dtype)? as usize]);
+        // strings: the offsets, then the text the plan sized
+        let bytes = shape::byte_size(&o.shape, o.dtype)? + o.text_bytes;
+        buffers.push(vec![0; bytes as usize]);
     }
     if plan.workspace_bytes > 0 {
         buffers.push(vec![0; plan.workspace_bytes as usize]);

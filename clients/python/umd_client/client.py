@@ -85,9 +85,37 @@ def _c(a) -> np.ndarray:
     return a if a.flags.c_contiguous else a.copy(order="C")
 
 
+def is_strings(array: np.ndarray) -> bool:
+    """Whether an array holds strings (numpy `str`/`bytes`/object arrays): umd dtype "string"."""
+    return array.dtype.kind in "USO"
+
+
+def encode_strings(array: np.ndarray) -> bytes:
+    """A string array in umd's layout (ABI 1.5): one little-endian u64 *end* offset per element,
+    then the UTF-8 text (bytes items as they are)."""
+    items = [s if isinstance(s, bytes) else str(s).encode("utf-8") for s in _c(array).ravel()]
+    ends = np.cumsum([len(s) for s in items], dtype=np.uint64) if items else \
+        np.zeros(0, dtype=np.uint64)
+    return ends.astype("<u8").tobytes() + b"".join(items)
+
+
+def decode_strings(data: bytes, shape: Sequence[int]) -> np.ndarray:
+    """umd's bytes of a string tensor as an object array of `str`."""
+    n = int(np.prod(shape)) if len(shape) else 1
+    ends = np.frombuffer(data[:8 * n], dtype="<u8")
+    text, start, out = data[8 * n:], 0, []
+    for e in ends.tolist():
+        out.append(text[start:e].decode("utf-8"))
+        start = e
+    return np.array(out, dtype=object).reshape(tuple(shape))
+
+
 def to_bytes(array: np.ndarray) -> bytes:
-    """An array's contents as umd stores them (packed for the sub-byte types)."""
+    """An array's contents as umd stores them (packed for the sub-byte types, offsets and text
+    for strings)."""
     array = _c(array)
+    if is_strings(array):
+        return encode_strings(array)
     bits = PACKED_BITS.get(_NP_DTYPES.get(str(array.dtype), ""))
     if bits is None:
         return array.tobytes()
@@ -95,7 +123,10 @@ def to_bytes(array: np.ndarray) -> bytes:
 
 
 def from_bytes(data: bytes, shape: Sequence[int], umd_dtype: str) -> np.ndarray:
-    """umd's bytes of a tensor as an array of `shape` (unpacking the sub-byte types)."""
+    """umd's bytes of a tensor as an array of `shape` (unpacking the sub-byte types; strings as
+    an object array of `str`)."""
+    if umd_dtype == "string":
+        return decode_strings(data, shape)
     dt = _np_dtype(umd_dtype)
     n = int(np.prod(shape)) if len(shape) else 1
     bits = PACKED_BITS.get(umd_dtype)
@@ -129,7 +160,8 @@ def desc(array_or_shape, dtype: Optional[str] = None, name: str = "") -> pb.Tens
     """A TensorDesc from a numpy array, or from a shape and a dtype name."""
     if isinstance(array_or_shape, np.ndarray):
         shape = array_or_shape.shape
-        dtype = dtype or _NP_DTYPES[str(array_or_shape.dtype)]
+        dtype = dtype or ("string" if is_strings(array_or_shape)
+                          else _NP_DTYPES[str(array_or_shape.dtype)])
     else:
         shape = tuple(array_or_shape)
     return pb.TensorDesc(name=name, shape=list(shape), dtype=dtype or "float32")

@@ -73,6 +73,10 @@ pub fn encode(cb: &CommandBuffer) -> Vec<u8> {
         w.u8(b.desc.shape.len() as u8);
         w.str(&b.desc.name);
         b.desc.shape.iter().for_each(|&d| w.u64(d));
+        if b.desc.dtype.is_string() {
+            // (ABI 1.5) only string bindings carry their text size: others encode as before.
+            w.u64(b.desc.text_bytes);
+        }
     }
     w.u16(cb.launches.len() as u16);
     for l in &cb.launches {
@@ -208,9 +212,19 @@ pub fn decode(bytes: &[u8]) -> Result<CommandBuffer, CmdError> {
         let shape = (0..rank)
             .map(|_| r.u64("binding dims"))
             .collect::<Result<Vec<_>, _>>()?;
+        let text_bytes = if dtype.is_string() {
+            r.u64("binding text bytes")?
+        } else {
+            0
+        };
         bindings.push(Binding {
             role,
-            desc: TensorDesc { name, shape, dtype },
+            desc: TensorDesc {
+                name,
+                shape,
+                dtype,
+                text_bytes,
+            },
         });
     }
     let nl = r.count("launch count", MAX_LAUNCHES)?;

@@ -239,6 +239,12 @@ impl CommandBuffer {
                     b.desc.shape
                 )));
             }
+            if b.desc.text_bytes != 0 && !b.desc.dtype.is_string() {
+                return Err(CmdError::Invalid(format!(
+                    "binding {i} is {} but says it has {} bytes of text",
+                    b.desc.dtype, b.desc.text_bytes
+                )));
+            }
         }
         if self.count(Role::Workspace) > 1 {
             return Err(CmdError::Invalid("more than one workspace binding".into()));

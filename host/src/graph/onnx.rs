@@ -50,6 +50,7 @@ pub fn dtype_of(elem_type: i32) -> Option<Dtype> {
         23 => Dtype::F4e2m1,
         25 => Dtype::U2,
         26 => Dtype::I2,
+        8 => Dtype::Str,
         _ => return None,
     })
 }
@@ -408,6 +409,9 @@ pub fn tensor(t: &proto::TensorProto, base_dir: Option<&Path>) -> Result<Constan
         .map(|&d| u64::try_from(d).map_err(|_| format!("negative dimension {d}")))
         .collect::<Result<Vec<_>, _>>()?;
     let desc = TensorDesc::new(t.name().chars().take(64).collect::<String>(), shape, dtype);
+    if dtype.is_string() {
+        return strings(t, desc);
+    }
     let bytes = desc
         .byte_size()
         .filter(|&b| b <= MAX_TENSOR_BYTES)
@@ -432,6 +436,26 @@ pub fn tensor(t: &proto::TensorProto, base_dir: Option<&Path>) -> Result<Constan
             desc.shape
         ));
     }
+    Ok(Constant {
+        desc,
+        data: Arc::new(data),
+    })
+}
+
+/// A STRING tensor (`string_data`, never raw or external) in umd's string layout.
+fn strings(t: &proto::TensorProto, desc: TensorDesc) -> Result<Constant, String> {
+    let n = desc.numel().unwrap_or(u64::MAX);
+    if t.string_data.len() as u64 != n {
+        return Err(format!(
+            "string_data has {} elements; the shape needs {n}",
+            t.string_data.len()
+        ));
+    }
+    let data = crate::text::encode(&t.string_data);
+    if data.len() as u64 > MAX_TENSOR_BYTES {
+        return Err(format!("{} bytes of strings; at most {MAX_TENSOR_BYTES}", data.len()));
+    }
+    let desc = desc.with_size(data.len() as u64).ok_or("size overflows")?;
     Ok(Constant {
         desc,
         data: Arc::new(data),
@@ -510,6 +534,7 @@ fn typed(t: &proto::TensorProto, dtype: Dtype, n: usize) -> Result<Vec<u8>, Stri
             want(t.int32_data.len(), "int32_data")?;
             t.int32_data.iter().map(|&v| v as u8).collect()
         }
+        Dtype::Str => unreachable!("strings are read by `strings`"),
     })
 }
 

@@ -36,15 +36,17 @@ pub fn dtype_from_wit(d: wit::Dtype) -> Dtype {
     }
 }
 
-/// The host dtypes with their 1.2 (`dtype-ext`) and 1.4 (`dtype2`) cases, which share names:
-/// one list generates the conversions both ways; the packed types (after `packed:`) only 1.4 has.
+/// The host dtypes with their 1.2 (`dtype-ext`), 1.4 (`dtype2`) and 1.5 (`dtype3`) cases, which
+/// share names: one list generates the conversions both ways; the packed types (after `packed:`)
+/// only 1.4 and 1.5 have, strings (after `string:`) only 1.5.
 macro_rules! dtype_cases {
-    ([$($host:ident => $wit:ident,)*] packed: [$($phost:ident => $pwit:ident,)*]) => {
-        /// The 1.2 form of a dtype; `None` for the packed types only 1.4 has.
+    ([$($host:ident => $wit:ident,)*] packed: [$($phost:ident => $pwit:ident,)*]
+     string: [$($shost:ident => $swit:ident,)*]) => {
+        /// The 1.2 form of a dtype; `None` for the packed types and strings.
         pub fn dtype_to_wit_ext(d: Dtype) -> Option<wit::DtypeExt> {
             match d {
                 $(Dtype::$host => Some(wit::DtypeExt::$wit),)*
-                $(Dtype::$phost)|* => None,
+                $(Dtype::$phost)|* $(| Dtype::$shost)* => None,
             }
         }
 
@@ -54,11 +56,12 @@ macro_rules! dtype_cases {
             }
         }
 
-        /// The 1.4 form of a dtype (every host dtype has one).
-        pub fn dtype_to_wit2(d: Dtype) -> wit::Dtype2 {
+        /// The 1.4 form of a dtype; `None` for strings.
+        pub fn dtype_to_wit2(d: Dtype) -> Option<wit::Dtype2> {
             match d {
-                $(Dtype::$host => wit::Dtype2::$wit,)*
-                $(Dtype::$phost => wit::Dtype2::$pwit,)*
+                $(Dtype::$host => Some(wit::Dtype2::$wit),)*
+                $(Dtype::$phost => Some(wit::Dtype2::$pwit),)*
+                $(Dtype::$shost)|* => None,
             }
         }
 
@@ -66,6 +69,23 @@ macro_rules! dtype_cases {
             match d {
                 $(wit::Dtype2::$wit => Dtype::$host,)*
                 $(wit::Dtype2::$pwit => Dtype::$phost,)*
+            }
+        }
+
+        /// The 1.5 form of a dtype (every host dtype has one).
+        pub fn dtype_to_wit3(d: Dtype) -> wit::Dtype3 {
+            match d {
+                $(Dtype::$host => wit::Dtype3::$wit,)*
+                $(Dtype::$phost => wit::Dtype3::$pwit,)*
+                $(Dtype::$shost => wit::Dtype3::$swit,)*
+            }
+        }
+
+        pub fn dtype_from_wit3(d: wit::Dtype3) -> Dtype {
+            match d {
+                $(wit::Dtype3::$wit => Dtype::$host,)*
+                $(wit::Dtype3::$pwit => Dtype::$phost,)*
+                $(wit::Dtype3::$swit => Dtype::$shost,)*
             }
         }
     };
@@ -96,6 +116,8 @@ dtype_cases! {
     I2 => I2,
     U2 => U2,
     F4e2m1 => F4e2m1,]
+    string: [
+    Str => String,]
 }
 
 /// The 1.0/1.1 form of a description; `None` for a dtype only 1.2 has.
@@ -108,11 +130,7 @@ pub fn tensor_to_wit(t: &TensorDesc) -> Option<wit::TensorDesc> {
 }
 
 pub fn tensor_from_wit(t: wit::TensorDesc) -> TensorDesc {
-    TensorDesc {
-        name: t.name,
-        shape: t.shape,
-        dtype: dtype_from_wit(t.dtype),
-    }
+    TensorDesc::new(t.name, t.shape, dtype_from_wit(t.dtype))
 }
 
 /// The 1.2 form of a description; `None` for a packed dtype only 1.4 has.
@@ -125,26 +143,37 @@ pub fn tensor_to_wit_ext(t: &TensorDesc) -> Option<wit::TensorDescExt> {
 }
 
 pub fn tensor_from_wit_ext(t: wit::TensorDescExt) -> TensorDesc {
-    TensorDesc {
-        name: t.name,
-        shape: t.shape,
-        dtype: dtype_from_wit_ext(t.dtype),
-    }
+    TensorDesc::new(t.name, t.shape, dtype_from_wit_ext(t.dtype))
 }
 
-pub fn tensor_to_wit2(t: &TensorDesc) -> wit::TensorDesc2 {
-    wit::TensorDesc2 {
+/// The 1.4 form of a description; `None` for a string tensor only 1.5 has.
+pub fn tensor_to_wit2(t: &TensorDesc) -> Option<wit::TensorDesc2> {
+    Some(wit::TensorDesc2 {
         name: t.name.clone(),
         shape: t.shape.clone(),
-        dtype: dtype_to_wit2(t.dtype),
-    }
+        dtype: dtype_to_wit2(t.dtype)?,
+    })
 }
 
 pub fn tensor_from_wit2(t: wit::TensorDesc2) -> TensorDesc {
+    TensorDesc::new(t.name, t.shape, dtype_from_wit2(t.dtype))
+}
+
+pub fn tensor_to_wit3(t: &TensorDesc) -> wit::TensorDesc3 {
+    wit::TensorDesc3 {
+        name: t.name.clone(),
+        shape: t.shape.clone(),
+        dtype: dtype_to_wit3(t.dtype),
+        text_bytes: t.text_bytes,
+    }
+}
+
+/// The host form of a 1.5 description (its `text-bytes` as given: validation refuses it on a
+/// non-string tensor).
+pub fn tensor_from_wit3(t: wit::TensorDesc3) -> TensorDesc {
     TensorDesc {
-        name: t.name,
-        shape: t.shape,
-        dtype: dtype_from_wit2(t.dtype),
+        text_bytes: t.text_bytes,
+        ..TensorDesc::new(t.name, t.shape, dtype_from_wit3(t.dtype))
     }
 }
 
@@ -184,9 +213,9 @@ pub fn attr_to_wit_ext(name: &str, v: &AttrValue) -> Option<wit::AttributeExt> {
     })
 }
 
-/// The 1.4 form of an attribute.
-pub fn attr_to_wit2(name: &str, v: &AttrValue) -> wit::Attribute2 {
-    wit::Attribute2 {
+/// The 1.4 form of an attribute; `None` for a string tensor.
+pub fn attr_to_wit2(name: &str, v: &AttrValue) -> Option<wit::Attribute2> {
+    Some(wit::Attribute2 {
         name: name.to_string(),
         value: match v {
             AttrValue::Int(x) => wit::AttrValue2::Int(*x),
@@ -197,7 +226,27 @@ pub fn attr_to_wit2(name: &str, v: &AttrValue) -> wit::Attribute2 {
             AttrValue::Bool(x) => wit::AttrValue2::Boolean(*x),
             AttrValue::Texts(x) => wit::AttrValue2::Texts(x.clone()),
             AttrValue::Tensor(d, data) => wit::AttrValue2::Tensor(wit::TensorValue2 {
-                desc: tensor_to_wit2(d),
+                desc: tensor_to_wit2(d)?,
+                data: data.clone(),
+            }),
+        },
+    })
+}
+
+/// The 1.5 form of an attribute.
+pub fn attr_to_wit3(name: &str, v: &AttrValue) -> wit::Attribute3 {
+    wit::Attribute3 {
+        name: name.to_string(),
+        value: match v {
+            AttrValue::Int(x) => wit::AttrValue3::Int(*x),
+            AttrValue::Float(x) => wit::AttrValue3::Float(*x),
+            AttrValue::Text(x) => wit::AttrValue3::Text(x.clone()),
+            AttrValue::Ints(x) => wit::AttrValue3::Ints(x.clone()),
+            AttrValue::Floats(x) => wit::AttrValue3::Floats(x.clone()),
+            AttrValue::Bool(x) => wit::AttrValue3::Boolean(*x),
+            AttrValue::Texts(x) => wit::AttrValue3::Texts(x.clone()),
+            AttrValue::Tensor(d, data) => wit::AttrValue3::Tensor(wit::TensorValue3 {
+                desc: tensor_to_wit3(d),
                 data: data.clone(),
             }),
         },

@@ -39,7 +39,7 @@ use crate::tensor::Dtype;
 
 /// The ABI this host implements: `umd:plugin@1.3.0`. Plugins of the same major load (1.0–1.2
 /// plugins without the later additions).
-pub const HOST_ABI: semver::Version = semver::Version::new(1, 4, 0);
+pub const HOST_ABI: semver::Version = semver::Version::new(1, 5, 0);
 /// Most op signatures a plugin may declare, and constant inputs per signature.
 const MAX_SIGNATURES: usize = 1024;
 const MAX_CONSTANT_INPUTS: usize = 64;
@@ -183,6 +183,7 @@ impl Runtime {
         let self_test = self_test::Exports::find(&component, &abi);
         let planner = planner::Exports::find(&component, &abi);
         let planner2 = planner::Exports2::find(&component, &abi);
+        let planner3 = planner::Exports3::find(&component, &abi);
         let cpu_kernel = kernel_io::Exports::find(&component, &abi);
         let device_module = device_code::find(&component, &abi);
         let pre = self
@@ -206,6 +207,7 @@ impl Runtime {
             self_test,
             planner,
             planner2,
+            planner3,
             cpu_kernel,
             device_module,
             splittable: Mutex::new(HashMap::new()),
@@ -397,6 +399,8 @@ pub struct LoadedPlugin {
     planner: Option<planner::Exports>,
     /// The 1.4 `planner2` export, when the plugin has it.
     planner2: Option<planner::Exports2>,
+    /// The 1.5 `planner3` export, when the plugin has it.
+    planner3: Option<planner::Exports3>,
     /// The 1.3 `cpu-kernel` export, when the plugin has it.
     cpu_kernel: Option<kernel_io::Exports>,
     /// The 1.3 `device-code.device-module` export, when the plugin has it.
@@ -598,18 +602,51 @@ impl LoadedPlugin {
         ))
     }
 
-    /// (1.2) The plugin's tolerance for `op` in `dtype`, through `planner2` (1.4) or `planner`
+    /// Whether the plugin has the ABI 1.5 `planner3` (string tensors).
+    pub fn has_planner3(&self) -> bool {
+        self.planner3.is_some()
+    }
+
+    /// (1.5) `planner3.plan` under the plan deadline; `None` for a plugin without it.
+    pub fn plan3(
+        &self,
+        req: &wit::PlanRequest3,
+    ) -> Option<Result<Result<wit::OpPlan3, wit::OpError>, PluginFault>> {
+        let ex = self.planner3?;
+        Some(self.call(
+            "planner3.plan",
+            self.runtime.limits.plan_deadline,
+            |s, inst, _| {
+                let f = inst
+                    .get_typed_func::<(&wit::PlanRequest3,), (Result<wit::OpPlan3, wit::OpError>,)>(
+                        &mut *s, ex.plan,
+                    )?;
+                Ok(f.call(s, (req,))?.0)
+            },
+        ))
+    }
+
+    /// (1.2) The plugin's tolerance for `op` in `dtype`, through `planner3` (1.5), `planner2` (1.4) or `planner`
     /// (1.2, 1.3); `None` when it declares none, is older than 1.2, or (1.2/1.3) cannot be told
     /// about `dtype`. A faulting call counts as none.
     pub fn tolerance(&self, op: &str, dtype: Dtype) -> Option<wit::OpTolerance> {
         let deadline = self.runtime.limits.plan_deadline;
-        let answer = if let Some(ex) = self.planner2 {
+        let answer = if let Some(ex) = self.planner3 {
+            self.call("planner3.tolerance", deadline, |s, inst, _| {
+                let f = inst.get_typed_func::<(&str, wit::Dtype3), (Option<wit::OpTolerance>,)>(
+                    &mut *s,
+                    ex.tolerance,
+                )?;
+                Ok(f.call(s, (op, convert::dtype_to_wit3(dtype)))?.0)
+            })
+        } else if let Some(ex) = self.planner2 {
+            let dt = convert::dtype_to_wit2(dtype)?;
             self.call("planner2.tolerance", deadline, |s, inst, _| {
                 let f = inst.get_typed_func::<(&str, wit::Dtype2), (Option<wit::OpTolerance>,)>(
                     &mut *s,
                     ex.tolerance,
                 )?;
-                Ok(f.call(s, (op, convert::dtype_to_wit2(dtype)))?.0)
+                Ok(f.call(s, (op, dt))?.0)
             })
         } else {
             let ex = self.planner?;

@@ -25,6 +25,16 @@ pub fn tensor_from_proto(t: &proto::TensorDesc) -> Result<TensorDesc, RequestErr
     Ok(desc)
 }
 
+/// `d` with the text size of a string tensor of `bytes` bytes (other dtypes unchanged).
+pub fn sized(d: TensorDesc, bytes: usize) -> Result<TensorDesc, RequestError> {
+    let shown = d.to_string();
+    d.with_size(bytes as u64).ok_or_else(|| {
+        RequestError::Shape(format!(
+            "{shown} needs 8 bytes per element for its offsets; its value has {bytes}"
+        ))
+    })
+}
+
 /// A host tensor description for the wire (dims beyond i32 are saturated; such outputs are
 /// refused by the request limits before they get here in practice).
 pub fn tensor_to_proto(t: &TensorDesc) -> proto::TensorDesc {
@@ -81,6 +91,12 @@ pub fn request_from_proto(r: &proto::TranslateRequest) -> Result<OpRequest, Requ
             "a constant input index appears twice".into(),
         ));
     }
+    // A string input's text size is its value's (checked against the offsets when planned).
+    for (i, v) in &req.values {
+        if let Some(d) = req.inputs.get_mut(*i as usize) {
+            *d = sized(d.clone(), v.len())?;
+        }
+    }
     req.outputs_wanted = r.outputs_wanted.clone();
     Ok(req)
 }
@@ -100,7 +116,7 @@ fn attr_from_proto(name: &str, v: &proto::AttributeValue) -> Result<AttrValue, R
             let desc = t.desc.as_ref().ok_or_else(|| {
                 RequestError::Attribute(format!("tensor attribute `{name:.64}` has no description"))
             })?;
-            AttrValue::Tensor(tensor_from_proto(desc)?, t.data.clone())
+            AttrValue::Tensor(sized(tensor_from_proto(desc)?, t.data.len())?, t.data.clone())
         }
         None => {
             return Err(RequestError::Attribute(format!(

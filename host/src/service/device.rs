@@ -189,7 +189,8 @@ impl DeviceService {
     }
 
     /// Gives `req` the values its plugins need at plan time (1.2 op signatures: Reshape's shape,
-    /// Slice's starts…), read from the client's input buffers.
+    /// Slice's starts…, and every string input), read from the client's input buffers. A string
+    /// input's description takes its text size from its buffer's size.
     async fn with_values(
         &self,
         mut req: crate::OpRequest,
@@ -200,11 +201,21 @@ impl DeviceService {
         if self.host.translator().missing_values(&req).is_empty() {
             return Ok(req);
         }
-        let ids = handles
+        let buffers = handles
             .iter()
-            .map(|h| self.buffers.get(owner, h).map(|(id, _)| id))
+            .map(|h| self.buffers.get(owner, h))
             .collect::<Result<Vec<_>, _>>()
             .map_err(status_error)?;
+        for (i, d) in req.inputs.iter_mut().enumerate() {
+            if let (true, Some(&(_, size))) = (d.dtype.is_string(), buffers.get(i)) {
+                *d = d.clone().with_size(size).ok_or_else(|| {
+                    crate::error::RequestError::Shape(format!(
+                        "string input {i} ({d}) needs 8 bytes per element; its buffer has {size}"
+                    ))
+                })?;
+            }
+        }
+        let ids: Vec<BufferId> = buffers.iter().map(|(id, _)| *id).collect();
         let host = self.host.clone();
         tokio::task::spawn_blocking(move || {
             host.translator()

@@ -14,7 +14,7 @@ use rand::Rng;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::convert::{tensor_from_proto, tensor_to_proto};
+use super::convert::{sized, tensor_from_proto, tensor_to_proto};
 use super::device::{Buffers, Created};
 use super::proto::*;
 use super::session::Session;
@@ -112,7 +112,9 @@ impl GraphService {
                 .ok_or_else(|| GraphError::Input("an input buffer without a description".into()))?;
             let desc =
                 tensor_from_proto(desc).map_err(|e| GraphError::Input(format!("input: {e}")))?;
-            let (id, _) = handle("input", &desc.name, &t.handle)?;
+            let (id, bytes) = handle("input", &desc.name, &t.handle)?;
+            let desc = sized(desc, bytes as usize)
+                .map_err(|e| GraphError::Input(format!("input: {e}")))?;
             bound.inputs.push((desc, id));
         }
         for t in outputs {
@@ -301,7 +303,7 @@ impl graph_server::Graph for GraphService {
                     "an input without a description".into(),
                 );
             };
-            match tensor_from_proto(desc) {
+            match tensor_from_proto(desc).and_then(|d| sized(d, t.data.len())) {
                 Ok(desc) => inputs.push(Tensor { desc, data: t.data }),
                 Err(e) => return fail(status::INVALID_INPUT, format!("input: {e}")),
             }
@@ -418,7 +420,9 @@ fn list_values(
                     .desc
                     .as_ref()
                     .ok_or_else(|| format!("`{}`: an item without a description", l.name))?;
-                let desc = tensor_from_proto(desc).map_err(|e| format!("`{}`: {e}", l.name))?;
+                let desc = tensor_from_proto(desc)
+                    .and_then(|d| sized(d, t.data.len()))
+                    .map_err(|e| format!("`{}`: {e}", l.name))?;
                 Ok(Arc::new(Tensor { desc, data: t.data }))
             })
             .collect::<Result<Vec<_>, String>>()?;

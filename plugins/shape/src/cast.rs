@@ -373,6 +373,8 @@ fn convert_from<S: Src>(to: Dtype, src: &[u8], dst: &mut [u8], m: Mode) {
         Dtype::I4 | Dtype::U4 | Dtype::I2 | Dtype::U2 | Dtype::F4e2m1 => {
             unreachable!("packed casts go through crate::packed")
         }
+        // Never planned: `umd_sdk::plan_checked` declines string tensors for this plugin.
+        Dtype::String => unreachable!("string casts are not served"),
     }
 }
 
@@ -405,6 +407,8 @@ pub fn convert_bytes(from: Dtype, to: Dtype, mode: u32, src: &[u8], dst: &mut [u
         Dtype::I4 | Dtype::U4 | Dtype::I2 | Dtype::U2 | Dtype::F4e2m1 => {
             unreachable!("packed casts go through crate::packed")
         }
+        // Never planned: `umd_sdk::plan_checked` declines string tensors for this plugin.
+        Dtype::String => unreachable!("string casts are not served"),
     }
 }
 
