@@ -1,8 +1,9 @@
-//! ABI versions: 1.0, 1.1, 1.2 and 1.3 plugins run unchanged on the 1.4 host (and decline what
-//! only a later minor can say), 1.1+ plugins use the self-test addition and are admitted only
-//! when their cases pass, 1.2+ plugins are planned through `planner`, 1.3 plugins run their CPU
-//! kernels in place, 1.4 plugins are planned through `planner2` (packed sub-byte dtypes), and a
-//! failing replacement leaves the working version serving. (A 2.0 plugin's refusal is in
+//! ABI versions: 1.0 to 1.4 plugins run unchanged on the 1.5 host (and decline what only a later
+//! minor can say), 1.1+ plugins use the self-test addition and are admitted only when their
+//! cases pass, 1.2+ plugins are planned through `planner`, 1.3 plugins run their CPU kernels in
+//! place, 1.4 plugins are planned through `planner2` (packed sub-byte dtypes), 1.5 plugins
+//! through `planner3` (string tensors), and a failing replacement leaves the working version
+//! serving. (A 2.0 plugin's refusal is in
 //! sandbox.rs.)
 
 use std::sync::Arc;
@@ -13,8 +14,8 @@ use umd::{Dtype, Host, data};
 use umd_tests::{fixture, fixture_dir};
 
 #[test]
-fn a_1_0_plugin_runs_unchanged_on_the_1_4_host() {
-    assert_eq!(HOST_ABI.to_string(), "1.4.0");
+fn a_1_0_plugin_runs_unchanged_on_the_1_5_host() {
+    assert_eq!(HOST_ABI.to_string(), "1.5.0");
     let dir = fixture_dir(&["abi10"]);
     let host = Host::builder().plugin_dir(dir.path()).build().unwrap();
     let p = host
@@ -40,7 +41,7 @@ fn a_1_0_plugin_runs_unchanged_on_the_1_4_host() {
 }
 
 #[test]
-fn a_1_1_plugin_runs_unchanged_on_the_1_4_host_and_declines_1_2_requests() {
+fn a_1_1_plugin_runs_unchanged_on_the_1_5_host_and_declines_1_2_requests() {
     let dir = fixture_dir(&["abi11"]);
     let host = Host::builder().plugin_dir(dir.path()).build().unwrap();
     let p = host
@@ -125,8 +126,90 @@ fn a_1_3_plugin_from_the_previous_sdk_runs_in_place_and_declines_packed_dtypes()
     );
 }
 
+/// A string input for `Tag` (which takes any inputs), with its value (two strings).
+fn string_request() -> (umd::OpRequest, Vec<u8>) {
+    let value = umd::text::encode(&["ab", "c"]);
+    let x = umd::TensorDesc::new("x", vec![2], Dtype::Str)
+        .with_size(value.len() as u64)
+        .unwrap();
+    (
+        umd::OpRequest::new("Tag", vec![x]).value(0, value.clone()),
+        value,
+    )
+}
+
 #[test]
-fn a_1_4_plugin_that_serves_no_packed_dtype_declines_them_through_the_sdk() {
+fn a_1_4_plugin_from_the_previous_sdk_runs_and_declines_string_tensors_by_its_abi() {
+    let (host, p) = prebuilt_tagger("1.4.0");
+    assert_eq!(p.abi().to_string(), "1.4.0");
+    assert!(p.has_planner2() && !p.has_planner3());
+    let out = host.run("Tag", &[]).unwrap();
+    assert_eq!(data::decode(Dtype::F32, &out[0].1), vec![1.0]);
+    let (req, _) = string_request();
+    let err = host.translate(&req).unwrap_err();
+    assert_eq!(err.status(), umd::error::status::UNSUPPORTED, "{err}");
+    assert!(
+        err.to_string().contains("umd:plugin@1.4.0") && err.to_string().contains("string"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_sdk_plugin_that_serves_no_string_tensor_declines_them_through_the_sdk() {
+    let dir = fixture_dir(&["tagger_v1"]);
+    let host = Host::builder()
+        .bundled_plugins(false)
+        .plugin_dir(dir.path())
+        .build()
+        .unwrap();
+    let (req, _) = string_request();
+    let err = host.translate(&req).unwrap_err();
+    assert_eq!(err.status(), umd::error::status::UNSUPPORTED, "{err}");
+    assert!(err.to_string().contains("string tensor"), "{err}");
+}
+
+#[test]
+fn string_tensors_run_through_the_text_plugin_and_bad_ones_are_refused() {
+    let host = Host::builder().build().unwrap();
+    let (_, a) = string_request();
+    let b = umd::text::encode(&["!", "?"]);
+    let desc = |v: &[u8]| {
+        umd::TensorDesc::new("s", vec![2], Dtype::Str)
+            .with_size(v.len() as u64)
+            .unwrap()
+    };
+    let req = umd::OpRequest::new("StringConcat", vec![desc(&a), desc(&b)]);
+    let out = host.run_request(req, &[a.clone(), b.clone()]).unwrap();
+    assert_eq!(out[0].0.dtype, Dtype::Str);
+    assert_eq!(out[0].0.text_bytes, 5);
+    let got = umd::text::decode(&out[0].1, 2).unwrap();
+    assert_eq!(got, vec![b"ab!".as_slice(), b"c?"]);
+    // a string input must come with its value, and a well-formed one
+    let no_value = umd::OpRequest::new("StringConcat", vec![desc(&a), desc(&b)]);
+    let err = host.translate(&no_value).unwrap_err();
+    assert_eq!(err.status(), umd::error::status::INVALID_INPUT, "{err}");
+    assert!(err.to_string().contains("has no value"), "{err}");
+    let mut bad = a.clone();
+    bad[0] = 200; // first string ends past the text
+    let req = umd::OpRequest::new("StringConcat", vec![desc(&bad), desc(&b)]);
+    let err = host.run_request(req, &[bad, b]).unwrap_err();
+    assert_eq!(err.status(), umd::error::status::INVALID_INPUT, "{err}");
+    assert!(err.to_string().contains("malformed string tensor"), "{err}");
+    // the command buffer carries the text sizes through the wire format
+    let t = host
+        .translate(
+            &umd::OpRequest::new("StringConcat", vec![desc(&a), desc(&a)])
+                .value(0, a.clone())
+                .value(1, a.clone()),
+        )
+        .unwrap();
+    let back = umd::cmdbuf::CommandBuffer::decode(&t.bytes).unwrap();
+    assert_eq!(back, *t.cmdbuf);
+    assert_eq!(back.bindings[2].desc.text_bytes, 6);
+}
+
+#[test]
+fn an_sdk_plugin_that_serves_no_packed_dtype_declines_them_through_the_sdk() {
     let dir = fixture_dir(&["tagger_v1"]);
     let host = Host::builder()
         .bundled_plugins(false)
@@ -139,7 +222,7 @@ fn a_1_4_plugin_that_serves_no_packed_dtype_declines_them_through_the_sdk() {
         .by_label("tagger@1.0.0")
         .cloned()
         .unwrap();
-    assert_eq!(p.abi().to_string(), "1.4.0");
+    assert_eq!(p.abi().to_string(), "1.5.0");
     let err = host.translate(&int4_request()).unwrap_err();
     assert_eq!(err.status(), umd::error::status::UNSUPPORTED, "{err}");
     assert!(
@@ -169,13 +252,14 @@ fn packed_dtypes_round_trip_through_cast_on_the_cpu_device() {
 }
 
 #[test]
-fn plugins_built_with_the_sdk_are_1_4_and_declare_self_tests_and_hints() {
+fn plugins_built_with_the_sdk_are_1_5_and_declare_self_tests_and_hints() {
     let host = Host::builder().build().unwrap();
     let snap = host.registry().snapshot();
     let ew = snap.by_label("elementwise@0.1.0").unwrap();
-    assert_eq!(ew.abi().to_string(), "1.4.0");
+    assert_eq!(ew.abi().to_string(), "1.5.0");
     assert!(ew.has_planner());
     assert!(ew.has_planner2());
+    assert!(ew.has_planner3());
     assert!(ew.runs_in_place());
     let cases = ew
         .self_test_cases()

@@ -6,8 +6,12 @@ use half::{bf16, f16};
 use crate::tensor::Dtype;
 
 /// Encodes values as little-endian elements of `dtype` (rounding to nearest for the narrow
-/// types, saturating for integers).
+/// types, saturating for integers; strings: each value's shortest decimal text).
 pub fn encode(dtype: Dtype, values: &[f64]) -> Vec<u8> {
+    if dtype.is_string() {
+        let texts: Vec<String> = values.iter().map(f64::to_string).collect();
+        return crate::text::encode(&texts);
+    }
     if dtype.is_packed() {
         return packed::encode(dtype, values);
     }
@@ -33,8 +37,26 @@ pub fn encode(dtype: Dtype, values: &[f64]) -> Vec<u8> {
     out
 }
 
-/// Decodes little-endian elements of `dtype` into values.
+/// Decodes little-endian elements of `dtype` as values (strings: each parsed as a number, NaN when it is not
+/// one; a malformed string tensor gives no values).
 pub fn decode(dtype: Dtype, bytes: &[u8]) -> Vec<f64> {
+    if dtype.is_string() {
+        // The count is where the offsets end: 8 n + end(n - 1) is the whole buffer.
+        let end = |n: usize| u64::from_le_bytes(bytes[8 * n - 8..8 * n].try_into().unwrap());
+        let n = (1..=bytes.len() / 8).find(|&n| (8 * n) as u64 + end(n) == bytes.len() as u64);
+        let items = n.map_or_else(Vec::new, |n| {
+            crate::text::decode(bytes, n).unwrap_or_default()
+        });
+        return items
+            .iter()
+            .map(|s| {
+                std::str::from_utf8(s)
+                    .ok()
+                    .and_then(|t| t.trim().parse().ok())
+                    .unwrap_or(f64::NAN)
+            })
+            .collect();
+    }
     if dtype.is_packed() {
         return packed::decode(dtype, bytes);
     }
@@ -250,7 +272,8 @@ mod tests {
     #[test]
     fn round_trips() {
         let v = [1.0, -2.5, 0.0, 3.0];
-        for d in Dtype::ALL {
+        assert_eq!(decode(Dtype::Str, &encode(Dtype::Str, &v)), v);
+        for d in Dtype::ALL.into_iter().filter(|d| !d.is_string()) {
             let back = decode(d, &encode(d, &v));
             assert_eq!(back.len(), 4, "{d}");
             if d.is_float() || d == Dtype::I32 || d == Dtype::I64 {

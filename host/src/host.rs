@@ -535,6 +535,18 @@ impl Host {
             ))
             .into());
         }
+        // A string input's text size is its data's.
+        for (d, bytes) in req.inputs.iter_mut().zip(data) {
+            if d.dtype.is_string() {
+                let shown = d.to_string();
+                *d = d.clone().with_size(bytes.len() as u64).ok_or_else(|| {
+                    crate::error::RequestError::Shape(format!(
+                        "{shown}: {} bytes cannot hold its offsets",
+                        bytes.len()
+                    ))
+                })?;
+            }
+        }
         self.translator()
             .fill_values(&mut req, |i, _| Ok::<_, Error>(data[i].clone()))?;
         let t = self.translate(&req)?;

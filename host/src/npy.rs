@@ -82,8 +82,7 @@ pub fn write(path: &Path, desc: &TensorDesc, data: &[u8]) -> std::io::Result<()>
         Some((width, _)) => format!("<U{width}"),
         None => descr(desc.dtype).to_string(),
     };
-    let mut header =
-        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     let unpadded = MAGIC.len() + 2 + 2 + header.len() + 1;
     header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
     header.push('\n');
@@ -155,7 +154,9 @@ fn parse(bytes: &[u8], name: &str) -> Result<(TensorDesc, Vec<u8>), String> {
         "<u4" => Dtype::U32,
         "<u8" => Dtype::U64,
         other => match other.strip_prefix("<U").map(str::parse::<usize>) {
-            Some(Ok(width)) if width <= 1 << 16 => return parse_strings(header, &bytes[start + len..], name, width),
+            Some(Ok(width)) if width <= 1 << 16 => {
+                return parse_strings(header, &bytes[start + len..], name, width);
+            }
             _ => return Err(format!("dtype `{other}` is not one umd has")),
         },
     };
@@ -188,14 +189,21 @@ fn parse_strings(
     desc.validate().map_err(|e| e.to_string())?;
     let n = desc.numel().unwrap_or(0) as usize;
     if Some(data.len()) != n.checked_mul(4 * width) {
-        return Err(format!("{} data bytes, {n} strings of <U{width} need {}", data.len(), n * 4 * width));
+        return Err(format!(
+            "{} data bytes, {n} strings of <U{width} need {}",
+            data.len(),
+            n * 4 * width
+        ));
     }
     let mut items = Vec::with_capacity(n);
     for (i, cell) in data.chunks_exact(4 * width.max(1)).take(n).enumerate() {
         let mut s = String::new();
         for c in cell.chunks_exact(4) {
             let code = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            s.push(char::from_u32(code).ok_or_else(|| format!("string {i}: U+{code:X} is not a character"))?);
+            s.push(
+                char::from_u32(code)
+                    .ok_or_else(|| format!("string {i}: U+{code:X} is not a character"))?,
+            );
         }
         items.push(s.trim_end_matches('\0').to_string());
     }

@@ -23,7 +23,12 @@ pub fn decode(bytes: &[u8], n: usize) -> Result<Vec<&[u8]>, String> {
     let table = n
         .checked_mul(8)
         .filter(|&t| t <= bytes.len())
-        .ok_or_else(|| format!("{} bytes cannot hold the offsets of {n} strings", bytes.len()))?;
+        .ok_or_else(|| {
+            format!(
+                "{} bytes cannot hold the offsets of {n} strings",
+                bytes.len()
+            )
+        })?;
     let (offsets, text) = bytes.split_at(table);
     let mut out = Vec::with_capacity(n);
     let mut start = 0usize;
@@ -32,9 +37,7 @@ pub fn decode(bytes: &[u8], n: usize) -> Result<Vec<&[u8]>, String> {
         let end = usize::try_from(end)
             .ok()
             .filter(|&e| e >= start && e <= text.len())
-            .ok_or_else(|| {
-                format!("string {i} ends at {end}, outside {start}..={}", text.len())
-            })?;
+            .ok_or_else(|| format!("string {i} ends at {end}, outside {start}..={}", text.len()))?;
         out.push(&text[start..end]);
         start = end;
     }

@@ -226,7 +226,10 @@ impl OpRequest {
 /// Checks that `bytes` is a well-formed string tensor described by `d` (offsets in order, the
 /// text where they say).
 fn check_strings(bytes: &[u8], d: &TensorDesc) -> Result<(), String> {
-    let n = d.numel().and_then(|n| usize::try_from(n).ok()).unwrap_or(usize::MAX);
+    let n = d
+        .numel()
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(usize::MAX);
     crate::text::decode(bytes, n)
         .map(drop)
         .map_err(|e| format!("malformed string tensor `{}`: {e}", d.name))
@@ -280,7 +283,11 @@ impl Translator {
     pub fn missing_values(&self, req: &OpRequest) -> Vec<usize> {
         let target = req.target.as_ref().unwrap_or(&self.default_target);
         let op = split_pin(&req.op).map(|(op, _)| op).unwrap_or(&req.op);
-        let strings = req.inputs.iter().enumerate().filter(|(_, d)| d.dtype.is_string());
+        let strings = req
+            .inputs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.dtype.is_string());
         let mut out: Vec<usize> = self
             .registry
             .snapshot()
@@ -469,7 +476,7 @@ impl Translator {
 }
 
 /// The request in the forms plugins take, each built at most once per translation: 1.4
-/// (`planner2.plan`), 1.2 (`planner.plan`) and 1.0/1.1 (`operator.plan`).
+/// (`planner2.plan`), 1.2 (`planner.plan`) and 1.0/1.1 (`operator.plan`), and 1.5 (`planner3.plan`).
 struct WitRequest<'a> {
     op: &'a str,
     req: &'a OpRequest,
@@ -555,9 +562,7 @@ impl<'a> WitRequest<'a> {
                         .slots(convert::tensor_to_wit2)
                         .into_iter()
                         .map(|s| {
-                            s.and_then(|(desc, value)| {
-                                Some(wit::InputSlot2 { desc: desc?, value })
-                            })
+                            s.and_then(|(desc, value)| Some(wit::InputSlot2 { desc: desc?, value }))
                         })
                         .collect(),
                     outputs_wanted: req.outputs_wanted.clone(),

@@ -652,9 +652,14 @@ pub fn to_onnx(dt: Dtype) -> i64 {
         .expect("every dtype has an ONNX number")
 }
 
-/// "1 FLOAT, 2 UINT8, …": the ONNX numbers umd serves, for error messages.
+/// "1 FLOAT, 2 UINT8, …": the ONNX numbers of umd's numeric dtypes (all but STRING, which only
+/// string ops take), for error messages.
 pub fn onnx_codes_served() -> String {
-    let mut v: Vec<(i64, &str)> = ONNX_CODES.iter().map(|(_, c, n)| (*c, *n)).collect();
+    let mut v: Vec<(i64, &str)> = ONNX_CODES
+        .iter()
+        .filter(|(d, _, _)| *d != Dtype::String)
+        .map(|(_, c, n)| (*c, *n))
+        .collect();
     v.sort_by_key(|(c, _)| *c);
     v.iter()
         .map(|(c, n)| format!("{c} {n}"))

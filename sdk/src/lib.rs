@@ -238,9 +238,10 @@ impl TensorDesc {
 /// `planner2`, `planner`, `operator`) goes through here.
 pub fn plan_checked<P: Plugin + ?Sized>(request: &PlanRequestExt) -> Result<OpPlan, OpError> {
     if !P::serves_strings(&request.op) {
-        let string_attr = request.attributes.iter().find(
-            |a| matches!(&a.value, AttrValueExt::Tensor(t) if t.desc.dtype == Dtype::String),
-        );
+        let string_attr = request
+            .attributes
+            .iter()
+            .find(|a| matches!(&a.value, AttrValueExt::Tensor(t) if t.desc.dtype == Dtype::String));
         if let Some(d) = request.present().find(|d| d.dtype == Dtype::String) {
             return Err(OpError::UnsupportedDtype(format!(
                 "{}: input `{}` is a string tensor, which this plugin does not serve for {}",

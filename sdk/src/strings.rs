@@ -54,7 +54,10 @@ pub fn decode(bytes: &[u8], n: usize) -> Result<Vec<&str>, OpError> {
         start = end;
     }
     if start != text.len() {
-        return Err(bad(format!("the strings end at {start} of {} bytes", text.len())));
+        return Err(bad(format!(
+            "the strings end at {start} of {} bytes",
+            text.len()
+        )));
     }
     Ok(out)
 }

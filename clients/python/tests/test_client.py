@@ -115,3 +115,34 @@ def test_packed_int4_and_bf16_arrays_round_trip_through_cast(client):
     b = np.array([1.5, -2.25, 3.0], ml_dtypes.bfloat16)
     (f,) = client.run("Cast", b, attributes={"to": 1})
     np.testing.assert_array_equal(f, b.astype(np.float32))
+
+
+def test_string_tensors_through_device_and_graph(client):
+    """ABI 1.5 string tensors: numpy str/object arrays in, object arrays of str out, op by op
+    and through a loaded model; a malformed string buffer is refused with status 3."""
+    x = np.array(["hello world", "héllo", ""], dtype=object)
+    parts, counts = client.run("StringSplit", x)  # no delimiter: runs of whitespace
+    assert parts.tolist() == [["hello", "world"], ["héllo", ""], ["", ""]]
+    np.testing.assert_array_equal(counts, [2, 1, 0])
+    (eq,) = client.run("Equal", np.array(["a", "b"]), np.array(["a", "c"]))
+    np.testing.assert_array_equal(eq, [True, False])
+
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto as T, helper as h, numpy_helper as nh
+    suffix = nh.from_array(np.array(["!"], dtype=object), "suffix")
+    g = h.make_graph(
+        [h.make_node("StringNormalizer", ["x"], ["up"], case_change_action="UPPER"),
+         h.make_node("StringConcat", ["up", "suffix"], ["y"])],
+        "strings", [h.make_tensor_value_info("x", T.STRING, [None])],
+        [h.make_tensor_value_info("y", T.STRING, [None])], [suffix])
+    model = client.load_model(h.make_model(g, opset_imports=[h.make_opsetid("", 20)])
+                              .SerializeToString())
+    out = model.run({"x": np.array(["abc", "Straße"], dtype=object)})
+    assert out["y"].tolist() == ["ABC!", "STRASSE!"]
+    model.unload()
+
+    bad = client.upload(np.frombuffer(b"\x09" + b"\x00" * 7 + b"a", np.uint8))  # ends at 9 of 1
+    with pytest.raises(UmdError) as e:
+        client.execute("StringNormalizer", [bad], [pb.TensorDesc(shape=[1], dtype="string")])
+    assert e.value.status == 3 and "malformed string tensor" in e.value.msg
+    client.free(bad)

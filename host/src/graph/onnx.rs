@@ -453,7 +453,10 @@ fn strings(t: &proto::TensorProto, desc: TensorDesc) -> Result<Constant, String>
     }
     let data = crate::text::encode(&t.string_data);
     if data.len() as u64 > MAX_TENSOR_BYTES {
-        return Err(format!("{} bytes of strings; at most {MAX_TENSOR_BYTES}", data.len()));
+        return Err(format!(
+            "{} bytes of strings; at most {MAX_TENSOR_BYTES}",
+            data.len()
+        ));
     }
     let desc = desc.with_size(data.len() as u64).ok_or("size overflows")?;
     Ok(Constant {

@@ -116,7 +116,10 @@ fn attr_from_proto(name: &str, v: &proto::AttributeValue) -> Result<AttrValue, R
             let desc = t.desc.as_ref().ok_or_else(|| {
                 RequestError::Attribute(format!("tensor attribute `{name:.64}` has no description"))
             })?;
-            AttrValue::Tensor(sized(tensor_from_proto(desc)?, t.data.len())?, t.data.clone())
+            AttrValue::Tensor(
+                sized(tensor_from_proto(desc)?, t.data.len())?,
+                t.data.clone(),
+            )
         }
         None => {
             return Err(RequestError::Attribute(format!(

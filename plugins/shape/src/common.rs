@@ -100,9 +100,10 @@ pub fn norm_axes(
     Ok(out)
 }
 
-/// The umd dtype of an ONNX `TensorProto.DataType` number.
+/// The umd dtype of an ONNX `TensorProto.DataType` number (STRING is the text plugin's: casts
+/// to and from strings are not served here).
 pub fn onnx_dtype(code: i64) -> Option<Dtype> {
-    dtype::from_onnx(code)
+    dtype::from_onnx(code).filter(|&d| d != Dtype::String)
 }
 
 /// The error for an ONNX dtype number umd has no dtype for.

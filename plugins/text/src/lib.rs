@@ -14,7 +14,9 @@ pub mod plan;
 pub mod value;
 pub mod wire;
 
-use umd_sdk::{CpuCall, CpuWrite, ModuleSource, OpError, OpPlan, PlanRequestExt, Plugin, PluginInfo, Target};
+use umd_sdk::{
+    CpuCall, CpuWrite, ModuleSource, OpError, OpPlan, PlanRequestExt, Plugin, PluginInfo, Target,
+};
 
 pub struct TextPlugin;
 
@@ -22,7 +24,11 @@ impl Plugin for TextPlugin {
     fn describe() -> PluginInfo {
         // `cuda` is listed so a CUDA request reaches `plan` and is declined with a message that
         // says why (instead of the host's bare "not supported for target").
-        umd_sdk::plugin_info("text", env!("CARGO_PKG_VERSION"), ops::OPS.iter().map(|(n, _)| *n))
+        umd_sdk::plugin_info(
+            "text",
+            env!("CARGO_PKG_VERSION"),
+            ops::OPS.iter().map(|(n, _)| *n),
+        )
     }
 
     fn serves_strings(_op: &str) -> bool {

@@ -12,8 +12,8 @@
 
 use umd_sdk::params::{ParamPacker, ParamReader};
 use umd_sdk::{
-    Access, AttrValueExt, CpuCall, CpuWrite, Dim3, Launch, OpError, OpPlan,
-    PlanRequestExt, TensorDesc, dtype,
+    Access, AttrValueExt, CpuCall, CpuWrite, Dim3, Launch, OpError, OpPlan, PlanRequestExt,
+    TensorDesc, dtype,
 };
 
 use crate::ops::{self, Attr, OPS};
@@ -40,14 +40,17 @@ fn attr(op: &str, name: &str, v: &AttrValueExt) -> Result<Attr, OpError> {
         AttrValueExt::Boolean(x) => Attr::Int(*x as i64),
         AttrValueExt::Texts(x) => Attr::Texts(x.clone()),
         AttrValueExt::Tensor(t) => Attr::Tensor(
-            value::from_bytes(t.desc.dtype, &t.desc.shape, &t.data)
-                .map_err(|e| OpError::InvalidAttribute(format!("{op}: attribute `{name}`: {e:?}")))?,
+            value::from_bytes(t.desc.dtype, &t.desc.shape, &t.data).map_err(|e| {
+                OpError::InvalidAttribute(format!("{op}: attribute `{name}`: {e:?}"))
+            })?,
         ),
     })
 }
 
 fn run(call: &Call, inputs: &[Option<ops::Value>]) -> Result<Vec<ops::Value>, OpError> {
-    let (op, _) = OPS.get(call.op as usize).ok_or_else(|| OpError::internal("unknown op"))?;
+    let (op, _) = OPS
+        .get(call.op as usize)
+        .ok_or_else(|| OpError::internal("unknown op"))?;
     ops::run(op, inputs, &call.attrs).map_err(op_error)
 }
 
@@ -186,7 +189,9 @@ pub fn run_cpu(c: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     let call = crate::wire::decode(&record)?;
     let present: Vec<&Slot> = call.inputs.iter().flatten().collect();
     if ptrs.len() != present.len() + call.outputs.len() {
-        return Err(OpError::internal("text kernel: bindings do not match the call record"));
+        return Err(OpError::internal(
+            "text kernel: bindings do not match the call record",
+        ));
     }
     let mut next = ptrs.iter();
     let mut inputs = Vec::with_capacity(call.inputs.len());

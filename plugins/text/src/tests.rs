@@ -44,7 +44,10 @@ fn label_encoder_strings_to_ints() {
     let (x, bytes) = strings_desc("x", vec![5], &["a", "b", "d", "c", "g"]);
     let req = PlanRequestExt::builder("LabelEncoder")
         .constant(x, &bytes)
-        .attr("keys_strings", AttrValueExt::Texts(vec!["a".into(), "b".into(), "c".into()]))
+        .attr(
+            "keys_strings",
+            AttrValueExt::Texts(vec!["a".into(), "b".into(), "c".into()]),
+        )
         .attr("values_int64s", AttrValueExt::Ints(vec![0, 1, 2]))
         .attr("default_int64", AttrValueExt::Int(42))
         .build(Target::cpu());

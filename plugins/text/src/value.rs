@@ -37,14 +37,29 @@ pub fn from_bytes(dt: Dtype, shape: &[u64], bytes: &[u8]) -> Result<Value, OpErr
     match dt {
         Dtype::String => {
             let items = strings::decode(bytes, n)?;
-            Ok(Value::Str(Tensor::new(shape, items.into_iter().map(String::from).collect())))
+            Ok(Value::Str(Tensor::new(
+                shape,
+                items.into_iter().map(String::from).collect(),
+            )))
         }
-        Dtype::I64 => sized(le(bytes, n, i64::from_le_bytes).map(|d| Value::I64(Tensor::new(shape, d)))),
-        Dtype::I32 => sized(le(bytes, n, i32::from_le_bytes).map(|d| Value::I32(Tensor::new(shape, d)))),
-        Dtype::I16 => sized(le(bytes, n, i16::from_le_bytes).map(|d| Value::I16(Tensor::new(shape, d)))),
-        Dtype::F32 => sized(le(bytes, n, f32::from_le_bytes).map(|d| Value::F32(Tensor::new(shape, d)))),
-        Dtype::F64 => sized(le(bytes, n, f64::from_le_bytes).map(|d| Value::F64(Tensor::new(shape, d)))),
-        Dtype::Boolean => sized(le(bytes, n, |[b]: [u8; 1]| b != 0).map(|d| Value::Bool(Tensor::new(shape, d)))),
+        Dtype::I64 => {
+            sized(le(bytes, n, i64::from_le_bytes).map(|d| Value::I64(Tensor::new(shape, d))))
+        }
+        Dtype::I32 => {
+            sized(le(bytes, n, i32::from_le_bytes).map(|d| Value::I32(Tensor::new(shape, d))))
+        }
+        Dtype::I16 => {
+            sized(le(bytes, n, i16::from_le_bytes).map(|d| Value::I16(Tensor::new(shape, d))))
+        }
+        Dtype::F32 => {
+            sized(le(bytes, n, f32::from_le_bytes).map(|d| Value::F32(Tensor::new(shape, d))))
+        }
+        Dtype::F64 => {
+            sized(le(bytes, n, f64::from_le_bytes).map(|d| Value::F64(Tensor::new(shape, d))))
+        }
+        Dtype::Boolean => {
+            sized(le(bytes, n, |[b]: [u8; 1]| b != 0).map(|d| Value::Bool(Tensor::new(shape, d))))
+        }
         other => Err(OpError::UnsupportedDtype(format!(
             "{} tensors are not taken by the text ops",
             dtype::name(other)
@@ -58,7 +73,11 @@ pub fn to_bytes(v: &Value) -> (Dtype, u64, Vec<u8>) {
         d.iter().flat_map(|&x| f(x)).collect()
     }
     match v {
-        Value::Str(t) => (Dtype::String, strings::text_bytes(&t.data), strings::encode(&t.data)),
+        Value::Str(t) => (
+            Dtype::String,
+            strings::text_bytes(&t.data),
+            strings::encode(&t.data),
+        ),
         Value::I64(t) => (Dtype::I64, 0, flat(&t.data, i64::to_le_bytes)),
         Value::I32(t) => (Dtype::I32, 0, flat(&t.data, i32::to_le_bytes)),
         Value::I16(t) => (Dtype::I16, 0, flat(&t.data, i16::to_le_bytes)),

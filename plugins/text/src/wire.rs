@@ -69,7 +69,9 @@ impl<'a> R<'a> {
         Ok(self.take(1, what)?[0])
     }
     fn u64(&mut self, what: &str) -> Result<u64, OpError> {
-        Ok(u64::from_le_bytes(self.take(8, what)?.try_into().expect("8")))
+        Ok(u64::from_le_bytes(
+            self.take(8, what)?.try_into().expect("8"),
+        ))
     }
     fn bytes(&mut self, what: &str) -> Result<&'a [u8], OpError> {
         let n = usize::try_from(self.u64(what)?).map_err(|_| bad(what))?;
@@ -88,7 +90,9 @@ impl<'a> R<'a> {
     fn slot(&mut self) -> Result<Slot, OpError> {
         let dtype = dtype::from_onnx(self.u8("dtype")? as i64).ok_or_else(|| bad("dtype"))?;
         let rank = self.u8("rank")? as usize;
-        let shape = (0..rank).map(|_| self.u64("dims")).collect::<Result<_, _>>()?;
+        let shape = (0..rank)
+            .map(|_| self.u64("dims"))
+            .collect::<Result<_, _>>()?;
         Ok(Slot {
             dtype,
             shape,
@@ -146,7 +150,11 @@ fn get_attr(r: &mut R<'_>) -> Result<Attr, OpError> {
         2 => Attr::Text(r.text("text")?),
         3 => {
             let n = r.count("ints")?;
-            Attr::Ints((0..n).map(|_| r.u64("ints").map(|v| v as i64)).collect::<Result<_, _>>()?)
+            Attr::Ints(
+                (0..n)
+                    .map(|_| r.u64("ints").map(|v| v as i64))
+                    .collect::<Result<_, _>>()?,
+            )
         }
         4 => {
             let n = r.count("floats")?;
@@ -248,9 +256,15 @@ mod tests {
                 ("c".into(), Attr::Texts(vec!["x".into(), "".into()])),
                 (
                     "d".into(),
-                    Attr::Tensor(Value::Str(Tensor::new(vec![2], vec!["k".into(), "é".into()]))),
+                    Attr::Tensor(Value::Str(Tensor::new(
+                        vec![2],
+                        vec!["k".into(), "é".into()],
+                    ))),
                 ),
-                ("e".into(), Attr::Tensor(Value::I16(Tensor::new(vec![1], vec![-7])))),
+                (
+                    "e".into(),
+                    Attr::Tensor(Value::I16(Tensor::new(vec![1], vec![-7]))),
+                ),
             ],
         };
         let bytes = encode(&call);
