@@ -58,15 +58,8 @@ pub fn equal(a: &Value, b: &Value, attrs: &[(String, Attr)]) -> OpResult<Vec<Val
 
 #[cfg(test)]
 mod tests {
-    use super::super::run;
+    use super::super::{run, s};
     use super::*;
-
-    fn s(shape: &[u64], v: &[&str]) -> Value {
-        Value::Str(Tensor::new(
-            shape.to_vec(),
-            v.iter().map(|x| x.to_string()).collect(),
-        ))
-    }
 
     fn concat(a: Value, b: Value) -> Result<Vec<Value>, OpError> {
         run("StringConcat", &[Some(a), Some(b)], &[])

@@ -122,6 +122,15 @@ impl fmt::Display for OpError {
 
 impl std::error::Error for OpError {}
 
+/// A string value from literals (unit tests).
+#[cfg(test)]
+pub(crate) fn s(shape: &[u64], v: &[&str]) -> Value {
+    Value::Str(Tensor::new(
+        shape.to_vec(),
+        v.iter().map(|x| x.to_string()).collect(),
+    ))
+}
+
 /// The ops [`run`] serves: (ONNX name, domain: "" or "ai.onnx.ml").
 pub const OPS: &[(&str, &str)] = &[
     ("StringNormalizer", ""),

@@ -101,15 +101,8 @@ pub fn string_normalizer(x: &Value, attrs: &[(String, Attr)]) -> OpResult<Vec<Va
 
 #[cfg(test)]
 mod tests {
-    use super::super::{OpError, run};
+    use super::super::{OpError, run, s};
     use super::*;
-
-    fn s(shape: &[u64], v: &[&str]) -> Value {
-        Value::Str(Tensor::new(
-            shape.to_vec(),
-            v.iter().map(|x| x.to_string()).collect(),
-        ))
-    }
 
     fn attrs(list: &[(&str, Attr)]) -> Vec<(String, Attr)> {
         list.iter()

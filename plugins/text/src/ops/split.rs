@@ -87,15 +87,8 @@ pub fn string_split(x: &Value, attrs: &[(String, Attr)]) -> OpResult<Vec<Value>>
 
 #[cfg(test)]
 mod tests {
-    use super::super::{OpError, run};
+    use super::super::{OpError, run, s};
     use super::*;
-
-    fn s(shape: &[u64], v: &[&str]) -> Value {
-        Value::Str(Tensor::new(
-            shape.to_vec(),
-            v.iter().map(|x| x.to_string()).collect(),
-        ))
-    }
 
     fn z(shape: &[u64], v: &[i64]) -> Value {
         Value::I64(Tensor::new(shape.to_vec(), v.to_vec()))
