@@ -298,6 +298,29 @@ fn main() {
     let u = umd_time(&host, req, &[bytes(&table), idx_bytes]);
     row("gather", "Gather f32[16384,128] by 4096 rows", u, native);
 
+    // text: StringSplit of 4096 strings of 8 words on " " (the plan computes the op too, to size
+    // the outputs: that is translation, not timed here)
+    let words: Vec<String> = (0..4096)
+        .map(|i| {
+            (0..8)
+                .map(|j| format!("w{}", (i * 31 + j * 7) % 1000))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let native = median(|| {
+        let parts: Vec<Vec<&str>> = words.iter().map(|s| s.split(' ').collect()).collect();
+        std::hint::black_box(parts);
+    });
+    let data = umd::text::encode(&words);
+    let d = TensorDesc::new("s", vec![4096], Dtype::Str)
+        .with_size(data.len() as u64)
+        .unwrap();
+    let req = OpRequest::new("StringSplit", vec![d])
+        .attr("delimiter", umd::AttrValue::Text(" ".into()));
+    let u = umd_time(&host, req, &[data]);
+    row("text", "StringSplit 4096 strings of 8 words", u, native);
+
     println!();
     shape_in_place("");
 }
