@@ -470,6 +470,46 @@ impl Stream {
     }
 }
 
+impl Stream {
+    /// Starts capturing the work this thread queues on the stream into a graph
+    /// (`cuStreamBeginCapture`, thread-local mode): queued launches are recorded, not run, until
+    /// [`Stream::end_capture`]. The caller keeps every other thread off the stream meanwhile.
+    pub fn begin_capture(&self) -> Result<(), DeviceError> {
+        self.stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(|e| failed("cuStreamBeginCapture", e))
+    }
+
+    /// Ends a capture and instantiates what it recorded (`cuStreamEndCapture`,
+    /// `cuGraphInstantiate`); `None` when nothing was recorded. Always ends the capture, so the
+    /// stream runs work again afterwards, whatever the result.
+    pub fn end_capture(&self) -> Result<Option<Graph>, DeviceError> {
+        self.stream
+            .end_capture(sys::CUgraphInstantiate_flags(0))
+            .map(|g| g.map(Graph))
+            .map_err(|e| failed("cuStreamEndCapture", e))
+    }
+}
+
+/// An instantiated CUDA graph: replays, on the stream it was captured on, the launches recorded
+/// (`cuGraphLaunch`: one call for all of them). Destroyed when dropped.
+pub struct Graph(cudarc::driver::CudaGraph);
+
+// SAFETY: a CUDA graph is not tied to the thread that made it; the driver only requires calls on
+// one graph to be serialized. The CUDA device launches a graph only while holding the launch lock
+// of the stream it was captured on (graphs are keyed by stream), and the last `Arc` drops it when
+// no launch can be running it.
+unsafe impl Send for Graph {}
+// SAFETY: as for `Send`: every call on a shared graph happens under its stream's launch lock.
+unsafe impl Sync for Graph {}
+
+impl Graph {
+    /// Queues the whole graph on its stream.
+    pub fn launch(&self) -> Result<(), DeviceError> {
+        self.0.launch().map_err(|e| failed("cuGraphLaunch", e))
+    }
+}
+
 /// An event: marks a point of a stream.
 pub struct Event {
     event: CudaEvent,

@@ -4,6 +4,9 @@
 //! each stream's completion thread waiting on an event recorded after each submit (no stream
 //! callback, no polling).
 //!
+//! A command buffer of several launches submitted again with the same buffers is captured into a
+//! CUDA graph on its second run and replayed from then on ([`graphs`]: the policy).
+//!
 //! Hazards, as on the CPU device ([`super::hazard`]): every submission records its fence on the
 //! buffers it binds as reader and/or writer; a submission conflicting with work queued on another
 //! stream waits for it on the host before it enqueues (no `cuStreamWaitEvent` yet); `read` and
@@ -18,6 +21,7 @@
 //! versions, kernel cache, parameter patching, errors without a driver — are unit-tested).
 
 pub mod driver;
+pub mod graphs;
 mod info;
 mod launch;
 mod loaded;
@@ -46,7 +50,8 @@ use super::sync::Fence;
 use super::{BufferId, Device, DeviceError, KernelSources, StreamId, check_submit};
 use crate::cmdbuf::{CommandBuffer, LaunchCmd};
 use crate::target::Target;
-use driver::{Context, Event, Function, Stream};
+use driver::{Context, Event, Function, Graph, Stream};
+use graphs::{Plan, Replays};
 use loaded::Modules;
 use modules::{Compiler, KernelCache, NoCompiler, Nvrtc};
 use raw_alloc::CudaRaw;
@@ -165,6 +170,14 @@ pub struct CudaDevice {
     lost: LostFlag,
     /// Held while a submission records its hazards.
     submit_order: Mutex<()>,
+    /// Captured graphs and the submissions seen once ([`graphs`]).
+    replays: Mutex<Replays<Replay>>,
+}
+
+/// A captured graph and the kernels it launches (keeping their modules loaded while it lives).
+struct Replay {
+    graph: Graph,
+    _kernels: Vec<Function>,
 }
 
 impl CudaDevice {
@@ -235,6 +248,7 @@ impl CudaDevice {
             kernels,
             lost,
             submit_order: Mutex::new(()),
+            replays: Mutex::new(Replays::default()),
         }))
     }
 
@@ -278,6 +292,90 @@ impl CudaDevice {
         Ok(f)
     }
 
+    /// Queues every launch of `cmd` on `slot` (captured, not run, while it captures); stops at the
+    /// first that fails (the ones queued before still run).
+    fn launch_all(
+        &self,
+        slot: &StreamSlot,
+        cmd: &CommandBuffer,
+        kernels: &[Function],
+        addrs: &[u64],
+    ) -> Result<(), DeviceError> {
+        for (i, (l, f)) in cmd.launches.iter().zip(kernels).enumerate() {
+            let params = patch_params(&l.params, &l.relocations, addrs);
+            self.lost
+                .note(
+                    slot.stream
+                        .launch(f, l.grid, l.block, l.shared_memory, &params),
+                )
+                .map_err(|e| DeviceError::Launch {
+                    launch: i,
+                    entry: l.entry_point.clone(),
+                    message: e.to_string(),
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Records every launch of `cmd` into a graph (nothing runs).
+    fn capture(
+        &self,
+        slot: &StreamSlot,
+        cmd: &CommandBuffer,
+        kernels: &[Function],
+        addrs: &[u64],
+    ) -> Result<Graph, DeviceError> {
+        slot.stream.begin_capture()?;
+        let queued = self.launch_all(slot, cmd, kernels, addrs);
+        let ended = self.lost.note(slot.stream.end_capture());
+        queued?;
+        ended?.ok_or_else(|| DeviceError::Driver {
+            call: "cuStreamEndCapture",
+            message: "nothing was captured".into(),
+        })
+    }
+
+    /// Launches `cmd` plainly, or captures it into a graph, or replays its graph
+    /// ([`graphs::Replays::plan`]). A failed capture falls back to plain launches.
+    fn run_launches(
+        &self,
+        stream: StreamId,
+        slot: &StreamSlot,
+        cmd: &Arc<CommandBuffer>,
+        kernels: Vec<Function>,
+        addrs: &[u64],
+    ) -> Result<(), DeviceError> {
+        let key = graphs::Key::new(stream, cmd, addrs);
+        let plan = self.replays.lock().plan(&key, cmd.launches.len());
+        // Nothing else is queued on this stream while it launches (or captures, or replays).
+        let _launching = slot.launching.lock();
+        let replay_failed = |e: DeviceError| DeviceError::Launch {
+            launch: 0,
+            entry: "(CUDA graph)".into(),
+            message: e.to_string(),
+        };
+        match plan {
+            Plan::Plain => self.launch_all(slot, cmd, &kernels, addrs),
+            Plan::Replay(r) => self.lost.note(r.graph.launch()).map_err(replay_failed),
+            Plan::Capture => match self.capture(slot, cmd, &kernels, addrs) {
+                Ok(graph) => {
+                    let launched = self.lost.note(graph.launch()).map_err(replay_failed);
+                    let replay = Replay {
+                        graph,
+                        _kernels: kernels,
+                    };
+                    self.replays.lock().captured(key, Some(replay));
+                    launched
+                }
+                Err(e) => {
+                    tracing::warn!(device = %self.name, error = %e, "CUDA graph capture failed: launching plainly");
+                    self.replays.lock().captured(key, None);
+                    self.launch_all(slot, cmd, &kernels, addrs)
+                }
+            },
+        }
+    }
+
     /// Signals `fence` with `result` once `stream` reaches this point: an event recorded here
     /// and waited for by the stream's completion thread (if the event cannot be recorded: after
     /// waiting for the stream here).
@@ -313,6 +411,8 @@ struct StreamSlot {
     stream: Stream,
     completions: Completions<Event>,
     events: Arc<Mutex<Vec<Event>>>,
+    /// Held while a submission queues its launches (a capture must see no other thread's).
+    launching: Mutex<()>,
 }
 
 impl StreamSlot {
@@ -339,19 +439,22 @@ impl StreamSlot {
             stream,
             completions,
             events,
+            launching: Mutex::new(()),
         }))
     }
 }
 
 impl Drop for CudaDevice {
-    /// Lets queued work (and the callbacks signalling its fences) finish before the streams,
-    /// modules and memory go.
+    /// Lets queued work (and the callbacks signalling its fences) finish before the graphs,
+    /// streams, modules and memory go.
     fn drop(&mut self) {
         for s in self.streams.get_mut().iter() {
             if let Err(e) = s.stream.synchronize() {
                 tracing::warn!(device = %self.name, error = %e, "stream failed at shutdown");
             }
         }
+        // Graphs go first, while their streams and modules are still there.
+        self.replays.get_mut().clear();
     }
 }
 
@@ -479,24 +582,8 @@ impl Device for CudaDevice {
         for w in waits {
             let _ = w.wait();
         }
-        let mut result = Ok(());
-        for (i, (l, f)) in cmd.launches.iter().zip(&kernels).enumerate() {
-            let params = patch_params(&l.params, &l.relocations, &addrs);
-            if let Err(e) =
-                self.lost.note(
-                    s.stream
-                        .launch(f, l.grid, l.block, l.shared_memory, &params),
-                )
-            {
-                // The launches queued before still run: the fence signals after them.
-                result = Err(DeviceError::Launch {
-                    launch: i,
-                    entry: l.entry_point.clone(),
-                    message: e.to_string(),
-                });
-                break;
-            }
-        }
+        // On a failed launch the ones queued before still run: the fence signals after them.
+        let result = self.run_launches(stream, &s, &cmd, kernels, &addrs);
         self.signal_when_reached(&s, &fence, result);
         Ok(fence)
     }
