@@ -154,15 +154,15 @@ impl<G> Replays<G> {
 
     fn insert(&mut self, key: Key, entry: Entry<G>) {
         self.tick += 1;
-        if !self.entries.contains_key(&key) && self.entries.len() >= CAPACITY {
-            if let Some(oldest) = self
+        if !self.entries.contains_key(&key)
+            && self.entries.len() >= CAPACITY
+            && let Some(oldest) = self
                 .entries
                 .iter()
                 .min_by_key(|(_, (_, used))| *used)
                 .map(|(k, _)| k.clone())
-            {
-                self.entries.remove(&oldest);
-            }
+        {
+            self.entries.remove(&oldest);
         }
         self.entries.insert(key, (entry, self.tick));
     }
