@@ -463,9 +463,7 @@ impl Host {
         stream: StreamId,
     ) -> Result<()> {
         let device = &**self.device();
-        if t.cmdbuf.target == device.target().name {
-            self.check_builds(&t.cmdbuf, device.target())?;
-        }
+        self.check_builds_for(device, &t.cmdbuf)?;
         Ok(device.submit_wait(stream, t.cmdbuf.clone(), bindings)?)
     }
 
@@ -478,11 +476,17 @@ impl Host {
         cmd: &Arc<CommandBuffer>,
         bindings: &[BufferId],
     ) -> Result<Fence> {
-        // A command buffer for another target is the device's to refuse (`WrongTarget`).
+        self.check_builds_for(device, cmd)?;
+        Ok(device.submit(stream, cmd.clone(), bindings)?)
+    }
+
+    /// [`Host::check_builds`] for `device`'s target; a command buffer for another target is the
+    /// device's to refuse (`WrongTarget`).
+    fn check_builds_for(&self, device: &dyn Device, cmd: &CommandBuffer) -> Result<()> {
         if cmd.target == device.target().name {
             self.check_builds(cmd, device.target())?;
         }
-        Ok(device.submit(stream, cmd.clone(), bindings)?)
+        Ok(())
     }
 
     /// Checks that every module `cmd` launches resolves to a loaded build for `target` (the

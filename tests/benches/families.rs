@@ -316,8 +316,8 @@ fn main() {
     let d = TensorDesc::new("s", vec![4096], Dtype::Str)
         .with_size(data.len() as u64)
         .unwrap();
-    let req = OpRequest::new("StringSplit", vec![d])
-        .attr("delimiter", umd::AttrValue::Text(" ".into()));
+    let req =
+        OpRequest::new("StringSplit", vec![d]).attr("delimiter", umd::AttrValue::Text(" ".into()));
     let u = umd_time(&host, req, &[data]);
     row("text", "StringSplit 4096 strings of 8 words", u, native);
 

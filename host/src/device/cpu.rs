@@ -222,6 +222,17 @@ impl CpuDevice {
         s.tx.send(job).map_err(|_| DeviceError::ShutDown)
     }
 
+    /// `cmd` checked against the target and `bindings`, and the buffers it binds (nothing is
+    /// changed yet).
+    fn checked(
+        &self,
+        cmd: &CommandBuffer,
+        bindings: &[BufferId],
+    ) -> Result<Vec<Arc<Buffer>>, DeviceError> {
+        check_submit(cmd, &self.target, bindings, |id| self.size(id))?;
+        bindings.iter().map(|id| self.buffer(*id)).collect()
+    }
+
     /// Takes the only slot of `stream`'s queue if it is empty (nothing queued or running):
     /// the caller then runs its work itself, `fence` marking it for work queued meanwhile.
     fn claim_idle(&self, stream: StreamId, fence: &Fence) -> Result<Option<Claim>, DeviceError> {
@@ -379,23 +390,15 @@ impl Device for CpuDevice {
         cmd: Arc<CommandBuffer>,
         bindings: &[BufferId],
     ) -> Result<Fence, DeviceError> {
-        check_submit(&cmd, &self.target, bindings, |id| self.size(id))?;
-        let buffers = bindings
-            .iter()
-            .map(|id| self.buffer(*id))
-            .collect::<Result<Vec<_>, _>>()?;
         // Validate before any side effect: a fence left on the buffers must always be signalled.
+        let buffers = self.checked(&cmd, bindings)?;
         // A slot in the stream's bounded queue is taken here and given back by its worker.
         self.take_slot(stream)?;
         // Hazards are recorded and the job queued under one lock: submissions are ordered, and
         // each waits only for earlier ones (no cycle).
-        let access = cmd.binding_access();
         let _order = self.submit_order.lock();
         let fence = Fence::new();
-        let mut waits = Vec::new();
-        for (b, &rw) in buffers.iter().zip(&access) {
-            b.hazards.lock().record(stream, rw, &fence, &mut waits);
-        }
+        let waits = record_hazards(stream, &cmd, &buffers, &fence);
         let job = Job::Run {
             cmd,
             buffers,
@@ -415,11 +418,7 @@ impl Device for CpuDevice {
         cmd: Arc<CommandBuffer>,
         bindings: &[BufferId],
     ) -> Result<(), DeviceError> {
-        check_submit(&cmd, &self.target, bindings, |id| self.size(id))?;
-        let buffers = bindings
-            .iter()
-            .map(|id| self.buffer(*id))
-            .collect::<Result<Vec<_>, _>>()?;
+        let buffers = self.checked(&cmd, bindings)?;
         let fence = Fence::new();
         let (claim, waits) = {
             let _order = self.submit_order.lock();
@@ -427,11 +426,7 @@ impl Device for CpuDevice {
                 drop(_order);
                 return self.submit(stream, cmd, bindings)?.wait();
             };
-            let mut waits = Vec::new();
-            for (b, &rw) in buffers.iter().zip(&cmd.binding_access()) {
-                b.hazards.lock().record(stream, rw, &fence, &mut waits);
-            }
-            (claim, waits)
+            (claim, record_hazards(stream, &cmd, &buffers, &fence))
         };
         let guard = FenceGuard(fence);
         for w in waits {
@@ -551,6 +546,22 @@ impl Drop for Claim {
         self.on_caller.lock().take();
         self.pending.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// Records a submission of `cmd` on `stream`, marked by `fence`, as reader and/or writer of each
+/// buffer it binds; returns the fences of earlier work it must wait for. Called under the
+/// device's submission lock (submissions are ordered; each waits only for earlier ones).
+fn record_hazards(
+    stream: StreamId,
+    cmd: &CommandBuffer,
+    buffers: &[Arc<Buffer>],
+    fence: &Fence,
+) -> Vec<Fence> {
+    let mut waits = Vec::new();
+    for (b, &rw) in buffers.iter().zip(&cmd.binding_access()) {
+        b.hazards.lock().record(stream, rw, fence, &mut waits);
+    }
+    waits
 }
 
 /// Runs the launches of `cmd` in order; a panic in one is its error (the fence must still be

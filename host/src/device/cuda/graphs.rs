@@ -190,7 +190,10 @@ mod tests {
         let mut r = Replays::<&str>::default();
         let k = Key::new(StreamId(0), &cmd("x"), &[0x1000]);
         assert!(matches!(r.plan(&k, 5), Plan::Plain), "first run: plain");
-        assert!(matches!(r.plan(&k, 5), Plan::Capture), "second run: capture");
+        assert!(
+            matches!(r.plan(&k, 5), Plan::Capture),
+            "second run: capture"
+        );
         r.captured(k.clone(), Some("graph"));
         // an equal command buffer in another Arc is the same submission
         let again = Key::new(StreamId(0), &cmd("x"), &[0x1000]);
@@ -247,7 +250,10 @@ mod tests {
         r.plan(&keys[CAPACITY], 2);
         assert_eq!(r.entries.len(), CAPACITY);
         assert!(matches!(r.plan(&keys[0], 2), Plan::Replay(_)));
-        assert!(matches!(r.plan(&keys[1], 2), Plan::Plain), "evicted: seen anew");
+        assert!(
+            matches!(r.plan(&keys[1], 2), Plan::Plain),
+            "evicted: seen anew"
+        );
         r.clear();
         assert_eq!(r.graphs(), 0);
     }
