@@ -81,6 +81,7 @@ fn desc(shape: &[i32], dtype: &str) -> TensorDesc {
         name: "t".into(),
         shape: shape.to_vec(),
         dtype: dtype.into(),
+        text_bytes: 0,
     }
 }
 
@@ -414,6 +415,7 @@ async fn long_names_and_targets_are_refused_and_the_cache_is_bounded_in_bytes() 
         name,
         shape: vec![4],
         dtype: "f32".into(),
+        text_bytes: 0,
     };
     for len in [2000, 65_546, 4 << 20] {
         let r = t

@@ -77,6 +77,7 @@ fn desc(shape: &[i32], dtype: &str) -> TensorDesc {
         name: "t".into(),
         shape: shape.to_vec(),
         dtype: dtype.into(),
+        text_bytes: 0,
     }
 }
 
@@ -892,6 +893,7 @@ fn on_device(name: &str, handle: &str) -> DeviceTensor {
             name: name.into(),
             shape: vec![4],
             dtype: "f32".into(),
+            text_bytes: 0,
         }),
         handle: handle.into(),
     }

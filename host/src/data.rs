@@ -43,7 +43,8 @@ pub fn decode(dtype: Dtype, bytes: &[u8]) -> Vec<f64> {
     if dtype.is_string() {
         // The count is where the offsets end: 8 n + end(n - 1) is the whole buffer.
         let end = |n: usize| u64::from_le_bytes(bytes[8 * n - 8..8 * n].try_into().unwrap());
-        let n = (1..=bytes.len() / 8).find(|&n| (8 * n) as u64 + end(n) == bytes.len() as u64);
+        let n = (1..=bytes.len() / 8)
+            .find(|&n| ((8 * n) as u64).checked_add(end(n)) == Some(bytes.len() as u64));
         let items = n.map_or_else(Vec::new, |n| {
             crate::text::decode(bytes, n).unwrap_or_default()
         });

@@ -541,15 +541,7 @@ impl Host {
         }
         // A string input's text size is its data's.
         for (d, bytes) in req.inputs.iter_mut().zip(data) {
-            if d.dtype.is_string() {
-                let shown = d.to_string();
-                *d = d.clone().with_size(bytes.len() as u64).ok_or_else(|| {
-                    crate::error::RequestError::Shape(format!(
-                        "{shown}: {} bytes cannot hold its offsets",
-                        bytes.len()
-                    ))
-                })?;
-            }
+            *d = d.clone().sized(bytes.len() as u64)?;
         }
         self.translator()
             .fill_values(&mut req, |i, _| Ok::<_, Error>(data[i].clone()))?;

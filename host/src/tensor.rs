@@ -283,6 +283,17 @@ impl TensorDesc {
         Some(self)
     }
 
+    /// [`TensorDesc::with_size`], refusing a string tensor too small for its offsets with a
+    /// message naming it.
+    pub fn sized(self, bytes: u64) -> Result<TensorDesc, RequestError> {
+        let shown = format!("`{}` {self}", self.name);
+        self.with_size(bytes).ok_or_else(|| {
+            RequestError::Shape(format!(
+                "string tensor {shown} needs 8 bytes per element for its offsets; it has {bytes}"
+            ))
+        })
+    }
+
     /// Checks rank and element count against the request limits.
     pub fn validate(&self) -> Result<(), RequestError> {
         let max = crate::cmdbuf::limits::MAX_STRING;
@@ -306,8 +317,14 @@ impl TensorDesc {
                 self.name, self.dtype, self.text_bytes
             )));
         }
+        if self.numel().is_some_and(|n| n <= MAX_ELEMENTS) && self.byte_size().is_none() {
+            return Err(RequestError::Shape(format!(
+                "string tensor `{}` says it has {} bytes of text: its size overflows",
+                self.name, self.text_bytes
+            )));
+        }
         match self.numel() {
-            Some(n) if n <= MAX_ELEMENTS && self.byte_size().is_some() => Ok(()),
+            Some(n) if n <= MAX_ELEMENTS => Ok(()),
             _ => Err(RequestError::Shape(format!(
                 "tensor `{}` of shape {:?} has more than {MAX_ELEMENTS} elements",
                 self.name, self.shape

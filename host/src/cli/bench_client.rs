@@ -16,6 +16,7 @@ pub fn desc(shape: &[i32]) -> TensorDesc {
         name: "t".into(),
         shape: shape.to_vec(),
         dtype: "float32".into(),
+        text_bytes: 0,
     }
 }
 

@@ -170,6 +170,8 @@ fn inputs(model: &Model, args: &RunModelArgs) -> anyhow::Result<Vec<Tensor>> {
             desc.dtype,
             &data::random(desc.dtype, n, args.seed + i as u64),
         );
+        // strings: the random values' text
+        let desc = desc.sized(data.len() as u64)?;
         given.push(Tensor { desc, data });
     }
     Ok(given)

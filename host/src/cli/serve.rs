@@ -102,6 +102,7 @@ fn add_request(id: i64) -> TranslateRequest {
         name: name.into(),
         shape: vec![64, 128],
         dtype: "float32".into(),
+        text_bytes: 0,
     };
     TranslateRequest {
         op_type: "Add".into(),

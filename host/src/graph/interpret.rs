@@ -116,7 +116,10 @@ impl<'h> Interpreter<'h> {
         for (name, c) in &def.constants {
             env.entry(name).or_insert_with(|| {
                 Value::tensor(Tensor {
-                    desc: TensorDesc::new(name.clone(), c.desc.shape.clone(), c.desc.dtype),
+                    desc: TensorDesc {
+                        name: name.clone(),
+                        ..c.desc.clone()
+                    },
                     data: c.data.to_vec(),
                 })
             });
@@ -753,9 +756,9 @@ fn value(dtype: Dtype, shape: Vec<u64>, values: &[f64]) -> Tensor {
 }
 
 /// Bytes per element of a value the host slices or joins (Loop, Scan, the sequence ops);
-/// packed types are refused.
+/// packed types and strings (their elements have no fixed size) are refused.
 pub(super) fn elem_bytes(node: &Node, t: &TensorDesc) -> Result<usize, GraphError> {
-    if t.dtype.is_packed() {
+    if t.dtype.is_packed() || t.dtype.is_string() {
         return Err(GraphError::Unsupported(format!(
             "node {}: {} values are not sliced or joined on the host",
             node.label(),

@@ -27,12 +27,7 @@ pub fn tensor_from_proto(t: &proto::TensorDesc) -> Result<TensorDesc, RequestErr
 
 /// `d` with the text size of a string tensor of `bytes` bytes (other dtypes unchanged).
 pub fn sized(d: TensorDesc, bytes: usize) -> Result<TensorDesc, RequestError> {
-    let shown = d.to_string();
-    d.with_size(bytes as u64).ok_or_else(|| {
-        RequestError::Shape(format!(
-            "{shown} needs 8 bytes per element for its offsets; its value has {bytes}"
-        ))
-    })
+    d.sized(bytes as u64)
 }
 
 /// A host tensor description for the wire (dims beyond i32 are saturated; such outputs are
@@ -46,6 +41,7 @@ pub fn tensor_to_proto(t: &TensorDesc) -> proto::TensorDesc {
             .map(|&d| i32::try_from(d).unwrap_or(i32::MAX))
             .collect(),
         dtype: t.dtype.name().to_string(),
+        text_bytes: t.text_bytes,
     }
 }
 

@@ -206,18 +206,14 @@ impl DeviceService {
             .map(|h| self.buffers.get(owner, h))
             .collect::<Result<Vec<_>, _>>()
             .map_err(status_error)?;
-        for (i, d) in req.inputs.iter_mut().enumerate() {
-            if let (true, Some(&(_, size))) = (d.dtype.is_string(), buffers.get(i)) {
-                *d = d.clone().with_size(size).ok_or_else(|| {
-                    crate::error::RequestError::Shape(format!(
-                        "string input {i} ({d}) needs 8 bytes per element; its buffer has {size}"
-                    ))
-                })?;
-            }
-        }
         let ids: Vec<BufferId> = buffers.iter().map(|(id, _)| *id).collect();
         let host = self.host.clone();
         tokio::task::spawn_blocking(move || {
+            for (i, d) in req.inputs.iter_mut().enumerate() {
+                if let (true, Some(&(id, size))) = (d.dtype.is_string(), buffers.get(i)) {
+                    *d = string_sized(&*dev, id, size, d.clone())?;
+                }
+            }
             host.translator()
                 .fill_values(&mut req, |i, size| -> Result<Vec<u8>, Error> {
                     let id = *ids.get(i).ok_or_else(|| {
@@ -410,6 +406,46 @@ pub const MAX_CLIENT_WORK_BYTES: u64 = 16 << 30;
 
 /// The per-request budget of a client's command buffer: one request cannot hold a stream that
 /// every client shares for long (a big Add repeated 1,024 times).
+/// A string tensor's description sized by the buffer holding it: its text ends where its last
+/// offset says (read from the buffer), which must lie within the buffer (a buffer may be larger
+/// than the tensor). Other dtypes are returned unchanged.
+pub(super) fn string_sized(
+    dev: &dyn crate::device::Device,
+    id: BufferId,
+    size: u64,
+    desc: crate::TensorDesc,
+) -> Result<crate::TensorDesc, Error> {
+    if !desc.dtype.is_string() {
+        return Ok(desc);
+    }
+    let n = desc.numel().unwrap_or(u64::MAX);
+    let table = n.checked_mul(8).filter(|&t| t <= size).ok_or_else(|| {
+        crate::error::RequestError::Shape(format!(
+            "string tensor `{}` {desc} needs {n} offsets of 8 bytes; its buffer has {size} bytes",
+            desc.name
+        ))
+    })?;
+    let text = if n == 0 {
+        0
+    } else {
+        let last = dev.read(id, table - 8, 8)?;
+        u64::from_le_bytes(last.try_into().expect("8 bytes"))
+    };
+    if text > size - table {
+        return Err(crate::error::RequestError::Shape(format!(
+            "string tensor `{}`: its last offset says {text} bytes of text; its buffer holds {} \
+             after the offsets",
+            desc.name,
+            size - table
+        ))
+        .into());
+    }
+    Ok(crate::TensorDesc {
+        text_bytes: text,
+        ..desc
+    })
+}
+
 pub(super) fn within_budget(cb: &CommandBuffer) -> Result<(), Error> {
     let too_much = |what: &str, value: u64, max: u64| {
         Error::from(crate::cmdbuf::CmdError::TooLarge {

@@ -67,6 +67,8 @@ fn decl_to_proto(d: &ValueDecl) -> TensorDesc {
                 .collect()
         }),
         dtype: d.dtype.map_or(String::new(), |t| t.name().to_string()),
+        // a declaration says no text size (it is the value's)
+        text_bytes: 0,
     }
 }
 
@@ -113,7 +115,7 @@ impl GraphService {
             let desc =
                 tensor_from_proto(desc).map_err(|e| GraphError::Input(format!("input: {e}")))?;
             let (id, bytes) = handle("input", &desc.name, &t.handle)?;
-            let desc = sized(desc, bytes as usize)
+            let desc = super::device::string_sized(&**self.host.device(), id, bytes, desc)
                 .map_err(|e| GraphError::Input(format!("input: {e}")))?;
             bound.inputs.push((desc, id));
         }
