@@ -29,21 +29,62 @@ pub fn execute_kernels<P: Plugin>(
     plan: &OpPlan,
     inputs: &[Vec<u8>],
 ) -> Result<Vec<Vec<u8>>, OpError> {
+    run_kernels::<P>(plan, inputs, 0, |blocks, split| {
+        let parts = if split && blocks > 1 { 3 } else { 1 };
+        (0..parts)
+            .map(|p| crate::kernel::part(blocks, parts, p))
+            .collect()
+    })
+}
+
+/// [`execute_kernels`] with the cuts chosen and unwritten bytes made visible: a splittable
+/// launch runs as the block ranges [`cut`] makes of its grid at the fractions `cuts` (last range
+/// first), every other launch whole; every buffer the plan writes (outputs, workspace) starts
+/// filled with `fill` instead of zeros, so a byte no range writes shows up as a wrong result.
+/// Returns every output's bytes.
+pub fn execute_kernels_cut<P: Plugin>(
+    plan: &OpPlan,
+    inputs: &[Vec<u8>],
+    cuts: &[f64],
+    fill: u8,
+) -> Result<Vec<Vec<u8>>, OpError> {
+    run_kernels::<P>(plan, inputs, fill, |blocks, split| {
+        cut(blocks, if split { cuts } else { &[] })
+    })
+}
+
+/// The block ranges of a grid of `blocks` cut at the fractions `cuts` of it (ascending, each in
+/// [0, 1]; cuts that fall on the same block make no empty range): `[]` is the whole grid,
+/// `[0.5]` its two halves.
+pub fn cut(blocks: u64, cuts: &[f64]) -> Vec<std::ops::Range<u64>> {
+    let mut at: Vec<u64> = cuts
+        .iter()
+        .map(|f| ((blocks as f64 * f) as u64).min(blocks))
+        .collect();
+    at.insert(0, 0);
+    at.push(blocks);
+    at.dedup();
+    at.windows(2).map(|w| w[0]..w[1]).collect()
+}
+
+/// Runs every launch of `plan` through `P::run_kernel` as the block ranges `ranges(blocks,
+/// splittable)` gives, last first, on buffers whose written bindings start as `fill`.
+fn run_kernels<P: Plugin>(
+    plan: &OpPlan,
+    inputs: &[Vec<u8>],
+    fill: u8,
+    ranges: impl Fn(u64, bool) -> Vec<std::ops::Range<u64>>,
+) -> Result<Vec<Vec<u8>>, OpError> {
     use crate::KernelCall;
-    use crate::kernel::{HeapMemory, part};
-    let mut buffers = bind(plan, inputs)?;
+    use crate::kernel::HeapMemory;
+    let mut buffers = bind(plan, inputs, fill)?;
     for l in &plan.launches {
         check_relocations(l, buffers.len())?;
         let (mut mem, sizes) = HeapMemory::for_launch(l, buffers.clone());
-        let blocks = l.grid.volume();
-        let parts = if P::splittable(&l.module_id, &l.entry_point) && blocks > 1 {
-            3
-        } else {
-            1
-        };
+        let split = P::splittable(&l.module_id, &l.entry_point);
         // Reversed order: a kernel whose blocks are not independent shows up as a wrong result.
-        for p in (0..parts).rev() {
-            let call = KernelCall::for_launch(l, &sizes, part(blocks, parts, p));
+        for r in ranges(l.grid.volume(), split).into_iter().rev() {
+            let call = KernelCall::for_launch(l, &sizes, r);
             P::run_kernel(&call, &mut mem)?;
         }
         for b in &sizes {
@@ -61,7 +102,7 @@ pub fn execute(
     inputs: &[Vec<u8>],
     run_cpu: impl Fn(CpuCall) -> Result<Vec<CpuWrite>, OpError>,
 ) -> Result<Vec<Vec<u8>>, OpError> {
-    let mut buffers = bind(plan, inputs)?;
+    let mut buffers = bind(plan, inputs, 0)?;
     for l in &plan.launches {
         check_relocations(l, buffers.len())?;
         let mut bound: Vec<u32> = l.relocations.iter().map(|r| r.binding).collect();
@@ -110,16 +151,17 @@ pub fn execute(
     Ok(outputs(plan, inputs.len(), buffers))
 }
 
-/// The buffers of a plan's bindings: the inputs, zeroed outputs, the workspace.
-fn bind(plan: &OpPlan, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, OpError> {
+/// The buffers of a plan's bindings: the inputs, then the outputs and the workspace, every byte
+/// `fill`.
+fn bind(plan: &OpPlan, inputs: &[Vec<u8>], fill: u8) -> Result<Vec<Vec<u8>>, OpError> {
     let mut buffers: Vec<Vec<u8>> = inputs.to_vec();
     for o in &plan.outputs {
         // strings: the offsets, then the text the plan sized
         let bytes = shape::byte_size(&o.shape, o.dtype)? + o.text_bytes;
-        buffers.push(vec![0; bytes as usize]);
+        buffers.push(vec![fill; bytes as usize]);
     }
     if plan.workspace_bytes > 0 {
-        buffers.push(vec![0; plan.workspace_bytes as usize]);
+        buffers.push(vec![fill; plan.workspace_bytes as usize]);
     }
     Ok(buffers)
 }
@@ -188,4 +230,18 @@ pub fn cuda_sources<P: Plugin>(
         out.push((l.module_id.clone(), src));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut;
+
+    #[test]
+    fn cuts_make_ranges_covering_the_grid() {
+        assert_eq!(cut(10, &[]), vec![0..10]);
+        assert_eq!(cut(10, &[0.37]), vec![0..3, 3..10]);
+        assert_eq!(cut(10, &[0.09, 0.61]), vec![0..6, 6..10]);
+        assert_eq!(cut(10, &[0.5, 0.5001]), vec![0..5, 5..10]);
+        assert_eq!(cut(1, &[0.3]), vec![0..1]);
+    }
 }

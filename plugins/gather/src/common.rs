@@ -192,12 +192,6 @@ pub fn copy_elem<const S: usize>(dst: &mut [u8], dst_i: usize, src: &[u8], src_i
     dst[dst_i * S..dst_i * S + S].copy_from_slice(&src[src_i * S..src_i * S + S]);
 }
 
-/// Stores the `S` low bytes of `bits` as element `i` of `dst`.
-#[inline(always)]
-pub fn store_bits<const S: usize>(dst: &mut [u8], i: usize, bits: u64) {
-    dst[i * S..i * S + S].copy_from_slice(&bits.to_le_bytes()[..S]);
-}
-
 /// Calls `$f::<S>($args)` for the element size `$s` (1, 2, 4 or 8).
 macro_rules! by_size {
     ($s:expr, $f:ident ( $($a:expr),* $(,)? )) => {

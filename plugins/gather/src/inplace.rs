@@ -1,8 +1,8 @@
 //! In-place, splittable CPU kernels (ABI 1.3) for the data-movement launches: `copy`, Gather,
 //! GatherElements, GatherND, Pad, DepthToSpace/SpaceToDepth and Resize (nearest and
 //! interpolating). Each writes its output element for element from the same index mapping as
-//! the whole-buffer kernels (the `run_cpu` functions beside each planner), so both paths give
-//! the same bytes.
+//! the whole-buffer kernels they replaced (kept, test-only, as the oracle `tests/oracle`), so
+//! both give the same bytes.
 //!
 //! A block range computes its share of the `n` output elements ([`KernelCall::share`]) in
 //! chunks of about [`kernel::CHUNK_BYTES`]; a chunk's sources are read as one span of the input
@@ -630,7 +630,7 @@ fn pick_src(p: &ResizeParams, pick: Pick) -> Src {
 }
 
 /// `resize_nearest_s{S}`: per output row of the last dimension, the source row from the outer
-/// coordinates' picks and each column's pick along the last axis — as the whole-buffer kernel,
+/// coordinates' picks and each column's pick along the last axis — as the whole-buffer kernel did,
 /// the outermost level (in level order, last first) that gives a fill value decides the value.
 fn nearest<const S: usize>(
     call: &KernelCall,
@@ -774,7 +774,7 @@ fn fill_with<const S: usize>(dst: &mut [u8], bits: u64) {
     }
 }
 
-/// `resize_interp_{T}`: per output, the nested weighted sum of the whole-buffer kernel over
+/// `resize_interp_{T}`: per output, the nested weighted sum the whole-buffer kernel took, over
 /// the span of input its taps reach.
 fn interp<T: Saturate>(
     call: &KernelCall,

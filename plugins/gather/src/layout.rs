@@ -1,17 +1,14 @@
-//! DepthToSpace and SpaceToDepth (`blocksize`, `mode` DCR/CRD): planning and CPU kernels. Both
-//! move elements.
+//! DepthToSpace and SpaceToDepth (`blocksize`, `mode` DCR/CRD): planning (the CPU kernels are in
+//! [`crate::inplace`]). Both move elements.
 //!
 //! The depth/space ops share one mapping ([`block_channel`]): a channel of the deep tensor is
 //! `(bh * b + bw) * C + c` in DCR order and `(c * b + bh) * b + bw` in CRD order, where `C` is
 //! the channel count of the shallow (spatial) tensor.
 
-use umd_sdk::cpu::Buffers;
-use umd_sdk::params::{ParamPacker, ParamReader};
-use umd_sdk::{
-    Access, CpuCall, CpuWrite, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, dtype,
-};
+use umd_sdk::params::ParamPacker;
+use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, dtype};
 
-use crate::common::{self, by_size, copy_elem};
+use crate::common;
 
 /// Parameters of `d2s_s{S}` and `s2d_s{S}`, in the shallow tensor's terms: `c` channels,
 /// `h`×`w` spatial size (of the shallow tensor), block `b`.
@@ -129,63 +126,4 @@ pub fn plan_block(req: &PlanRequestExt, to_space: bool) -> Result<OpPlan, OpErro
         TensorDesc::new("output", out_shape, x.dtype),
         vec![l],
     ))
-}
-
-/// Runs `d2s_s{S}` or `s2d_s{S}` on the CPU.
-pub fn run_cpu(call: &CpuCall, base: &str, size: usize) -> Result<Vec<CpuWrite>, OpError> {
-    let bufs = Buffers::new(call);
-    let mut r = ParamReader::new(&call.params, &call.relocations);
-    let (x, out) = (r.ptr()?, r.ptr()?);
-    match base {
-        "d2s" | "s2d" => {
-            let p = BlockParams {
-                n: r.u64()?,
-                c: r.u64()?,
-                h: r.u64()?,
-                w: r.u64()?,
-                b: r.u64()?,
-                crd: r.u32()? != 0,
-            };
-            let x = bufs.input(x, p.n * size as u64)?;
-            let mut w = bufs.output(out, p.n * size as u64)?;
-            by_size!(size, block_cpu(&p, base == "d2s", x, &mut w.data))?;
-            Ok(vec![w])
-        }
-        _ => Err(common::unknown_entry(&call.module_id, &call.entry_point)),
-    }
-}
-
-/// Walks the shallow tensor `[N, c, h, w]` and copies between it and the deep tensor
-/// `[N, c*b*b, h/b, w/b]` (to the shallow one for DepthToSpace, from it for SpaceToDepth).
-fn block_cpu<const S: usize>(
-    p: &BlockParams,
-    to_space: bool,
-    x: &[u8],
-    out: &mut [u8],
-) -> Result<(), OpError> {
-    if p.n == 0 {
-        return Ok(());
-    }
-    let (c, h, w, b) = (p.c, p.h, p.w, p.b);
-    let (hd, wd, cd) = (h / b, w / b, c * b * b);
-    let batches = p.n / (c * h * w);
-    for nb in 0..batches {
-        for ci in 0..c {
-            for y in 0..h {
-                let (hh, bh) = (y / b, y % b);
-                for xx in 0..w {
-                    let (ww, bw) = (xx / b, xx % b);
-                    let shallow = ((nb * c + ci) * h + y) * w + xx;
-                    let dc = block_channel(p.crd, ci, c, b, bh, bw);
-                    let deep = ((nb * cd + dc) * hd + hh) * wd + ww;
-                    if to_space {
-                        copy_elem::<S>(out, shallow as usize, x, deep as usize);
-                    } else {
-                        copy_elem::<S>(out, deep as usize, x, shallow as usize);
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
 }

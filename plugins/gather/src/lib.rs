@@ -6,10 +6,12 @@
 //!
 //! Data movement is dispatched on element size, so every dtype is served (all 18 of ABI 1.2's
 //! `dtype-ext`, the 8-bit floats included); arithmetic (Scatter reductions, linear/cubic Resize,
-//! OneHot's indices) on the numeric ones (floats but f8, and every integer type). Each op family has one index-mapping core: the planner ([`gather`], [`scatter`],
-//! [`pad`], [`resize`], [`layout`], [`onehot`]) packs shapes as fixed arrays into the parameter
-//! block, the CPU kernel (same files, [`resize_core`] for Resize) computes source offsets
-//! directly, and the CUDA kernel ([`cuda`], [`cuda_resize`]) does the same per output element.
+//! OneHot's indices) on the numeric ones (floats but f8, and every integer type). Each op family
+//! has one index-mapping core: the planner ([`gather`], [`scatter`], [`pad`], [`resize`],
+//! [`layout`], [`onehot`]) packs shapes as fixed arrays into the parameter block, the CPU kernel
+//! ([`inplace`], on [`resize_core`]'s math for Resize; Scatter* and OneHot whole-buffer, in their
+//! files) computes source offsets directly, and the CUDA kernel ([`cuda`], [`cuda_resize`]) does
+//! the same per output element.
 //!
 //! Out-of-range indices never read or write out of bounds: Gather* write a zero element,
 //! Scatter* skip the update, OneHot writes `off`.
@@ -26,8 +28,6 @@ mod resize;
 mod resize_core;
 mod scatter;
 
-use umd_sdk::cpu::Buffers;
-use umd_sdk::params::ParamReader;
 use umd_sdk::{
     AttrValue, Attribute, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, OpSignature,
     PlanRequestExt, Plugin, PluginInfo, Target, TensorDesc, TestCase, Tolerance, dtype,
@@ -138,7 +138,8 @@ impl Plugin for GatherPlugin {
 
 umd_sdk::export_plugin!(GatherPlugin);
 
-/// Dispatches one CPU launch on its module and entry point.
+/// `run-cpu` of the launches the in-place kernels do not serve ([`inplace`]): the scatter
+/// launches of ScatterElements/ScatterND and OneHot, run whole on their module and entry point.
 fn run_cpu(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     let (m, e) = (call.module_id.as_str(), call.entry_point.as_str());
     let unknown = || common::unknown_entry(m, e);
@@ -149,36 +150,17 @@ fn run_cpu(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
             return Err(unknown());
         }
         match base {
-            "gather" | "gather_elements" | "gather_nd" => gather::run_cpu(call, base, size),
             "scatter_elements" | "scatter_nd" => scatter::run_move(call, base, size),
-            "copy" => copy_cpu(call, size),
-            "pad" | "pad_cptr" => pad::run_cpu(call, base, size),
-            "d2s" | "s2d" => layout::run_cpu(call, base, size),
-            "resize_nearest" => resize_core::run_nearest(call, size),
             _ => Err(unknown()),
         }
     } else if let Some(d) = m.strip_prefix("gather_scatter_") {
         scatter::run_reduce(call, dt_of(d)?)
-    } else if let Some(d) = m.strip_prefix("gather_resize_") {
-        resize_core::run_interp(call, dt_of(d)?)
     } else if let Some(d) = m.strip_prefix("gather_onehot_") {
         let (_, size) = common::split_size(e).ok_or_else(unknown)?;
         onehot::run_cpu(call, dt_of(d)?, size)
     } else {
         Err(unknown())
     }
-}
-
-/// `copy_s{S}`: `(const T* src, T* out, u64 n)`.
-fn copy_cpu(call: &CpuCall, size: usize) -> Result<Vec<CpuWrite>, OpError> {
-    let bufs = Buffers::new(call);
-    let mut r = ParamReader::new(&call.params, &call.relocations);
-    let (src, out, n) = (r.ptr()?, r.ptr()?, r.u64()?);
-    let bytes = n * size as u64;
-    let src = bufs.input(src, bytes)?;
-    let mut w = bufs.output(out, bytes)?;
-    w.data.copy_from_slice(&src[..bytes as usize]);
-    Ok(vec![w])
 }
 
 /// Tiny hand-checked cases the host runs at load (no constant inputs: only attribute forms).

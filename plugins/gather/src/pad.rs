@@ -1,4 +1,4 @@
-//! Pad (every opset): planning and the CPU kernel.
+//! Pad (every opset): planning (the CPU kernel is in [`crate::inplace`]).
 //!
 //! Forms: opset 1 (`paddings`, `value` attributes), 2–10 (`pads`, `value` attributes), 11+ (`pads`
 //! input 1, a plan-time constant; optional `constant_value` input 2, read by the kernel through
@@ -7,14 +7,11 @@
 //! Negative pads crop. The output coordinate maps to the input per axis
 //! ([`map_coord`], mirrored in the CUDA kernel); `constant` writes the value where it falls out.
 
-use umd_sdk::cpu::Buffers;
-use umd_sdk::params::{ParamPacker, ParamReader};
+use umd_sdk::params::ParamPacker;
 use umd_sdk::shape::{self, MAX_RANK};
-use umd_sdk::{
-    Access, CpuCall, CpuWrite, Dtype, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, dtype,
-};
+use umd_sdk::{Access, Dtype, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, dtype};
 
-use crate::common::{self, by_size, copy_elem, store_bits};
+use crate::common;
 
 /// Pad modes, by their kernel code.
 pub const MODES: [&str; 4] = ["constant", "reflect", "edge", "wrap"];
@@ -186,93 +183,4 @@ pub fn encode_bits(dt: Dtype, v: f64) -> u64 {
     let mut b = [0u8; 8];
     b[..bytes.len()].copy_from_slice(&bytes);
     u64::from_le_bytes(b)
-}
-
-/// Runs `pad_s{size}` or `pad_cptr_s{size}` on the CPU.
-pub fn run_cpu(call: &CpuCall, base: &str, size: usize) -> Result<Vec<CpuWrite>, OpError> {
-    let bufs = Buffers::new(call);
-    let mut r = ParamReader::new(&call.params, &call.relocations);
-    let x = r.ptr()?;
-    let cval = if base == "pad_cptr" {
-        Some(r.ptr()?)
-    } else {
-        None
-    };
-    let out = r.ptr()?;
-    let mut prm = PadParams {
-        n: r.u64()?,
-        rank: r.u32()?,
-        mode: r.u32()?,
-        odims: r.u64_array()?,
-        idims: r.u64_array()?,
-        begin: r.u64_array::<MAX_RANK>()?.map(|b| b as i64),
-        value_bits: 0,
-    };
-    match cval {
-        Some(c) => {
-            let b = bufs.input(c, size as u64)?;
-            let mut v = [0u8; 8];
-            v[..size].copy_from_slice(&b[..size]);
-            prm.value_bits = u64::from_le_bytes(v);
-        }
-        None => prm.value_bits = r.u64()?,
-    }
-    if prm.rank as usize > MAX_RANK {
-        return Err(OpError::internal("pad: rank over 8"));
-    }
-    let rank = prm.rank as usize;
-    let in_n = shape::numel(&prm.idims[..rank])?;
-    let x = bufs.input(x, if prm.n > 0 { in_n * size as u64 } else { 0 })?;
-    let mut w = bufs.output(out, prm.n * size as u64)?;
-    by_size!(size, pad_cpu(&prm, x, &mut w.data))?;
-    Ok(vec![w])
-}
-
-fn pad_cpu<const S: usize>(p: &PadParams, x: &[u8], out: &mut [u8]) -> Result<(), OpError> {
-    if p.n == 0 {
-        return Ok(());
-    }
-    let rank = p.rank as usize;
-    if rank == 0 {
-        copy_elem::<S>(out, 0, x, 0);
-        return Ok(());
-    }
-    let last = rank - 1;
-    let istr = common::strides(&p.idims[..rank]);
-    let (ow, iw) = (p.odims[last] as usize, p.idims[last]);
-    // the input column of every output column of the last axis (None: the constant)
-    let cols: Vec<Option<u64>> = (0..ow as u64)
-        .map(|c| map_coord(p.mode, c, p.begin[last], iw))
-        .collect();
-    let rows = p.n as usize / ow;
-    let mut coord = [0u64; MAX_RANK];
-    for row in 0..rows {
-        let mut base = Some(0u64);
-        for d in 0..last {
-            base = match (base, map_coord(p.mode, coord[d], p.begin[d], p.idims[d])) {
-                (Some(b), Some(i)) => Some(b + i * istr[d]),
-                _ => None,
-            };
-        }
-        let o0 = row * ow;
-        match base {
-            Some(b) => {
-                for (c, src) in cols.iter().enumerate() {
-                    match src {
-                        Some(i) => copy_elem::<S>(out, o0 + c, x, (b + i) as usize),
-                        None => store_bits::<S>(out, o0 + c, p.value_bits),
-                    }
-                }
-            }
-            None => (0..ow).for_each(|c| store_bits::<S>(out, o0 + c, p.value_bits)),
-        }
-        for d in (0..last).rev() {
-            coord[d] += 1;
-            if coord[d] < p.odims[d] {
-                break;
-            }
-            coord[d] = 0;
-        }
-    }
-    Ok(())
 }

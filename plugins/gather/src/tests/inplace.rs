@@ -1,65 +1,21 @@
-//! The in-place (ABI 1.3) kernels against the whole-buffer kernels (`crate::run_cpu`, the
+//! The in-place (ABI 1.3) kernels against the whole-buffer kernels ([`super::oracle`], the
 //! `run-cpu` kernels before the in-place ones): every converted entry point run whole and as
 //! 2 or 3 uneven block ranges (last first, on outputs prefilled with 0xAB) must give the same
 //! bytes — every element size, i32 and i64 indices (negative and out of range), empty and odd
 //! shapes, and sizes that take several chunks, row reads and span reads.
 
+use super::oracle;
 use super::util::*;
-use umd_sdk::kernel::{HeapMemory, Memory};
-use umd_sdk::{Dtype, KernelCall, OpPlan, PlanRequestExt, Plugin};
+use umd_sdk::testing;
+use umd_sdk::{Dtype, PlanRequestExt, Plugin};
 
 use crate::GatherPlugin;
-
-/// Block ranges of `blocks` cut at the fractions `cuts`.
-fn ranges(blocks: u64, cuts: &[f64]) -> Vec<std::ops::Range<u64>> {
-    let mut at: Vec<u64> = cuts
-        .iter()
-        .map(|f| ((blocks as f64 * f) as u64).min(blocks))
-        .collect();
-    at.insert(0, 0);
-    at.push(blocks);
-    at.dedup();
-    at.windows(2).map(|w| w[0]..w[1]).collect()
-}
-
-/// Runs `plan` through the in-place kernels, a splittable launch as the ranges `cuts` makes
-/// (last first), any other whole; outputs start as 0xAB.
-fn in_place(plan: &OpPlan, inputs: &[Vec<u8>], cuts: &[f64]) -> Vec<Vec<u8>> {
-    let mut bufs: Vec<Vec<u8>> = inputs.to_vec();
-    for o in &plan.outputs {
-        bufs.push(vec![
-            0xAB;
-            umd_sdk::shape::byte_size(&o.shape, o.dtype).unwrap()
-                as usize
-        ]);
-    }
-    for l in &plan.launches {
-        let (mut mem, sizes) = HeapMemory::for_launch(l, bufs.clone());
-        let split = GatherPlugin::splittable(&l.module_id, &l.entry_point);
-        let rs = if split {
-            ranges(l.grid.volume(), cuts)
-        } else {
-            ranges(l.grid.volume(), &[])
-        };
-        for r in rs.into_iter().rev() {
-            let call = KernelCall::for_launch(l, &sizes, r);
-            GatherPlugin::run_kernel(&call, &mut mem as &mut dyn Memory).unwrap();
-        }
-        for b in &sizes {
-            bufs[b.binding as usize] = mem.contents(b.binding).unwrap().to_vec();
-        }
-    }
-    bufs.into_iter()
-        .skip(inputs.len())
-        .take(plan.outputs.len())
-        .collect()
-}
 
 /// Whole-buffer kernels vs in place (whole, 2 and 3 uneven ranges) vs `run-cpu`; returns the
 /// entry points planned.
 fn check(req: &PlanRequestExt, inputs: &[Vec<u8>]) -> Vec<String> {
     let plan = umd_sdk::plan_checked::<GatherPlugin>(req).unwrap();
-    let want = umd_sdk::testing::execute(&plan, inputs, |c| crate::run_cpu(&c)).unwrap();
+    let want = testing::execute(&plan, inputs, |c| oracle::run_cpu(&c)).unwrap();
     let what = format!(
         "{} {:?}",
         req.op,
@@ -68,10 +24,11 @@ fn check(req: &PlanRequestExt, inputs: &[Vec<u8>]) -> Vec<String> {
             .collect::<Vec<_>>()
     );
     for cuts in [&[][..], &[0.37][..], &[0.09, 0.61][..], &[0.5, 0.5001][..]] {
-        let got = in_place(&plan, inputs, cuts);
+        // splittable launches cut at `cuts`, the others whole; outputs start as 0xAB
+        let got = testing::execute_kernels_cut::<GatherPlugin>(&plan, inputs, cuts, 0xAB).unwrap();
         assert!(got == want, "{what}: in place with cuts {cuts:?} differs");
     }
-    let via = umd_sdk::testing::execute(&plan, inputs, GatherPlugin::run_cpu).unwrap();
+    let via = testing::execute(&plan, inputs, GatherPlugin::run_cpu).unwrap();
     assert!(via == want, "{what}: run-cpu differs");
     plan.launches
         .iter()

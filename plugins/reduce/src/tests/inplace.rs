@@ -7,55 +7,8 @@
 
 use super::*;
 use crate::ops::{ARG_OPS, NUMERIC, ORDERED, REDUCE_OPS};
-use umd_sdk::kernel::{HeapMemory, Memory};
-use umd_sdk::{KernelCall, Plugin};
-
-/// Block boundaries for `blocks` cut at the fractions `cuts` (deduplicated, in range).
-fn ranges(blocks: u64, cuts: &[f64]) -> Vec<std::ops::Range<u64>> {
-    let mut at: Vec<u64> = cuts
-        .iter()
-        .map(|f| ((blocks as f64 * f) as u64).min(blocks))
-        .collect();
-    at.insert(0, 0);
-    at.push(blocks);
-    at.dedup();
-    at.windows(2).map(|w| w[0]..w[1]).collect()
-}
-
-/// Runs every launch of `plan` through the in-place kernels as the block ranges `cuts` makes
-/// (last range first); written bindings start as 0xAB. Returns the outputs.
-fn in_place(plan: &OpPlan, inputs: &[Vec<u8>], cuts: &[f64]) -> Vec<Vec<u8>> {
-    let mut bufs: Vec<Vec<u8>> = inputs.to_vec();
-    for o in &plan.outputs {
-        bufs.push(vec![
-            0xAB;
-            umd_sdk::shape::byte_size(&o.shape, o.dtype).unwrap()
-                as usize
-        ]);
-    }
-    if plan.workspace_bytes > 0 {
-        bufs.push(vec![0xAB; plan.workspace_bytes as usize]);
-    }
-    for l in &plan.launches {
-        assert!(
-            Reduce::splittable(&l.module_id, &l.entry_point) || cuts.is_empty(),
-            "{}",
-            l.entry_point
-        );
-        let (mut mem, sizes) = HeapMemory::for_launch(l, bufs.clone());
-        for r in ranges(l.grid.volume(), cuts).into_iter().rev() {
-            let call = KernelCall::for_launch(l, &sizes, r);
-            Reduce::run_kernel(&call, &mut mem as &mut dyn Memory).unwrap();
-        }
-        for b in &sizes {
-            bufs[b.binding as usize] = mem.contents(b.binding).unwrap().to_vec();
-        }
-    }
-    bufs.into_iter()
-        .skip(inputs.len())
-        .take(plan.outputs.len())
-        .collect()
-}
+use umd_sdk::Plugin;
+use umd_sdk::testing;
 
 /// The bytes of the data input: `sample` values, with NaN sprinkled in for float dtypes.
 fn input(dt: Dtype, n: usize, seed: u64) -> Vec<u8> {
@@ -93,14 +46,22 @@ fn check(req: &PlanRequestExt, seed: u64) -> Vec<String> {
         }
     }
     let plan = umd_sdk::plan_checked::<Reduce>(req).unwrap();
-    let want = umd_sdk::testing::execute(&plan, &inputs, |c| crate::cpu::run(&c)).unwrap();
+    for l in &plan.launches {
+        assert!(
+            Reduce::splittable(&l.module_id, &l.entry_point),
+            "{}",
+            l.entry_point
+        );
+    }
+    let want = testing::execute(&plan, &inputs, |c| crate::cpu::run(&c)).unwrap();
     let what = format!("{} {:?} {}", req.op, x.shape, dtype::name(x.dtype));
     for cuts in [&[][..], &[0.3][..], &[0.11, 0.77][..], &[0.5, 0.5001][..]] {
-        let got = in_place(&plan, &inputs, cuts);
+        // written bindings start as 0xAB: a byte no range writes shows
+        let got = testing::execute_kernels_cut::<Reduce>(&plan, &inputs, cuts, 0xAB).unwrap();
         assert!(got == want, "{what}: in place with cuts {cuts:?} differs");
     }
     // run-cpu (the SDK's in-memory run of the in-place kernels) gives the same bytes too
-    let via = umd_sdk::testing::execute(&plan, &inputs, Reduce::run_cpu).unwrap();
+    let via = testing::execute(&plan, &inputs, Reduce::run_cpu).unwrap();
     assert!(via == want, "{what}: run-cpu differs");
     plan.launches
         .iter()
