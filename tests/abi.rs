@@ -387,3 +387,37 @@ fn a_1_3_plugin_ships_its_cuda_module_as_ptx() {
         .unwrap();
     assert_eq!(data::decode(Dtype::F32, &out[0].1), vec![3.0, -4.0]);
 }
+
+#[test]
+fn the_view_ops_move_string_tensors_as_their_bytes() {
+    let host = Host::builder().build().unwrap();
+    let (_, a) = string_request(); // ["ab", "c"]
+    let x = umd::TensorDesc::new("x", vec![2], Dtype::Str)
+        .with_size(a.len() as u64)
+        .unwrap();
+    let shape = umd::TensorDesc::new("s", vec![2], Dtype::I64);
+    let req = umd::OpRequest::new("Reshape", vec![x.clone(), shape]);
+    let out = host
+        .run_request(req, &[a.clone(), data::encode(Dtype::I64, &[2.0, 1.0])])
+        .unwrap();
+    assert_eq!(out[0].0.shape, vec![2, 1]);
+    assert_eq!((out[0].0.dtype, out[0].0.text_bytes), (Dtype::Str, 3));
+    assert_eq!(out[0].1, a, "same offsets, same text");
+    let out = host.run_request(
+        umd::OpRequest::new("Unsqueeze", vec![x.clone()])
+            .attr("axes", umd::AttrValue::Ints(vec![0])),
+        &[a.clone()],
+    );
+    // opset-free Unsqueeze takes axes as an attribute (opset < 13)
+    let out = out.unwrap();
+    assert_eq!(
+        (out[0].0.shape.clone(), out[0].1.clone()),
+        (vec![1, 2], a.clone())
+    );
+    // other layout ops still decline strings, by name
+    let err = host
+        .translate(&umd::OpRequest::new("Transpose", vec![x]).value(0, a))
+        .unwrap_err();
+    assert_eq!(err.status(), umd::error::status::UNSUPPORTED, "{err}");
+    assert!(err.to_string().contains("string tensor"), "{err}");
+}

@@ -51,7 +51,11 @@ fn utf32(desc: &TensorDesc, data: &[u8]) -> std::io::Result<(usize, Vec<u8>)> {
         .map(|s| String::from_utf8_lossy(s).chars().collect())
         .collect();
     let width = chars.iter().map(Vec::len).max().unwrap_or(0).max(1);
-    let mut out = Vec::with_capacity(4 * width * n);
+    let bytes = n
+        .checked_mul(4 * width)
+        .filter(|&b| b <= 1 << 32)
+        .ok_or_else(|| std::io::Error::other(format!("{n} strings of <U{width} exceed 4 GiB")))?;
+    let mut out = Vec::with_capacity(bytes);
     for c in &chars {
         out.extend(c.iter().flat_map(|&ch| (ch as u32).to_le_bytes()));
         out.resize(out.len() + 4 * (width - c.len()), 0);
@@ -154,7 +158,7 @@ fn parse(bytes: &[u8], name: &str) -> Result<(TensorDesc, Vec<u8>), String> {
         "<u4" => Dtype::U32,
         "<u8" => Dtype::U64,
         other => match other.strip_prefix("<U").map(str::parse::<usize>) {
-            Some(Ok(width)) if width <= 1 << 16 => {
+            Some(Ok(width)) if (1..=1 << 16).contains(&width) => {
                 return parse_strings(header, &bytes[start + len..], name, width);
             }
             _ => return Err(format!("dtype `{other}` is not one umd has")),
@@ -188,15 +192,16 @@ fn parse_strings(
     let desc = TensorDesc::new(name, shape, Dtype::Str);
     desc.validate().map_err(|e| e.to_string())?;
     let n = desc.numel().unwrap_or(0) as usize;
-    if Some(data.len()) != n.checked_mul(4 * width) {
+    let need = n.checked_mul(4 * width);
+    if Some(data.len()) != need {
         return Err(format!(
-            "{} data bytes, {n} strings of <U{width} need {}",
+            "{} data bytes; {n} strings of <U{width} need {}",
             data.len(),
-            n * 4 * width
+            need.map_or_else(|| "more than fits in memory".into(), |b| b.to_string())
         ));
     }
     let mut items = Vec::with_capacity(n);
-    for (i, cell) in data.chunks_exact(4 * width.max(1)).take(n).enumerate() {
+    for (i, cell) in data.chunks_exact(4 * width).take(n).enumerate() {
         let mut s = String::new();
         for c in cell.chunks_exact(4) {
             let code = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);

@@ -18,6 +18,8 @@ use crate::tensor::{AttrValue, Dtype, TensorDesc};
 
 /// Largest workspace a plan may ask for (16 GiB).
 pub const MAX_WORKSPACE_BYTES: u64 = 16 << 30;
+/// Most bytes of text a plan may give one string output (1 GiB).
+pub const MAX_TEXT_BYTES: u64 = 1 << 30;
 /// Most outputs one op may produce.
 pub const MAX_OUTPUTS: usize = 64;
 /// Most bytes of constant input values and attribute values one request may carry.
@@ -311,14 +313,17 @@ impl Translator {
         req: &mut OpRequest,
         mut read: impl FnMut(usize, u64) -> std::result::Result<Vec<u8>, E>,
     ) -> std::result::Result<(), E> {
+        // At most MAX_VALUE_BYTES in all (what validation allows): nothing is read beyond it.
+        let mut total: u64 = req.values.iter().map(|(_, v)| v.len() as u64).sum();
         for i in self.missing_values(req) {
             let Some(size) = req.inputs[i]
                 .byte_size()
-                .filter(|&b| b <= MAX_VALUE_BYTES as u64)
+                .filter(|&b| total + b <= MAX_VALUE_BYTES as u64)
             else {
                 continue;
             };
             let bytes = read(i, size)?;
+            total += size;
             req.values.push((i as u32, bytes));
         }
         req.values.sort_by_key(|(i, _)| *i);
@@ -561,16 +566,20 @@ impl<'a> WitRequest<'a> {
                     inputs: self
                         .slots(convert::tensor_to_wit2)
                         .into_iter()
-                        .map(|s| {
-                            s.and_then(|(desc, value)| Some(wit::InputSlot2 { desc: desc?, value }))
+                        // a slot without this form makes no request (never an absent slot)
+                        .map(|s| match s {
+                            None => Some(None),
+                            Some((desc, value)) => {
+                                Some(Some(wit::InputSlot2 { desc: desc?, value }))
+                            }
                         })
-                        .collect(),
+                        .collect::<Option<Vec<_>>>()?,
                     outputs_wanted: req.outputs_wanted.clone(),
                     attributes: req
                         .attributes
                         .iter()
-                        .filter_map(|(k, v)| convert::attr_to_wit2(k, v))
-                        .collect(),
+                        .map(|(k, v)| convert::attr_to_wit2(k, v))
+                        .collect::<Option<Vec<_>>>()?,
                     target: convert::target_to_wit(self.target),
                 })
             })
@@ -592,16 +601,20 @@ impl<'a> WitRequest<'a> {
                     inputs: self
                         .slots(convert::tensor_to_wit_ext)
                         .into_iter()
-                        .map(|s| {
-                            s.and_then(|(desc, value)| Some(wit::InputSlot { desc: desc?, value }))
+                        // a slot without this form makes no request (never an absent slot)
+                        .map(|s| match s {
+                            None => Some(None),
+                            Some((desc, value)) => {
+                                Some(Some(wit::InputSlot { desc: desc?, value }))
+                            }
                         })
-                        .collect(),
+                        .collect::<Option<Vec<_>>>()?,
                     outputs_wanted: req.outputs_wanted.clone(),
                     attributes: req
                         .attributes
                         .iter()
-                        .filter_map(|(k, v)| convert::attr_to_wit_ext(k, v))
-                        .collect(),
+                        .map(|(k, v)| convert::attr_to_wit_ext(k, v))
+                        .collect::<Option<Vec<_>>>()?,
                     target: convert::target_to_wit(self.target),
                 })
             })
@@ -819,6 +832,12 @@ fn build_command_buffer(
         let desc = convert::tensor_from_wit3(o);
         if let Err(e) = desc.validate() {
             return Err(invalid(format!("output {i}: {e}")));
+        }
+        if desc.text_bytes > MAX_TEXT_BYTES {
+            return Err(invalid(format!(
+                "output {i} says {} bytes of text; at most {MAX_TEXT_BYTES}",
+                desc.text_bytes
+            )));
         }
         bindings.push(Binding {
             role: Role::Output,

@@ -132,17 +132,32 @@ def test_string_tensors_through_device_and_graph(client):
     suffix = nh.from_array(np.array(["!"], dtype=object), "suffix")
     g = h.make_graph(
         [h.make_node("StringNormalizer", ["x"], ["up"], case_change_action="UPPER"),
-         h.make_node("StringConcat", ["up", "suffix"], ["y"])],
+         h.make_node("StringConcat", ["up", "suffix"], ["y"]),
+         h.make_node("Constant", [], ["tags"], value_strings=["<", ">"]),
+         h.make_node("StringConcat", ["tags", "x"], ["t"]),
+         h.make_node("Identity", ["suffix"], ["s"])],
         "strings", [h.make_tensor_value_info("x", T.STRING, [None])],
-        [h.make_tensor_value_info("y", T.STRING, [None])], [suffix])
+        [h.make_tensor_value_info("y", T.STRING, [None]),
+         h.make_tensor_value_info("t", T.STRING, [None]),
+         h.make_tensor_value_info("s", T.STRING, [1])], [suffix])
     model = client.load_model(h.make_model(g, opset_imports=[h.make_opsetid("", 20)])
                               .SerializeToString())
     out = model.run({"x": np.array(["abc", "Straße"], dtype=object)})
     assert out["y"].tolist() == ["ABC!", "STRASSE!"]
+    assert out["t"].tolist() == ["<abc", ">Straße"]
+    assert out["s"].tolist() == ["!"]  # an initializer passed through: its text kept
     model.unload()
+
+    # a buffer larger than its string tensor: the tensor ends where its last offset says
+    from umd_client.client import encode_strings
+    padded = client.upload(np.frombuffer(encode_strings(np.array(["a b"])) + b"\0" * 16, np.uint8))
+    r = client.execute("StringSplit", [padded], [pb.TensorDesc(shape=[1], dtype="string")])
+    parts = client.download(r.outputs[0], list(r.output_descs[0].shape), "string")
+    assert parts.tolist() == [["a", "b"]] and r.output_descs[0].text_bytes == 2
+    client.free(padded)
 
     bad = client.upload(np.frombuffer(b"\x09" + b"\x00" * 7 + b"a", np.uint8))  # ends at 9 of 1
     with pytest.raises(UmdError) as e:
         client.execute("StringNormalizer", [bad], [pb.TensorDesc(shape=[1], dtype="string")])
-    assert e.value.status == 3 and "malformed string tensor" in e.value.msg
+    assert e.value.status == 3 and "last offset says 9 bytes of text" in e.value.msg
     client.free(bad)

@@ -806,6 +806,14 @@ pub(super) fn constant_attr(node: &Node) -> Result<Tensor, GraphError> {
             v.len(),
             v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         ),
+        ("value_string", AttrValue::Text(t)) => {
+            let data = crate::text::encode(&[t]);
+            (TensorDesc::new("", vec![], Dtype::Str), data)
+        }
+        ("value_strings", AttrValue::Texts(v)) => {
+            let data = crate::text::encode(v);
+            (TensorDesc::new("", vec![v.len() as u64], Dtype::Str), data)
+        }
         _ => {
             return Err(GraphError::Unsupported(format!(
                 "node {}: Constant attribute `{name}` is not supported",
@@ -813,6 +821,10 @@ pub(super) fn constant_attr(node: &Node) -> Result<Tensor, GraphError> {
             )));
         }
     };
+    // strings: the text after the offsets
+    let desc = desc
+        .sized(data.len() as u64)
+        .map_err(|e| GraphError::Malformed(format!("node {}: {e}", node.label())))?;
     Ok(Tensor { desc, data })
 }
 

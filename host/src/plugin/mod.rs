@@ -37,7 +37,7 @@ use sandbox::StoreState;
 use crate::error::{LoadError, PluginFault};
 use crate::tensor::Dtype;
 
-/// The ABI this host implements: `umd:plugin@1.3.0`. Plugins of the same major load (1.0–1.2
+/// The ABI this host implements: `umd:plugin@1.5.0`. Plugins of the same major load (1.0–1.4
 /// plugins without the later additions).
 pub const HOST_ABI: semver::Version = semver::Version::new(1, 5, 0);
 /// Most op signatures a plugin may declare, and constant inputs per signature.

@@ -1,7 +1,7 @@
 //! Planning of the ops that rearrange one tensor: Identity, Reshape, Flatten, Squeeze,
 //! Unsqueeze (a plain copy under a new shape), Transpose, Expand and Tile (strided copies).
 
-use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, attr, dtype, shape};
+use umd_sdk::{Access, Dtype, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, dtype, shape};
 
 use crate::common::{arity, dim, norm_axes, numel_checked, out, plan, required_ints};
 use crate::copy::{StridedCopy, strides};
@@ -16,9 +16,13 @@ pub fn plain_copy(req: &PlanRequestExt, shape: Vec<u64>) -> Result<OpPlan, OpErr
             req.op, x.shape
         )));
     }
-    // A packed tensor (ABI 1.4) moves as its bytes: a view never splits one.
-    let copy = if dtype::is_packed(x.dtype) {
-        StridedCopy::plain(shape::byte_size(&x.shape, x.dtype)?, 1)
+    // A packed tensor (ABI 1.4) moves as its bytes: a view never splits one. So does a string
+    // tensor (ABI 1.5): its offsets, then its text; a view keeps both as they are.
+    let copy = if dtype::is_packed(x.dtype) || x.dtype == Dtype::String {
+        let bytes = shape::byte_size(&x.shape, x.dtype)?
+            .checked_add(x.text_bytes)
+            .ok_or_else(|| OpError::shape(format!("{}: size overflows", req.op)))?;
+        StridedCopy::plain(bytes, 1)
     } else {
         StridedCopy::plain(n, dtype::size(x.dtype))
     };
@@ -28,7 +32,11 @@ pub fn plain_copy(req: &PlanRequestExt, shape: Vec<u64>) -> Result<OpPlan, OpErr
         req.output_binding(0),
         Access::Write,
     )?;
-    Ok(plan(vec![out(req, shape, x.dtype)], vec![l]))
+    let y = TensorDesc {
+        text_bytes: x.text_bytes,
+        ..out(req, shape, x.dtype)
+    };
+    Ok(plan(vec![y], vec![l]))
 }
 
 pub fn identity(req: &PlanRequestExt) -> Result<OpPlan, OpError> {

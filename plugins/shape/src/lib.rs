@@ -22,6 +22,9 @@ pub mod tri;
 pub mod window;
 
 /// The ops that take or produce the packed sub-byte dtypes of ABI 1.4.
+/// The views, which move a string tensor (ABI 1.5) as its bytes ([`layout::plain_copy`]).
+const STRING_OPS: [&str; 5] = ["Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"];
+
 const PACKED_OPS: [&str; 7] = [
     "Cast",
     "CastLike",
@@ -80,6 +83,10 @@ impl Plugin for Shape {
     /// Flatten, Squeeze, Unsqueeze) copy their bytes.
     fn serves_packed(op: &str) -> bool {
         PACKED_OPS.iter().any(|o| op.eq_ignore_ascii_case(o))
+    }
+
+    fn serves_strings(op: &str) -> bool {
+        STRING_OPS.iter().any(|o| op.eq_ignore_ascii_case(o))
     }
 
     fn signatures() -> Vec<OpSignature> {

@@ -72,15 +72,20 @@ pub enum Plan<G> {
     Replay(Arc<G>),
 }
 
-enum Entry<G> {
+/// A submission seen once (captured on the next), or whose capture failed (never again).
+enum Mark {
     Seen,
     Failed,
-    Graph(Arc<G>),
 }
+
+/// Submissions marked: kept apart from the graphs, so one-off submissions (new buffers every
+/// time) never push a graph out.
+pub const MARKS: usize = 256;
 
 /// The graphs of one device and the submissions seen once.
 pub struct Replays<G> {
-    entries: HashMap<Key, (Entry<G>, u64)>,
+    graphs: HashMap<Key, (Arc<G>, u64)>,
+    marks: HashMap<Key, (Mark, u64)>,
     tick: u64,
     /// Captures made and replays launched, for the statistics.
     pub captures: u64,
@@ -90,7 +95,8 @@ pub struct Replays<G> {
 impl<G> Default for Replays<G> {
     fn default() -> Self {
         Replays {
-            entries: HashMap::new(),
+            graphs: HashMap::new(),
+            marks: HashMap::new(),
             tick: 0,
             captures: 0,
             replays: 0,
@@ -106,66 +112,64 @@ impl<G> Replays<G> {
         }
         self.tick += 1;
         let tick = self.tick;
-        match self.entries.get_mut(key) {
+        if let Some((g, used)) = self.graphs.get_mut(key) {
+            *used = tick;
+            self.replays += 1;
+            return Plan::Replay(g.clone());
+        }
+        match self.marks.get_mut(key) {
             None => {
-                self.insert(key.clone(), Entry::Seen);
+                insert_lru(&mut self.marks, MARKS, key.clone(), Mark::Seen, tick);
                 Plan::Plain
             }
-            Some((Entry::Seen, used)) => {
+            Some((Mark::Seen, used)) => {
                 *used = tick;
                 Plan::Capture
             }
-            Some((Entry::Failed, used)) => {
+            Some((Mark::Failed, used)) => {
                 *used = tick;
                 Plan::Plain
-            }
-            Some((Entry::Graph(g), used)) => {
-                *used = tick;
-                self.replays += 1;
-                Plan::Replay(g.clone())
             }
         }
     }
 
     /// Records the outcome of a [`Plan::Capture`]: the graph, or `None` when capturing failed.
     pub fn captured(&mut self, key: Key, graph: Option<G>) {
-        let entry = match graph {
+        self.tick += 1;
+        match graph {
             Some(g) => {
                 self.captures += 1;
-                Entry::Graph(Arc::new(g))
+                self.marks.remove(&key);
+                insert_lru(&mut self.graphs, CAPACITY, key, Arc::new(g), self.tick);
             }
-            None => Entry::Failed,
-        };
-        self.insert(key, entry);
+            None => insert_lru(&mut self.marks, MARKS, key, Mark::Failed, self.tick),
+        }
     }
 
-    /// Drops every graph (the device is going away, or modules were unloaded).
+    /// Drops every graph and mark (the device is going away).
     pub fn clear(&mut self) {
-        self.entries.clear();
+        self.graphs.clear();
+        self.marks.clear();
     }
 
     /// Graphs held.
     pub fn graphs(&self) -> usize {
-        self.entries
-            .values()
-            .filter(|(e, _)| matches!(e, Entry::Graph(_)))
-            .count()
+        self.graphs.len()
     }
+}
 
-    fn insert(&mut self, key: Key, entry: Entry<G>) {
-        self.tick += 1;
-        if !self.entries.contains_key(&key)
-            && self.entries.len() >= CAPACITY
-            && let Some(oldest) = self
-                .entries
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, _)| k.clone())
-        {
-            self.entries.remove(&oldest);
-        }
-        self.entries.insert(key, (entry, self.tick));
+/// Inserts into a map of at most `cap` entries, the least recently used out first.
+fn insert_lru<V>(map: &mut HashMap<Key, (V, u64)>, cap: usize, key: Key, v: V, tick: u64) {
+    if !map.contains_key(&key)
+        && map.len() >= cap
+        && let Some(oldest) = map
+            .iter()
+            .min_by_key(|(_, (_, used))| *used)
+            .map(|(k, _)| k.clone())
+    {
+        map.remove(&oldest);
     }
+    map.insert(key, (v, tick));
 }
 
 #[cfg(test)]
@@ -248,7 +252,9 @@ mod tests {
         // key 0 used again: key 1 is now the least recently used
         assert!(matches!(r.plan(&keys[0], 2), Plan::Replay(_)));
         r.plan(&keys[CAPACITY], 2);
-        assert_eq!(r.entries.len(), CAPACITY);
+        r.plan(&keys[CAPACITY], 2);
+        r.captured(keys[CAPACITY].clone(), Some(CAPACITY));
+        assert_eq!(r.graphs(), CAPACITY);
         assert!(matches!(r.plan(&keys[0], 2), Plan::Replay(_)));
         assert!(
             matches!(r.plan(&keys[1], 2), Plan::Plain),
@@ -256,5 +262,20 @@ mod tests {
         );
         r.clear();
         assert_eq!(r.graphs(), 0);
+    }
+
+    #[test]
+    fn one_off_submissions_never_push_a_graph_out() {
+        let mut r = Replays::<&str>::default();
+        let c = cmd("x");
+        let k = Key::new(StreamId(0), &c, &[1]);
+        r.plan(&k, 2);
+        r.plan(&k, 2);
+        r.captured(k.clone(), Some("kept"));
+        for a in 2..(2 + 4 * MARKS as u64) {
+            r.plan(&Key::new(StreamId(0), &c, &[a]), 2); // new buffers every time
+        }
+        assert!(r.marks.len() <= MARKS);
+        assert!(matches!(r.plan(&k, 2), Plan::Replay(g) if *g == "kept"));
     }
 }

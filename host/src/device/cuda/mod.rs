@@ -336,7 +336,8 @@ impl CudaDevice {
     }
 
     /// Launches `cmd` plainly, or captures it into a graph, or replays its graph
-    /// ([`graphs::Replays::plan`]). A failed capture falls back to plain launches.
+    /// ([`graphs::Replays::plan`]). A failed capture falls back to plain launches. The caller
+    /// holds `slot.launching`.
     fn run_launches(
         &self,
         stream: StreamId,
@@ -347,8 +348,6 @@ impl CudaDevice {
     ) -> Result<(), DeviceError> {
         let key = graphs::Key::new(stream, cmd, addrs);
         let plan = self.replays.lock().plan(&key, cmd.launches.len());
-        // Nothing else is queued on this stream while it launches (or captures, or replays).
-        let _launching = slot.launching.lock();
         let replay_failed = |e: DeviceError| DeviceError::Launch {
             launch: 0,
             entry: "(CUDA graph)".into(),
@@ -376,7 +375,8 @@ impl CudaDevice {
         }
     }
 
-    /// Signals `fence` with `result` once `stream` reaches this point: an event recorded here
+    /// Signals `fence` with `result` once `stream` reaches this point (the caller holds
+    /// `slot.launching`): an event recorded here
     /// and waited for by the stream's completion thread (if the event cannot be recorded: after
     /// waiting for the stream here).
     fn signal_when_reached(
@@ -411,7 +411,8 @@ struct StreamSlot {
     stream: Stream,
     completions: Completions<Event>,
     events: Arc<Mutex<Vec<Event>>>,
-    /// Held while a submission queues its launches (a capture must see no other thread's).
+    /// Held by whatever queues work on the stream (launches, graph captures and replays, event
+    /// records, the fallback synchronize): a capture must see no other thread's work.
     launching: Mutex<()>,
 }
 
@@ -582,7 +583,10 @@ impl Device for CudaDevice {
         for w in waits {
             let _ = w.wait();
         }
-        // On a failed launch the ones queued before still run: the fence signals after them.
+        // Nothing else touches this stream from here to the completion event (a capture would
+        // take another thread's event or synchronize). On a failed launch the ones queued
+        // before still run: the fence signals after them.
+        let _launching = s.launching.lock();
         let result = self.run_launches(stream, &s, &cmd, kernels, &addrs);
         self.signal_when_reached(&s, &fence, result);
         Ok(fence)
@@ -592,6 +596,8 @@ impl Device for CudaDevice {
         self.lost.check()?;
         let s = self.stream(stream)?;
         let fence = Fence::new();
+        // Never inside another thread's capture.
+        let _launching = s.launching.lock();
         self.signal_when_reached(&s, &fence, Ok(()));
         Ok(fence)
     }
