@@ -649,6 +649,23 @@ impl<'a> WitRequest<'a> {
     }
 }
 
+/// An older plan (1.0/1.1, 1.2/1.3, 1.4) in the 1.5 form every plan is validated in: its
+/// outputs through `desc` (every older dtype has a 1.5 twin), its launches as they are.
+macro_rules! plan3 {
+    ($p:expr, $desc:path) => {{
+        let p = $p;
+        wit::OpPlan3 {
+            outputs: p
+                .outputs
+                .into_iter()
+                .map(|o| convert::tensor_to_wit3(&$desc(o)))
+                .collect(),
+            launches: p.launches,
+            workspace_bytes: p.workspace_bytes,
+        }
+    }};
+}
+
 /// Asks one plugin for a plan and validates it. `Ok(Err(reason))`: the plugin declined
 /// (unsupported), so another may serve the request.
 fn plan_on(
@@ -669,7 +686,7 @@ fn plan_on(
             Some(v2) => p
                 .plan2(v2)
                 .expect("has planner2")
-                .map(|r| r.map(plan_from_v2)),
+                .map(|r| r.map(|p| plan3!(p, convert::tensor_from_wit2))),
             None => {
                 return Ok(Err(format!(
                     "built for umd:plugin@{}, which cannot take string tensors (ABI 1.5)",
@@ -682,7 +699,7 @@ fn plan_on(
             Some(ext) => p
                 .plan_ext(ext)
                 .expect("has planner")
-                .map(|r| r.map(plan_from_ext)),
+                .map(|r| r.map(|p| plan3!(p, convert::tensor_from_wit_ext))),
             None => {
                 return Ok(Err(format!(
                     "built for umd:plugin@{}, which cannot take the packed sub-byte dtypes \
@@ -693,7 +710,9 @@ fn plan_on(
         }
     } else {
         match wit_req.legacy() {
-            Some(legacy) => p.plan(legacy).map(|r| r.map(plan_from_legacy)),
+            Some(legacy) => p
+                .plan(legacy)
+                .map(|r| r.map(|p| plan3!(p, convert::tensor_from_wit))),
             None => {
                 return Ok(Err(format!(
                     "built for umd:plugin@{}, which cannot take absent inputs, constant values, \
@@ -717,45 +736,6 @@ fn plan_on(
             }),
             Declined::Internal(m) => Err(fault(PluginFault::Internal(m))),
         },
-    }
-}
-
-/// A 1.0/1.1 plan in the 1.5 form (every 1.1 dtype has a 1.5 twin).
-fn plan_from_legacy(p: wit::OpPlan) -> wit::OpPlan3 {
-    wit::OpPlan3 {
-        outputs: p
-            .outputs
-            .into_iter()
-            .map(|o| convert::tensor_to_wit3(&convert::tensor_from_wit(o)))
-            .collect(),
-        launches: p.launches,
-        workspace_bytes: p.workspace_bytes,
-    }
-}
-
-/// A 1.2/1.3 plan in the 1.5 form (every 1.2 dtype has a 1.5 twin).
-fn plan_from_ext(p: wit::OpPlanExt) -> wit::OpPlan3 {
-    wit::OpPlan3 {
-        outputs: p
-            .outputs
-            .into_iter()
-            .map(|o| convert::tensor_to_wit3(&convert::tensor_from_wit_ext(o)))
-            .collect(),
-        launches: p.launches,
-        workspace_bytes: p.workspace_bytes,
-    }
-}
-
-/// A 1.4 plan in the 1.5 form (every 1.4 dtype has a 1.5 twin).
-fn plan_from_v2(p: wit::OpPlan2) -> wit::OpPlan3 {
-    wit::OpPlan3 {
-        outputs: p
-            .outputs
-            .into_iter()
-            .map(|o| convert::tensor_to_wit3(&convert::tensor_from_wit2(o)))
-            .collect(),
-        launches: p.launches,
-        workspace_bytes: p.workspace_bytes,
     }
 }
 

@@ -230,6 +230,14 @@ impl TensorDesc {
             text_bytes: 0,
         }
     }
+
+    /// Bytes of a tensor of this description: packed types round up to whole bytes, strings
+    /// add their text to their offsets; `invalid-shape` on overflow.
+    pub fn byte_size(&self) -> Result<u64, OpError> {
+        shape::byte_size(&self.shape, self.dtype)?
+            .checked_add(self.text_bytes)
+            .ok_or_else(|| OpError::shape(format!("`{}`: its size overflows", self.name)))
+    }
 }
 
 /// Plans `request` through [`Plugin::plan_ext`], declining packed sub-byte (string) inputs and

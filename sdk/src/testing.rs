@@ -156,8 +156,7 @@ pub fn execute(
 fn bind(plan: &OpPlan, inputs: &[Vec<u8>], fill: u8) -> Result<Vec<Vec<u8>>, OpError> {
     let mut buffers: Vec<Vec<u8>> = inputs.to_vec();
     for o in &plan.outputs {
-        // strings: the offsets, then the text the plan sized
-        let bytes = shape::byte_size(&o.shape, o.dtype)? + o.text_bytes;
+        let bytes = o.byte_size()?;
         buffers.push(vec![fill; bytes as usize]);
     }
     if plan.workspace_bytes > 0 {
