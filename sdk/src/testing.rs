@@ -8,7 +8,7 @@
 //! let (plan, outputs) = umd_sdk::testing::run::<MyPlugin>(&req, &[x_bytes])?;
 //! ```
 
-use crate::{CpuBuffer, CpuCall, CpuWrite, OpError, OpPlan, PlanRequestExt, Plugin, shape};
+use crate::{CpuBuffer, CpuCall, CpuWrite, OpError, OpPlan, PlanRequestExt, Plugin};
 
 /// Plans `request` with `P` and runs the plan on `inputs` (one byte vector per *present* input).
 /// Returns the plan and the contents of every output.
