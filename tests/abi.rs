@@ -403,13 +403,14 @@ fn the_view_ops_move_string_tensors_as_their_bytes() {
     assert_eq!(out[0].0.shape, vec![2, 1]);
     assert_eq!((out[0].0.dtype, out[0].0.text_bytes), (Dtype::Str, 3));
     assert_eq!(out[0].1, a, "same offsets, same text");
-    let out = host.run_request(
-        umd::OpRequest::new("Unsqueeze", vec![x.clone()])
-            .attr("axes", umd::AttrValue::Ints(vec![0])),
-        &[a.clone()],
-    );
-    // opset-free Unsqueeze takes axes as an attribute (opset < 13)
-    let out = out.unwrap();
+    // Unsqueeze with no opset said takes its axes as an attribute (as before opset 13)
+    let out = host
+        .run_request(
+            umd::OpRequest::new("Unsqueeze", vec![x.clone()])
+                .attr("axes", umd::AttrValue::Ints(vec![0])),
+            std::slice::from_ref(&a),
+        )
+        .unwrap();
     assert_eq!(
         (out[0].0.shape.clone(), out[0].1.clone()),
         (vec![1, 2], a.clone())
