@@ -548,20 +548,14 @@ impl Drop for Claim {
     }
 }
 
-/// Records a submission of `cmd` on `stream`, marked by `fence`, as reader and/or writer of each
-/// buffer it binds; returns the fences of earlier work it must wait for. Called under the
-/// device's submission lock (submissions are ordered; each waits only for earlier ones).
+/// [`hazard::record_all`] over the CPU device's buffers.
 fn record_hazards(
     stream: StreamId,
     cmd: &CommandBuffer,
     buffers: &[Arc<Buffer>],
     fence: &Fence,
 ) -> Vec<Fence> {
-    let mut waits = Vec::new();
-    for (b, &rw) in buffers.iter().zip(&cmd.binding_access()) {
-        b.hazards.lock().record(stream, rw, fence, &mut waits);
-    }
-    waits
+    super::hazard::record_all(stream, cmd, buffers.iter().map(|b| &b.hazards), fence)
 }
 
 /// Runs the launches of `cmd` in order; a panic in one is its error (the fence must still be

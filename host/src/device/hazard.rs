@@ -9,8 +9,27 @@
 //! [`Hazards::record`] returns (the CPU device in its stream worker; CUDA on the host before it
 //! enqueues).
 
+use parking_lot::Mutex;
+
 use super::StreamId;
 use super::sync::Fence;
+use crate::cmdbuf::CommandBuffer;
+
+/// Records a submission of `cmd` on `stream`, marked by `fence`, on the hazards of each buffer it
+/// binds (in binding order, as reader and/or writer by its relocations); returns the fences of
+/// earlier work it must wait for. Callers hold the device's submission lock.
+pub fn record_all<'a>(
+    stream: StreamId,
+    cmd: &CommandBuffer,
+    hazards: impl IntoIterator<Item = &'a Mutex<Hazards>>,
+    fence: &Fence,
+) -> Vec<Fence> {
+    let mut waits = Vec::new();
+    for (h, &rw) in hazards.into_iter().zip(&cmd.binding_access()) {
+        h.lock().record(stream, rw, fence, &mut waits);
+    }
+    waits
+}
 
 /// The users of one buffer that later users must wait for.
 #[derive(Default)]

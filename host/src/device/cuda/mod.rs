@@ -572,10 +572,8 @@ impl Device for CudaDevice {
         let waits = {
             let _order = self.submit_order.lock();
             let fence = Fence::new();
-            let mut waits = Vec::new();
-            for (b, &rw) in buffers.iter().zip(&cmd.binding_access()) {
-                b.hazards.lock().record(stream, rw, &fence, &mut waits);
-            }
+            let hazards = buffers.iter().map(|b| &b.hazards);
+            let waits = super::hazard::record_all(stream, &cmd, hazards, &fence);
             buffers.iter().for_each(|b| b.record(&fence));
             (fence, waits)
         };
