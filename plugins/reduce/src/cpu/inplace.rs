@@ -1,7 +1,8 @@
 //! In-place, splittable CPU kernels (ABI 1.3) for the reductions (`{op}_{T}_{rows|cols}`,
 //! `_split1`, `_split2`), ArgMax/ArgMin and CumSum/CumProd. The arithmetic is the whole-buffer
-//! kernels' ([`super::reduce`], [`super::axis`]) element for element, in the same order, so
-//! both paths give the same bits; only what is read and written at a time differs.
+//! kernels' (the `run-cpu` kernels before these, kept as the tests' oracle in `tests/oracle`, on
+//! the same `super::reduce` folds and `super::axis` scan) element for element, in the same
+//! order, so both paths give the same bits; only what is read and written at a time differs.
 //!
 //! - Reductions and ArgMax/ArgMin: a block range computes its share of the `n_out` outputs
 //!   ([`KernelCall::share`]). When the innermost kept dimension is contiguous (the column-wise
@@ -17,7 +18,7 @@
 //!   partial outers at a range's ends lane-segment by lane-segment. A scan is never split along
 //!   its axis: every element depends on all before it.
 //!
-//! TopK runs through the whole-buffer kernel ([`super::run`]), unsplit.
+//! TopK runs through its whole-buffer kernel ([`super::run`]), unsplit.
 
 use umd_sdk::kernel::{self, Memory};
 use umd_sdk::params::ParamReader;
@@ -74,7 +75,7 @@ pub fn splittable(entry: &str) -> bool {
 }
 
 /// `run-cpu` of the plugin: the in-place kernels over the call's buffers in memory (so both
-/// paths give the same bits), or the whole-buffer kernels (TopK, unknown entry points).
+/// paths give the same bits), or [`super::run`] (TopK whole; unknown entry points refused).
 pub fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     if handles(&call.entry_point) {
         kernel::run_cpu_in_memory::<crate::Reduce>(call)
@@ -168,8 +169,9 @@ fn reduced_reach(v: &View) -> u64 {
         .sum()
 }
 
-/// Whether the whole-buffer kernel takes its row-at-once path (innermost kept dimension
-/// contiguous and at least 4 wide); the in-place kernels follow the same arithmetic.
+/// Whether the whole-buffer kernel (the tests' oracle) takes its row-at-once path (innermost
+/// kept dimension contiguous and at least 4 wide); the in-place kernels follow the same
+/// arithmetic.
 fn contiguous_inner(v: &View) -> Option<u64> {
     let kr = v.kshape.len();
     (kr >= 1 && v.kstride[kr - 1] == 1 && v.kshape[kr - 1] >= 4).then(|| v.kshape[kr - 1])

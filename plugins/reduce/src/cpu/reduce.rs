@@ -1,6 +1,8 @@
-//! CPU kernels of the `Reduce*` ops and ArgMax/ArgMin over a [`View`]: one generic reduction
-//! driven by an op table ([`ROp`]: init, map, combine, finalize), with a vectorisable path when
-//! the kept innermost dimension is contiguous and contiguous 8-lane folds otherwise.
+//! The arithmetic of the `Reduce*` ops and ArgMax/ArgMin over a [`View`], which the in-place
+//! kernels ([`super::inplace`]) run: the op tables ([`ROp`]: init, map, combine, finalize), the
+//! folds of one output's reduced elements (contiguous ones in 8 vectorisable lanes) and the
+//! ArgMax/ArgMin order. (The whole-buffer kernels that once ran them over a whole input are the
+//! tests' oracle now, `tests/oracle`.)
 
 use super::num::Num;
 use crate::view::{Odometer, View};
@@ -61,7 +63,7 @@ rop!(LogSumExp, init(lo, hi) C::ZERO, map(x, s) x.sub(s).exp(), comb(a, b) a.add
 /// The LogSumExp shift from a maximum: the maximum itself, or 0 when it is infinite (all
 /// values -inf, an empty set, or a +inf present), as onnxruntime does.
 #[inline(always)]
-pub(super) fn shift_of<C: Num>(m: C) -> C {
+pub(crate) fn shift_of<C: Num>(m: C) -> C {
     if m.is_inf() { C::ZERO } else { m }
 }
 
@@ -84,7 +86,7 @@ fn fold_contig<C: Num, O: ROp<C>>(row: &[C], init: C, shift: C) -> C {
 
 /// The reduced dimensions split into the outer ones (walked by an odometer) and the last one
 /// (looped directly, contiguous when its stride is 1).
-pub(super) struct Reduced<'a> {
+pub(crate) struct Reduced<'a> {
     outer_shape: &'a [u64],
     outer_stride: &'a [u64],
     outer_count: u64,
@@ -93,7 +95,7 @@ pub(super) struct Reduced<'a> {
 }
 
 impl<'a> Reduced<'a> {
-    pub(super) fn new(v: &'a View) -> Self {
+    pub(crate) fn new(v: &'a View) -> Self {
         let rr = v.rshape.len();
         if rr == 0 {
             return Reduced {
@@ -116,7 +118,7 @@ impl<'a> Reduced<'a> {
 
     /// Folds every reduced element of the output at `base`.
     #[inline(always)]
-    pub(super) fn fold<C: Num, O: ROp<C>>(&self, xs: &[C], base: usize, init: C, shift: C) -> C {
+    pub(crate) fn fold<C: Num, O: ROp<C>>(&self, xs: &[C], base: usize, init: C, shift: C) -> C {
         let mut acc = init;
         let mut ro = Odometer::new(self.outer_shape, self.outer_stride);
         for _ in 0..self.outer_count {
@@ -139,7 +141,7 @@ impl<'a> Reduced<'a> {
 
 /// Calls `f` with the offset of every reduced index, in order.
 #[inline(always)]
-fn for_each_reduced(v: &View, mut f: impl FnMut(usize)) {
+pub(crate) fn for_each_reduced(v: &View, mut f: impl FnMut(usize)) {
     let mut ro = Odometer::new(&v.rshape, &v.rstride);
     for _ in 0..v.r {
         f(ro.off as usize);
@@ -147,87 +149,9 @@ fn for_each_reduced(v: &View, mut f: impl FnMut(usize)) {
     }
 }
 
-/// Reduces `xs` (the input in compute type) over the view with op `O`; `lo`/`hi` are the
-/// dtype's bounds. Returns the `n_out` results in output order.
-pub fn reduce<C: Num, O: ROp<C>>(xs: &[C], v: &View, lo: C, hi: C) -> Vec<C> {
-    let init = O::init(lo, hi);
-    let mut out = Vec::with_capacity(v.n_out as usize);
-    let kr = v.kshape.len();
-    if kr >= 1 && v.kstride[kr - 1] == 1 && v.kshape[kr - 1] >= 4 {
-        // The innermost kept dimension is contiguous: reduce whole rows of it at once.
-        let inner = v.kshape[kr - 1] as usize;
-        let mut acc = vec![init; inner];
-        let mut shift = vec![C::ZERO; inner];
-        let mut oo = Odometer::new(&v.kshape[..kr - 1], &v.kstride[..kr - 1]);
-        for _ in 0..v.n_out / inner as u64 {
-            let base = oo.off as usize;
-            if O::TWO_PASS {
-                shift.fill(lo);
-                for_each_reduced(v, |off| {
-                    for (m, x) in shift.iter_mut().zip(&xs[base + off..base + off + inner]) {
-                        *m = m.max_nan(*x);
-                    }
-                });
-                shift.iter_mut().for_each(|m| *m = shift_of(*m));
-            }
-            acc.fill(init);
-            for_each_reduced(v, |off| {
-                let row = &xs[base + off..base + off + inner];
-                for ((a, x), s) in acc.iter_mut().zip(row).zip(&shift) {
-                    *a = O::comb(*a, O::map(*x, *s));
-                }
-            });
-            out.extend(acc.iter().zip(&shift).map(|(a, s)| O::fin(*a, v.r, *s)));
-            oo.step();
-        }
-    } else {
-        let red = Reduced::new(v);
-        let mut ko = Odometer::new(&v.kshape, &v.kstride);
-        for _ in 0..v.n_out {
-            let base = ko.off as usize;
-            let shift = if O::TWO_PASS {
-                shift_of(red.fold::<C, Max>(xs, base, lo, C::ZERO))
-            } else {
-                C::ZERO
-            };
-            let acc = red.fold::<C, O>(xs, base, init, shift);
-            out.push(O::fin(acc, v.r, shift));
-            ko.step();
-        }
-    }
-    out
-}
-
-/// The partials of a split reduction: for each output, `s` chunks of `chunk` reduced indices
-/// folded with `O` (not finalized), output-major.
-pub fn partials<C: Num, O: ROp<C>>(xs: &[C], v: &View, s: u64, chunk: u64, lo: C, hi: C) -> Vec<C> {
-    let init = O::init(lo, hi);
-    let mut out = Vec::with_capacity(v.n_out.saturating_mul(s) as usize);
-    let mut ko = Odometer::new(&v.kshape, &v.kstride);
-    for _ in 0..v.n_out {
-        let base = ko.off as usize;
-        for j in 0..s {
-            let r0 = j.saturating_mul(chunk).min(v.r);
-            let r1 = r0.saturating_add(chunk).min(v.r);
-            out.push(fold_range::<C, O>(xs, base, v, r0, r1, init));
-        }
-        ko.step();
-    }
-    out
-}
-
-/// Folds reduced indices `r0..r1` of the output at `base` (no shift: never LogSumExp).
-fn fold_range<C: Num, O: ROp<C>>(xs: &[C], base: usize, v: &View, r0: u64, r1: u64, init: C) -> C {
-    if r1 <= r0 {
-        return init;
-    }
-    let first = Odometer::at(&v.rshape, &v.rstride, r0).off;
-    fold_range_at::<C, O>(&xs[base + first as usize..], first, v, r0, r1, init)
-}
-
-/// [`fold_range`] over `xs` holding the input from the offset of reduced index `r0` (`first`)
-/// of its output on.
-pub(super) fn fold_range_at<C: Num, O: ROp<C>>(
+/// Folds reduced indices `r0..r1` (no shift: never LogSumExp) of one output from `xs` holding
+/// the input from the offset of reduced index `r0` (`first`) of that output on.
+pub(crate) fn fold_range_at<C: Num, O: ROp<C>>(
     xs: &[C],
     first: u64,
     v: &View,
@@ -273,20 +197,9 @@ pub fn arg_better<C: Num>(av: C, ai: i64, bv: C, bi: i64, is_max: bool, last: bo
     if last { ai > bi } else { ai < bi }
 }
 
-/// ArgMax/ArgMin over a view with one reduced axis (or none, when it has extent 1).
-pub fn arg<C: Num>(xs: &[C], v: &View, is_max: bool, last: bool) -> Vec<i64> {
-    let mut out = Vec::with_capacity(v.n_out as usize);
-    let mut ko = Odometer::new(&v.kshape, &v.kstride);
-    for _ in 0..v.n_out {
-        out.push(arg_one(xs, ko.off as usize, v, is_max, last));
-        ko.step();
-    }
-    out
-}
-
 /// ArgMax/ArgMin of the output at `base`.
 #[inline(always)]
-pub(super) fn arg_one<C: Num>(xs: &[C], base: usize, v: &View, is_max: bool, last: bool) -> i64 {
+pub(crate) fn arg_one<C: Num>(xs: &[C], base: usize, v: &View, is_max: bool, last: bool) -> i64 {
     let (mut bv, mut bi) = (C::ZERO, -1i64);
     let mut t = 0i64;
     for_each_reduced(v, |off| {

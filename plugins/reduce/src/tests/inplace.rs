@@ -1,10 +1,11 @@
-//! The in-place (ABI 1.3) kernels against the whole-buffer kernels ([`crate::cpu::run`], the
+//! The in-place (ABI 1.3) kernels against the whole-buffer kernels ([`super::oracle`], the
 //! `run-cpu` kernels before the in-place ones): every converted entry point (`_rows`, `_cols`,
 //! `_split1`, `_split2`, ArgMax/ArgMin, CumSum/CumProd with and without `_rows`), run whole and
 //! as 2 or 3 uneven block ranges (last first, on outputs prefilled with 0xAB), must give the
 //! same bytes — across dtypes, odd sizes, empty tensors, NaN, and shapes large enough to take
 //! the chunked and row-by-row read paths.
 
+use super::oracle;
 use super::*;
 use crate::ops::{ARG_OPS, NUMERIC, ORDERED, REDUCE_OPS};
 use umd_sdk::Plugin;
@@ -53,7 +54,7 @@ fn check(req: &PlanRequestExt, seed: u64) -> Vec<String> {
             l.entry_point
         );
     }
-    let want = testing::execute(&plan, &inputs, |c| crate::cpu::run(&c)).unwrap();
+    let want = testing::execute(&plan, &inputs, |c| oracle::run(&c)).unwrap();
     let what = format!("{} {:?} {}", req.op, x.shape, dtype::name(x.dtype));
     for cuts in [&[][..], &[0.3][..], &[0.11, 0.77][..], &[0.5, 0.5001][..]] {
         // written bindings start as 0xAB: a byte no range writes shows

@@ -1,6 +1,6 @@
 //! Native tests: planning, every op on the CPU kernels against naive references written here
-//! (f64 arithmetic over explicit multi-indices), errors, and the CUDA sources of every op ×
-//! dtype.
+//! (f64 arithmetic over explicit multi-indices), the in-place kernels against the whole-buffer
+//! ones they replaced ([`oracle`]), errors, and the CUDA sources of every op × dtype.
 
 mod arg;
 mod axis;
@@ -8,6 +8,7 @@ mod cuda;
 mod emulate;
 mod errors;
 mod inplace;
+mod oracle;
 mod reduce;
 mod wide;
 mod xcheck;
