@@ -422,3 +422,24 @@ fn the_view_ops_move_string_tensors_as_their_bytes() {
     assert_eq!(err.status(), umd::error::status::UNSUPPORTED, "{err}");
     assert!(err.to_string().contains("string tensor"), "{err}");
 }
+
+#[test]
+fn strings_cast_to_numbers_and_numeric_casts_stay_with_the_shape_plugin() {
+    let host = Host::builder().build().unwrap();
+    let v = umd::text::encode(&["2.5", "-INF", "7"]);
+    let x = umd::TensorDesc::new("x", vec![3], Dtype::Str)
+        .with_size(v.len() as u64)
+        .unwrap();
+    let req = umd::OpRequest::new("Cast", vec![x]).attr("to", umd::AttrValue::Int(1));
+    let out = host.run_request(req, &[v]).unwrap();
+    assert_eq!(out[0].0.dtype, Dtype::F32);
+    assert_eq!(
+        data::decode(Dtype::F32, &out[0].1),
+        vec![2.5, f64::NEG_INFINITY, 7.0]
+    );
+    let f = umd::TensorDesc::new("f", vec![2], Dtype::F32);
+    let t = host
+        .translate(&umd::OpRequest::new("Cast", vec![f]).attr("to", umd::AttrValue::Int(7)))
+        .unwrap();
+    assert!(t.plugin.starts_with("shape@"), "{}", t.plugin);
+}

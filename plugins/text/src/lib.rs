@@ -6,8 +6,8 @@
 //! CPU kernel.
 //!
 //! Served ops ([`ops::OPS`]): StringNormalizer, StringConcat, StringSplit, RegexFullMatch,
-//! Equal (string inputs only) and ai.onnx.ml LabelEncoder (whenever the input or the values are
-//! strings). CPU device only.
+//! Equal (string inputs only), ai.onnx.ml LabelEncoder (whenever the input or the values are
+//! strings) and Cast with a string on either side. CPU device only.
 
 pub mod ops;
 pub mod plan;

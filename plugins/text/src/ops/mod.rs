@@ -7,9 +7,11 @@
 //! - StringConcat and Equal on strings (NumPy broadcasting): [`binary`];
 //! - StringSplit: [`split`];
 //! - RegexFullMatch (RE2 syntax on the `regex` crate): [`regex_match`];
-//! - ai.onnx.ml LabelEncoder (opsets 2 to 4): [`label_encoder`].
+//! - ai.onnx.ml LabelEncoder (opsets 2 to 4): [`label_encoder`];
+//! - Cast to and from STRING: [`cast`].
 
 pub mod binary;
+pub mod cast;
 pub mod common;
 pub mod label_encoder;
 pub mod normalizer;
@@ -139,6 +141,7 @@ pub const OPS: &[(&str, &str)] = &[
     ("RegexFullMatch", ""),
     ("Equal", ""),
     ("LabelEncoder", "ai.onnx.ml"),
+    ("Cast", ""),
 ];
 
 /// For each op of [`OPS`], in the same order: (name, min inputs, max inputs, outputs).
@@ -149,6 +152,7 @@ pub const OP_IO: &[(&str, usize, usize, usize)] = &[
     ("RegexFullMatch", 1, 1, 1),
     ("Equal", 2, 2, 1),
     ("LabelEncoder", 1, 1, 1),
+    ("Cast", 1, 1, 1),
 ];
 
 /// Entry point: run op `op` (ONNX name, exact case) with inputs (None = absent optional input)
@@ -175,6 +179,7 @@ pub fn run(
         "RegexFullMatch" => regex_match::regex_full_match(ins[0], attrs),
         "Equal" => binary::equal(ins[0], ins[1], attrs),
         "LabelEncoder" => label_encoder::label_encoder(ins[0], attrs),
+        "Cast" => cast::cast(ins[0], attrs),
         _ => Err(OpError::Unsupported(format!(
             "op {op:?} has no dispatch entry"
         ))),
