@@ -25,11 +25,6 @@ pub fn tensor_from_proto(t: &proto::TensorDesc) -> Result<TensorDesc, RequestErr
     Ok(desc)
 }
 
-/// `d` with the text size of a string tensor of `bytes` bytes (other dtypes unchanged).
-pub fn sized(d: TensorDesc, bytes: usize) -> Result<TensorDesc, RequestError> {
-    d.sized(bytes as u64)
-}
-
 /// A host tensor description for the wire (dims beyond i32 are saturated; such outputs are
 /// refused by the request limits before they get here in practice).
 pub fn tensor_to_proto(t: &TensorDesc) -> proto::TensorDesc {
@@ -90,7 +85,7 @@ pub fn request_from_proto(r: &proto::TranslateRequest) -> Result<OpRequest, Requ
     // A string input's text size is its value's (checked against the offsets when planned).
     for (i, v) in &req.values {
         if let Some(d) = req.inputs.get_mut(*i as usize) {
-            *d = sized(d.clone(), v.len())?;
+            *d = d.clone().sized(v.len() as u64)?;
         }
     }
     req.outputs_wanted = r.outputs_wanted.clone();
@@ -113,7 +108,7 @@ fn attr_from_proto(name: &str, v: &proto::AttributeValue) -> Result<AttrValue, R
                 RequestError::Attribute(format!("tensor attribute `{name:.64}` has no description"))
             })?;
             AttrValue::Tensor(
-                sized(tensor_from_proto(desc)?, t.data.len())?,
+                tensor_from_proto(desc)?.sized(t.data.len() as u64)?,
                 t.data.clone(),
             )
         }

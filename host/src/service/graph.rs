@@ -14,7 +14,7 @@ use rand::Rng;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::convert::{sized, tensor_from_proto, tensor_to_proto};
+use super::convert::{tensor_from_proto, tensor_to_proto};
 use super::device::{Buffers, Created};
 use super::proto::*;
 use super::session::Session;
@@ -305,7 +305,7 @@ impl graph_server::Graph for GraphService {
                     "an input without a description".into(),
                 );
             };
-            match tensor_from_proto(desc).and_then(|d| sized(d, t.data.len())) {
+            match tensor_from_proto(desc).and_then(|d| d.sized(t.data.len() as u64)) {
                 Ok(desc) => inputs.push(Tensor { desc, data: t.data }),
                 Err(e) => return fail(status::INVALID_INPUT, format!("input: {e}")),
             }
@@ -423,7 +423,7 @@ fn list_values(
                     .as_ref()
                     .ok_or_else(|| format!("`{}`: an item without a description", l.name))?;
                 let desc = tensor_from_proto(desc)
-                    .and_then(|d| sized(d, t.data.len()))
+                    .and_then(|d| d.sized(t.data.len() as u64))
                     .map_err(|e| format!("`{}`: {e}", l.name))?;
                 Ok(Arc::new(Tensor { desc, data: t.data }))
             })
