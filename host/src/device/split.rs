@@ -1,9 +1,11 @@
 //! How many parts the CPU device splits a splittable launch into, from the time its kernel took
 //! per block on earlier launches (per module build and entry point): each part must hold enough
-//! work to pay for handing it to a worker thread. A kernel's first launch runs whole, timed.
-//! The estimate counts a launch's fixed costs as work, so it is checked against what happened:
-//! per size class (blocks, by powers of two), once a split launch has been timed, a split that
-//! took longer than the whole launch did is not made again for that class.
+//! work to pay for handing it to a worker thread. A kernel's first launch runs whole and is not
+//! trusted (it pays for cold instances and caches). The estimate counts a launch's fixed costs
+//! as work, so it is checked against what happened: per size class (blocks, by powers of two)
+//! both ways are timed — whichever has not been measured yet is tried — and the faster one is
+//! taken; every [`REPROBE`]th launch of a class runs the other way once, so a choice made on a
+//! noisy or cold measurement is corrected.
 //!
 //! Owns only the cost table (bounded); never runs anything.
 
@@ -19,11 +21,13 @@ use crate::cmdbuf::LaunchCmd;
 const MIN_PART: Duration = Duration::from_micros(50);
 /// Kernels whose cost is remembered (forgotten all at once past this).
 const MAX_KERNELS: usize = 4096;
+/// Every this many launches of a size class, the way not chosen is timed again.
+const REPROBE: u64 = 64;
 
 /// What is known of one kernel.
 struct Kernel {
-    /// Measured cost per block (any split).
-    ns_per_block: f64,
+    /// Measured cost per block (any split); `None` until a warm launch was timed.
+    ns_per_block: Option<f64>,
     /// Wall time of whole and of split launches, per size class (⌊log2 blocks⌋; ≤ 64 classes).
     walls: HashMap<u32, Walls>,
 }
@@ -32,6 +36,8 @@ struct Kernel {
 struct Walls {
     whole: Option<f64>,
     split: Option<f64>,
+    /// Launches of this class asked about (drives the re-probe).
+    launches: u64,
 }
 
 /// Measured costs of each kernel.
@@ -50,30 +56,44 @@ fn average(into: &mut Option<f64>, sample: f64) {
 }
 
 impl Splitter {
-    /// Parts to run `launch` in on `workers` threads: 1 until its kernel has been timed, then
-    /// as many as hold [`MIN_PART`] of estimated work each, at most one per worker and block —
-    /// or 1 where splits of launches of this size were measured slower than whole ones.
+    /// Parts to run `launch` in on `workers` threads: 1 until its kernel has been timed warm,
+    /// then as many as hold [`MIN_PART`] of estimated work each, at most one per worker and
+    /// block — unless launches of this size were measured faster whole than split (or split
+    /// was measured and whole not yet: then whole, to measure it). Every [`REPROBE`]th launch
+    /// of a class goes the other way.
     pub fn parts(&self, launch: &LaunchCmd, workers: usize) -> u64 {
         let blocks = launch.grid.volume();
-        let key = (launch.module.hash, launch.entry_point.clone());
-        let kernels = self.kernels.lock();
-        let Some(k) = kernels.get(&key) else {
-            return 1;
-        };
-        if let Some(Walls {
-            whole: Some(whole),
-            split: Some(split),
-        }) = k.walls.get(&class(blocks))
-            && split >= whole
-        {
+        let most = (workers as u64).min(blocks).max(1);
+        if most == 1 {
             return 1;
         }
-        let estimate = k.ns_per_block * blocks as f64;
-        let parts = (estimate / MIN_PART.as_nanos() as f64) as u64;
-        parts.clamp(1, (workers as u64).min(blocks).max(1))
+        let key = (launch.module.hash, launch.entry_point.clone());
+        let mut kernels = self.kernels.lock();
+        let Some(k) = kernels.get_mut(&key) else {
+            return 1;
+        };
+        let Some(ns_per_block) = k.ns_per_block else {
+            return 1;
+        };
+        let estimated = ((ns_per_block * blocks as f64 / MIN_PART.as_nanos() as f64) as u64)
+            .clamp(1, most);
+        let walls = k.walls.entry(class(blocks)).or_default();
+        walls.launches += 1;
+        let reprobe = walls.launches % REPROBE == 0;
+        let split_faster = match (walls.whole, walls.split) {
+            (Some(whole), Some(split)) => split < whole,
+            (None, Some(_)) => return 1,
+            (_, None) => return estimated,
+        };
+        if split_faster != reprobe {
+            estimated.max(2)
+        } else {
+            1
+        }
     }
 
-    /// Records that `launch` took `elapsed` in `parts` parts (run concurrently).
+    /// Records that `launch` took `elapsed` in `parts` parts (run concurrently). The first
+    /// launch of a kernel only makes its entry: it ran cold.
     pub fn record(&self, launch: &LaunchCmd, parts: u64, elapsed: Duration) {
         let blocks = launch.grid.volume().max(1);
         let wall = elapsed.as_nanos() as f64;
@@ -83,11 +103,17 @@ impl Splitter {
         if kernels.len() >= MAX_KERNELS && !kernels.contains_key(&key) {
             kernels.clear();
         }
-        let k = kernels.entry(key).or_insert(Kernel {
-            ns_per_block: sample,
-            walls: HashMap::new(),
-        });
-        k.ns_per_block = 0.5 * k.ns_per_block + 0.5 * sample;
+        let Some(k) = kernels.get_mut(&key) else {
+            kernels.insert(
+                key,
+                Kernel {
+                    ns_per_block: None,
+                    walls: HashMap::new(),
+                },
+            );
+            return;
+        };
+        average(&mut k.ns_per_block, sample);
         let walls = k.walls.entry(class(blocks)).or_default();
         if parts > 1 {
             average(&mut walls.split, wall);
@@ -123,38 +149,74 @@ mod tests {
         }
     }
 
+    /// Records `n` launches of `l` in `parts` parts taking `us` µs each.
+    fn timed(s: &Splitter, l: &LaunchCmd, parts: u64, us: u64) {
+        s.record(l, parts, Duration::from_micros(us));
+    }
+
     #[test]
-    fn launches_split_only_once_timed_and_worth_it() {
+    fn launches_split_only_once_timed_warm_and_worth_it() {
         let s = Splitter::default();
         let big = launch(1000);
         assert_eq!(s.parts(&big, 8), 1, "untimed: whole");
+        // The first launch ran cold: it says nothing.
+        timed(&s, &big, 1, 50_000);
+        assert_eq!(s.parts(&big, 8), 1, "timed only cold: whole");
         // 1000 blocks in 1 ms: 1 µs a block, 1 ms of work: 20 parts' worth, 8 workers.
-        s.record(&big, 1, Duration::from_millis(1));
+        timed(&s, &big, 1, 1000);
         assert_eq!(s.parts(&big, 8), 8);
         assert_eq!(s.parts(&launch(120), 8), 2, "120 µs of work: two parts");
         assert_eq!(s.parts(&launch(30), 8), 1, "30 µs: whole");
         assert_eq!(s.parts(&launch(3), 8), 1);
+        assert_eq!(s.parts(&big, 1), 1, "one worker: whole");
     }
 
     #[test]
     fn a_split_measured_slower_than_whole_is_not_made_again_for_that_size() {
         let s = Splitter::default();
+        let l = launch(128);
+        timed(&s, &l, 1, 10_000); // cold
         // 128 blocks whole in 128 µs (fixed costs included): worth two parts, it seems.
-        s.record(&launch(128), 1, Duration::from_micros(128));
-        assert_eq!(s.parts(&launch(128), 2), 2);
+        timed(&s, &l, 1, 128);
+        assert_eq!(s.parts(&l, 2), 2);
         // Split, it took longer: launches of this size run whole from now on.
-        s.record(&launch(128), 2, Duration::from_micros(160));
-        assert_eq!(s.parts(&launch(128), 2), 1);
-        assert_eq!(
-            s.parts(&launch(200), 2),
-            1,
-            "same size class (128..256 blocks)"
-        );
+        timed(&s, &l, 2, 160);
+        assert_eq!(s.parts(&l, 2), 1);
+        assert_eq!(s.parts(&launch(200), 2), 1, "same size class (128..256 blocks)");
         // Larger launches (another class) are still split on the estimate.
-        assert_eq!(s.parts(&launch(4096), 2), 2);
+        let big = launch(4096);
+        assert_eq!(s.parts(&big, 2), 2);
         // A split that pays keeps splitting.
-        s.record(&launch(4096), 1, Duration::from_millis(4));
-        s.record(&launch(4096), 2, Duration::from_millis(2));
-        assert_eq!(s.parts(&launch(4096), 2), 2);
+        timed(&s, &big, 1, 4000);
+        timed(&s, &big, 2, 2000);
+        assert_eq!(s.parts(&big, 2), 2);
+    }
+
+    #[test]
+    fn the_way_not_measured_is_tried_and_a_wrong_choice_is_corrected() {
+        let s = Splitter::default();
+        let l = launch(256);
+        timed(&s, &l, 1, 10_000); // cold
+        timed(&s, &l, 1, 256); // 1 µs a block: worth splitting
+        // Split measured first, whole only cold-free once (256 µs)... and whole is the
+        // faster: the split is measured slower, whole wins.
+        assert_eq!(s.parts(&l, 2), 2);
+        timed(&s, &l, 2, 400);
+        assert_eq!(s.parts(&l, 2), 1);
+        // A whole wall measured while the machine was busy makes split look better...
+        timed(&s, &l, 1, 2000);
+        timed(&s, &l, 1, 2000);
+        assert_eq!(s.parts(&l, 2), 2);
+        // ...until the split itself is measured slow again: back to whole.
+        timed(&s, &l, 2, 3000);
+        timed(&s, &l, 2, 3000);
+        assert_eq!(s.parts(&l, 2), 1);
+        // Only split measured (another class): whole is tried to compare.
+        let m = launch(1024);
+        timed(&s, &m, 2, 500);
+        assert_eq!(s.parts(&m, 2), 1, "whole not yet measured for this class");
+        // The way not chosen is re-timed every REPROBE launches.
+        let ways: Vec<u64> = (0..2 * REPROBE).map(|_| s.parts(&l, 2)).collect();
+        assert_eq!(ways.iter().filter(|&&p| p == 2).count(), 2, "{ways:?}");
     }
 }

@@ -78,6 +78,11 @@ impl Runtime {
     ) -> Result<Arc<Runtime>, LoadError> {
         let mut config = Config::new();
         config.wasm_component_model(true).epoch_interruption(true);
+        // For profiling kernels: `UMD_WASM_PERFMAP=1` names the compiled WebAssembly
+        // functions in `/tmp/perf-<pid>.map`, which `perf report` reads.
+        if std::env::var_os("UMD_WASM_PERFMAP").is_some_and(|v| v == "1") {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config).map_err(|e| LoadError::Compile {
             path: "<engine>".into(),
             reason: format!("{e:#}"),
