@@ -212,6 +212,46 @@ def test_inference_dropout_is_the_identity(tmp_path):
     assert fig["views"] == 0, fig
 
 
+def local_functions_model():
+    """A model as onnxscript and PyTorch's exporters write them: model-local functions, one with
+    an attribute reference and a default (`Act`), one calling another (`Block`), called in the
+    main graph and inside an If branch."""
+    leaky = h.make_node("LeakyRelu", ["t"], ["y"])
+    leaky.attribute.append(h.make_attribute_ref("alpha", onnx.AttributeProto.FLOAT))
+    act = h.make_function("local", "Act", ["x"], ["y"], [h.make_node("Add", ["x", "x"], ["t"]), leaky],
+                          [h.make_opsetid("", 17)], attributes=[],
+                          attribute_protos=[h.make_attribute("alpha", 0.5)])
+    block = h.make_function(
+        "local", "Block", ["x", "w"], ["y"],
+        [h.make_node("MatMul", ["x", "w"], ["m"]),
+         h.make_node("Act", ["m"], ["a"], domain="local", alpha=0.1),
+         h.make_node("Act", ["a"], ["y"], domain="local")],
+        [h.make_opsetid("", 17), h.make_opsetid("local", 1)])
+    branch = lambda name, op: h.make_graph(  # noqa: E731
+        [h.make_node(op, ["b1"], [name], domain="local")] if op == "Act" else
+        [h.make_node(op, ["b1"], [name])], name, [],
+        [h.make_tensor_value_info(name, T.FLOAT, [4, 8])])
+    nodes = [h.make_node("Block", ["x", "w1"], ["b1"], domain="local"),
+             h.make_node("ReduceSum", ["b1"], ["s"], keepdims=0),
+             h.make_node("Greater", ["s", "zero"], ["c"]),
+             h.make_node("If", ["c"], ["y"], then_branch=branch("t", "Act"),
+                         else_branch=branch("e", "Neg"))]
+    g = h.make_graph(nodes, "functions", [h.make_tensor_value_info("x", T.FLOAT, [4, 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [4, 8])],
+                     [weight("w1", 8, 8), nh.from_array(np.array(0, np.float32), "zero")])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("local", 1)],
+                        functions=[act, block])
+
+
+def test_model_local_functions_are_inlined(tmp_path):
+    m = local_functions_model()
+    for sign in (1.0, -1.0):  # both branches of the If
+        x = (np.abs(RNG.standard_normal((4, 8))) * sign).astype(np.float32)
+        (tmp_path / str(sign)).mkdir()
+        fig = check_against_ort(m, {"x": x}, tmp_path / str(sign))
+        assert fig["nodes"] >= 8, fig  # Block's MatMul and both Acts' Add + LeakyRelu inlined
+
+
 def test_bad_inputs_are_clear_errors(tmp_path):
     path = tmp_path / "lenet.onnx"
     onnx.save(lenet(), path)

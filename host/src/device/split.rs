@@ -75,8 +75,8 @@ impl Splitter {
         let Some(ns_per_block) = k.ns_per_block else {
             return 1;
         };
-        let estimated = ((ns_per_block * blocks as f64 / MIN_PART.as_nanos() as f64) as u64)
-            .clamp(1, most);
+        let estimated =
+            ((ns_per_block * blocks as f64 / MIN_PART.as_nanos() as f64) as u64).clamp(1, most);
         let walls = k.walls.entry(class(blocks)).or_default();
         walls.launches += 1;
         let reprobe = walls.launches % REPROBE == 0;
@@ -182,7 +182,11 @@ mod tests {
         // Split, it took longer: launches of this size run whole from now on.
         timed(&s, &l, 2, 160);
         assert_eq!(s.parts(&l, 2), 1);
-        assert_eq!(s.parts(&launch(200), 2), 1, "same size class (128..256 blocks)");
+        assert_eq!(
+            s.parts(&launch(200), 2),
+            1,
+            "same size class (128..256 blocks)"
+        );
         // Larger launches (another class) are still split on the estimate.
         let big = launch(4096);
         assert_eq!(s.parts(&big, 2), 2);

@@ -19,6 +19,7 @@
 
 mod compile;
 pub mod def;
+mod functions;
 pub mod fuse;
 mod interpret;
 pub mod onnx;

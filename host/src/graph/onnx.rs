@@ -70,8 +70,9 @@ pub fn parse(bytes: &[u8], base_dir: Option<&Path>) -> Result<GraphDef, GraphErr
             bytes.len()
         )));
     }
-    let model = proto::ModelProto::decode(bytes)
+    let mut model = proto::ModelProto::decode(bytes)
         .map_err(|e| GraphError::Malformed(format!("not an ONNX ModelProto: {e}")))?;
+    super::functions::inline(&mut model)?;
     let graph = model
         .graph
         .ok_or_else(|| GraphError::Malformed("the model has no graph".into()))?;
@@ -355,7 +356,10 @@ fn inference_dropout(n: &mut Node, read: &std::collections::HashSet<String>) {
 fn attribute(a: &proto::AttributeProto, base_dir: Option<&Path>) -> Result<AttrValue, String> {
     use proto::attribute_proto::AttributeType as T;
     if !a.ref_attr_name().is_empty() {
-        return Err("attribute references (functions) are not supported".into());
+        return Err(format!(
+            "refers to attribute `{}` of a function, outside any model-local function",
+            a.ref_attr_name()
+        ));
     }
     // Old models leave `type` unset: infer it from the field that is set.
     let ty = match a.r#type() {

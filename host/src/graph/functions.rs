@@ -1,0 +1,342 @@
+//! Model-local functions (`ModelProto.functions`, ONNX IR ≥ 8), as exporters such as
+//! onnxscript and PyTorch's write them: every call of one is replaced by the function's body
+//! before the graph is built. The call's values are bound to the function's formal inputs and
+//! outputs, every other name of the body (and of subgraphs in it) is renamed apart per call,
+//! attribute references (`ref_attr_name`) take the call's attribute, else the function's
+//! default, else none; calls inside bodies and inside subgraphs are inlined in turn. A function
+//! that calls itself, one defined twice, a call passing more values than the function takes, or
+//! an expansion past [`MAX_NODES`] nodes is refused with its name.
+//!
+//! Owns only this rewrite of the decoded protobuf; knows nothing of plugins, shapes or devices.
+
+use std::collections::{HashMap, HashSet};
+
+use super::GraphError;
+use super::def::MAX_NODES;
+use super::onnx::proto;
+
+/// Most calls nested in one another (a function calling a function…).
+pub const MAX_CALL_DEPTH: usize = 32;
+
+/// A function's identity: (domain, name, overload), the domain `ai.onnx` spelled `""`.
+type Key = (String, String, String);
+
+fn domain(d: &str) -> String {
+    if d == "ai.onnx" {
+        String::new()
+    } else {
+        d.to_string()
+    }
+}
+
+fn key_of_node(n: &proto::NodeProto) -> Key {
+    (
+        domain(n.domain()),
+        n.op_type().to_string(),
+        n.overload().to_string(),
+    )
+}
+
+fn describe(k: &Key) -> String {
+    let mut s = if k.0.is_empty() {
+        k.1.clone()
+    } else {
+        format!("{}::{}", k.0, k.1)
+    };
+    if !k.2.is_empty() {
+        s += &format!(" (overload `{}`)", k.2);
+    }
+    s
+}
+
+/// Inlines every call of a model-local function in `model`'s graph; the functions' opset
+/// imports of domains the model does not import are added to the model's. No-op without
+/// functions.
+pub fn inline(model: &mut proto::ModelProto) -> Result<(), GraphError> {
+    if model.functions.is_empty() {
+        return Ok(());
+    }
+    let functions = std::mem::take(&mut model.functions);
+    let mut by_key = HashMap::new();
+    for f in &functions {
+        let key = (
+            domain(f.domain()),
+            f.name().to_string(),
+            f.overload().to_string(),
+        );
+        if f.name().is_empty() {
+            return Err(GraphError::Malformed(
+                "a model-local function has no name".into(),
+            ));
+        }
+        if by_key.insert(key.clone(), f).is_some() {
+            return Err(GraphError::Malformed(format!(
+                "function {} is defined twice",
+                describe(&key)
+            )));
+        }
+        for o in &f.opset_import {
+            let d = domain(o.domain());
+            if !model.opset_import.iter().any(|m| domain(m.domain()) == d) {
+                model.opset_import.push(o.clone());
+            }
+        }
+    }
+    let mut inliner = Inliner {
+        functions: by_key,
+        calls: 0,
+        nodes: 0,
+    };
+    if let Some(g) = model.graph.as_mut() {
+        inliner.graph(g, &mut Vec::new())?;
+    }
+    Ok(())
+}
+
+struct Inliner<'a> {
+    functions: HashMap<Key, &'a proto::FunctionProto>,
+    /// Calls inlined so far (numbers each call's renamed values).
+    calls: usize,
+    /// Nodes emitted so far, in every graph.
+    nodes: usize,
+}
+
+impl Inliner<'_> {
+    /// Inlines the calls in `g`'s nodes (and its subgraphs'); `stack` holds the functions
+    /// being expanded around it.
+    fn graph(&mut self, g: &mut proto::GraphProto, stack: &mut Vec<Key>) -> Result<(), GraphError> {
+        let nodes = std::mem::take(&mut g.node);
+        let mut out = Vec::with_capacity(nodes.len());
+        for n in nodes {
+            self.node(n, &mut out, stack)?;
+        }
+        g.node = out;
+        Ok(())
+    }
+
+    fn node(
+        &mut self,
+        mut n: proto::NodeProto,
+        out: &mut Vec<proto::NodeProto>,
+        stack: &mut Vec<Key>,
+    ) -> Result<(), GraphError> {
+        for a in &mut n.attribute {
+            if let Some(g) = a.g.as_mut() {
+                self.graph(g, stack)?;
+            }
+            for g in &mut a.graphs {
+                self.graph(g, stack)?;
+            }
+        }
+        let key = key_of_node(&n);
+        let Some(&f) = self.functions.get(&key) else {
+            self.nodes += 1;
+            if self.nodes > MAX_NODES {
+                return Err(GraphError::Limit(format!(
+                    "more than {MAX_NODES} nodes once model-local functions are inlined"
+                )));
+            }
+            out.push(n);
+            return Ok(());
+        };
+        if stack.contains(&key) {
+            return Err(GraphError::Unsupported(format!(
+                "function {} calls itself (recursion cannot be inlined)",
+                describe(&key)
+            )));
+        }
+        if stack.len() >= MAX_CALL_DEPTH {
+            return Err(GraphError::Limit(format!(
+                "function calls nested more than {MAX_CALL_DEPTH} deep (at {})",
+                describe(&key)
+            )));
+        }
+        self.calls += 1;
+        let body = Binding::new(f, &n, self.calls)?.body()?;
+        stack.push(key);
+        for b in body {
+            self.node(b, out, stack)?;
+        }
+        stack.pop();
+        Ok(())
+    }
+}
+
+/// One call of a function: how the body's names and attribute references resolve.
+struct Binding<'a> {
+    f: &'a proto::FunctionProto,
+    call: &'a proto::NodeProto,
+    /// Formal input and output names → the call's values.
+    formals: HashMap<&'a str, String>,
+    /// Prefix of every other name of this expansion.
+    prefix: String,
+}
+
+impl<'a> Binding<'a> {
+    fn new(
+        f: &'a proto::FunctionProto,
+        call: &'a proto::NodeProto,
+        number: usize,
+    ) -> Result<Self, GraphError> {
+        let who = if call.name().is_empty() {
+            call.op_type()
+        } else {
+            call.name()
+        };
+        let too_many = |what: &str, given: usize, takes: usize| {
+            GraphError::Malformed(format!(
+                "node `{who}` passes {given} {what} to function `{}`, which has {takes}",
+                f.name()
+            ))
+        };
+        if call.input.len() > f.input.len() {
+            return Err(too_many("inputs", call.input.len(), f.input.len()));
+        }
+        if call.output.len() > f.output.len() {
+            return Err(too_many("outputs", call.output.len(), f.output.len()));
+        }
+        let prefix = format!("{who}/{}#{number}/", f.name());
+        let mut formals = HashMap::new();
+        for (i, formal) in f.input.iter().enumerate() {
+            formals.insert(
+                formal.as_str(),
+                call.input.get(i).cloned().unwrap_or_default(),
+            );
+        }
+        for (j, formal) in f.output.iter().enumerate() {
+            let bound = match call.output.get(j) {
+                Some(o) if !o.is_empty() => o.clone(),
+                // An output the caller does not take still needs a name of its own.
+                _ => format!("{prefix}{formal}"),
+            };
+            formals.insert(formal.as_str(), bound);
+        }
+        Ok(Binding {
+            f,
+            call,
+            formals,
+            prefix,
+        })
+    }
+
+    /// A name of the body's own scope, bound.
+    fn value(&self, name: &str) -> String {
+        if name.is_empty() {
+            return String::new();
+        }
+        match self.formals.get(name) {
+            Some(v) => v.clone(),
+            None => format!("{}{name}", self.prefix),
+        }
+    }
+
+    /// The body's nodes, renamed and with their attribute references resolved.
+    fn body(&self) -> Result<Vec<proto::NodeProto>, GraphError> {
+        let top = |name: &str| self.value(name);
+        self.f.node.iter().map(|n| self.renamed(n, &top)).collect()
+    }
+
+    /// `n` with its values named by `name` and its attributes resolved.
+    fn renamed(
+        &self,
+        n: &proto::NodeProto,
+        name: &dyn Fn(&str) -> String,
+    ) -> Result<proto::NodeProto, GraphError> {
+        let mut m = n.clone();
+        if !n.name().is_empty() {
+            m.name = Some(format!("{}{}", self.prefix, n.name()));
+        }
+        m.input = n.input.iter().map(|v| name(v)).collect();
+        m.output = n.output.iter().map(|v| name(v)).collect();
+        m.attribute = Vec::with_capacity(n.attribute.len());
+        for a in &n.attribute {
+            if !a.ref_attr_name().is_empty() {
+                if let Some(v) = self.reference(a) {
+                    m.attribute.push(v);
+                }
+                continue;
+            }
+            let mut a = a.clone();
+            if let Some(g) = a.g.as_mut() {
+                self.nested(g, name)?;
+            }
+            for g in &mut a.graphs {
+                self.nested(g, name)?;
+            }
+            m.attribute.push(a);
+        }
+        Ok(m)
+    }
+
+    /// The value of attribute reference `a`: the call's attribute of the referenced name, else
+    /// the function's default, else none (the attribute is absent). The value is the caller's
+    /// as is: a subgraph in it reads the caller's scope, not the body's.
+    fn reference(&self, a: &proto::AttributeProto) -> Option<proto::AttributeProto> {
+        let wanted = a.ref_attr_name();
+        let found = self
+            .call
+            .attribute
+            .iter()
+            .find(|c| c.name() == wanted)
+            .or_else(|| self.f.attribute_proto.iter().find(|d| d.name() == wanted))?;
+        let mut v = found.clone();
+        v.name = a.name.clone();
+        v.ref_attr_name = None;
+        Some(v)
+    }
+
+    /// A subgraph inside the body: every name it defines is renamed apart (subgraphs may not
+    /// shadow outer names); every name it reads from outside is named as `outer` names it.
+    fn nested(
+        &self,
+        g: &mut proto::GraphProto,
+        outer: &dyn Fn(&str) -> String,
+    ) -> Result<(), GraphError> {
+        let mut local: HashSet<String> = HashSet::new();
+        local.extend(g.input.iter().map(|v| v.name().to_string()));
+        local.extend(g.initializer.iter().map(|t| t.name().to_string()));
+        local.extend(
+            g.sparse_initializer
+                .iter()
+                .filter_map(|s| s.values.as_ref())
+                .map(|t| t.name().to_string()),
+        );
+        local.extend(g.node.iter().flat_map(|n| n.output.iter().cloned()));
+        let prefix = &self.prefix;
+        let name = |v: &str| -> String {
+            if v.is_empty() {
+                String::new()
+            } else if local.contains(v) {
+                format!("{prefix}{v}")
+            } else {
+                outer(v)
+            }
+        };
+        for v in g
+            .input
+            .iter_mut()
+            .chain(g.output.iter_mut())
+            .chain(g.value_info.iter_mut())
+        {
+            v.name = Some(name(v.name()));
+        }
+        for t in &mut g.initializer {
+            t.name = Some(name(t.name()));
+        }
+        for s in &mut g.sparse_initializer {
+            if let Some(t) = s.values.as_mut() {
+                t.name = Some(name(t.name()));
+            }
+        }
+        let nodes = std::mem::take(&mut g.node);
+        g.node = nodes
+            .iter()
+            .map(|n| self.renamed(n, &name))
+            .collect::<Result<_, _>>()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "functions_tests.rs"]
+mod tests;

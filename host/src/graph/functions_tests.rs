@@ -1,0 +1,275 @@
+use super::*;
+use proto::attribute_proto::AttributeType;
+
+fn node(op: &str, domain: &str, inputs: &[&str], outputs: &[&str]) -> proto::NodeProto {
+    proto::NodeProto {
+        op_type: Some(op.into()),
+        domain: Some(domain.into()),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn float_attr(name: &str, v: f32) -> proto::AttributeProto {
+    proto::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Float as i32),
+        f: Some(v),
+        ..Default::default()
+    }
+}
+
+fn reference(name: &str, to: &str) -> proto::AttributeProto {
+    proto::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Float as i32),
+        ref_attr_name: Some(to.into()),
+        ..Default::default()
+    }
+}
+
+fn graph_attr(name: &str, g: proto::GraphProto) -> proto::AttributeProto {
+    proto::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Graph as i32),
+        g: Some(g),
+        ..Default::default()
+    }
+}
+
+fn value(name: &str) -> proto::ValueInfoProto {
+    proto::ValueInfoProto {
+        name: Some(name.into()),
+        ..Default::default()
+    }
+}
+
+/// `local::Act(x) -> y`: `t = Add(x, x)`, `y = LeakyRelu<alpha = @alpha>(t)`, alpha defaulting
+/// to 0.5.
+fn act() -> proto::FunctionProto {
+    let mut leaky = node("LeakyRelu", "", &["t"], &["y"]);
+    leaky.attribute.push(reference("alpha", "alpha"));
+    proto::FunctionProto {
+        name: Some("Act".into()),
+        domain: Some("local".into()),
+        input: vec!["x".into()],
+        output: vec!["y".into()],
+        attribute_proto: vec![float_attr("alpha", 0.5)],
+        node: vec![node("Add", "", &["x", "x"], &["t"]), leaky],
+        opset_import: vec![proto::OperatorSetIdProto {
+            domain: Some("".into()),
+            version: Some(17),
+        }],
+        ..Default::default()
+    }
+}
+
+fn model(nodes: Vec<proto::NodeProto>, functions: Vec<proto::FunctionProto>) -> proto::ModelProto {
+    proto::ModelProto {
+        graph: Some(proto::GraphProto {
+            node: nodes,
+            ..Default::default()
+        }),
+        functions,
+        ..Default::default()
+    }
+}
+
+fn nodes(m: &proto::ModelProto) -> Vec<(String, Vec<String>, Vec<String>)> {
+    m.graph
+        .as_ref()
+        .unwrap()
+        .node
+        .iter()
+        .map(|n| (n.op_type().to_string(), n.input.clone(), n.output.clone()))
+        .collect()
+}
+
+fn alpha(n: &proto::NodeProto) -> Option<f32> {
+    n.attribute.iter().find(|a| a.name() == "alpha").map(|a| {
+        assert!(a.ref_attr_name.is_none(), "reference resolved");
+        a.f()
+    })
+}
+
+#[test]
+fn calls_are_replaced_by_renamed_bodies_with_attributes_resolved() {
+    let mut call1 = node("Act", "local", &["a"], &["b"]);
+    call1.attribute.push(float_attr("alpha", 0.25));
+    let call2 = node("Act", "local", &["b"], &["c"]);
+    let mut m = model(vec![call1, call2], vec![act()]);
+    inline(&mut m).unwrap();
+    let n = nodes(&m);
+    assert_eq!(n.len(), 4, "{n:?}");
+    assert_eq!(n[0].0, "Add");
+    assert_eq!(n[0].1, ["a", "a"], "formal input bound to the call's value");
+    let t1 = &n[0].2[0];
+    assert_eq!(
+        n[1],
+        ("LeakyRelu".into(), vec![t1.clone()], vec!["b".into()])
+    );
+    let t2 = &n[2].2[0];
+    assert_ne!(t1, t2, "each call's own values are renamed apart");
+    assert_eq!(n[3].2, ["c"]);
+    let g = m.graph.as_ref().unwrap();
+    assert_eq!(alpha(&g.node[1]), Some(0.25), "the call's attribute");
+    assert_eq!(alpha(&g.node[3]), Some(0.5), "the function's default");
+    assert!(m.functions.is_empty());
+    assert!(
+        m.opset_import
+            .iter()
+            .any(|o| o.domain() == "" && o.version() == 17),
+        "the function's opset import is the model's too"
+    );
+}
+
+#[test]
+fn an_attribute_without_value_or_default_is_absent() {
+    let mut f = act();
+    f.attribute_proto.clear();
+    f.attribute.push("alpha".into());
+    let mut m = model(vec![node("Act", "local", &["a"], &["b"])], vec![f]);
+    inline(&mut m).unwrap();
+    assert_eq!(alpha(&m.graph.as_ref().unwrap().node[1]), None);
+}
+
+#[test]
+fn nested_calls_and_calls_in_subgraphs_are_inlined() {
+    // local::Twice(x) -> y: Act(Act(x))
+    let twice = proto::FunctionProto {
+        name: Some("Twice".into()),
+        domain: Some("local".into()),
+        input: vec!["x".into()],
+        output: vec!["y".into()],
+        node: vec![
+            node("Act", "local", &["x"], &["m"]),
+            node("Act", "local", &["m"], &["y"]),
+        ],
+        ..Default::default()
+    };
+    let branch = proto::GraphProto {
+        node: vec![node("Twice", "local", &["a"], &["r"])],
+        output: vec![value("r")],
+        ..Default::default()
+    };
+    let mut iff = node("If", "", &["cond"], &["out"]);
+    iff.attribute
+        .push(graph_attr("then_branch", branch.clone()));
+    iff.attribute.push(graph_attr("else_branch", branch));
+    let mut m = model(
+        vec![node("Twice", "local", &["a"], &["b"]), iff],
+        vec![act(), twice],
+    );
+    inline(&mut m).unwrap();
+    let ops: Vec<String> = nodes(&m).into_iter().map(|n| n.0).collect();
+    assert_eq!(ops, ["Add", "LeakyRelu", "Add", "LeakyRelu", "If"]);
+    let g = m.graph.as_ref().unwrap();
+    let then = g.node[4].attribute[0].g.as_ref().unwrap();
+    let inner: Vec<&str> = then.node.iter().map(|n| n.op_type()).collect();
+    assert_eq!(inner, ["Add", "LeakyRelu", "Add", "LeakyRelu"]);
+    assert_eq!(then.node[0].input, ["a", "a"], "reads the outer value");
+    assert_eq!(then.node[3].output, ["r"]);
+}
+
+#[test]
+fn a_subgraph_inside_a_body_reads_bound_values_and_renames_its_own() {
+    // local::Pick(c, x) -> y: y = If(c) then { z = Identity(x) } else { z = Neg(x) }
+    let branch = |op: &str| proto::GraphProto {
+        node: vec![node(op, "", &["x"], &["z"])],
+        output: vec![value("z")],
+        ..Default::default()
+    };
+    let mut iff = node("If", "", &["c"], &["y"]);
+    iff.attribute
+        .push(graph_attr("then_branch", branch("Identity")));
+    iff.attribute.push(graph_attr("else_branch", branch("Neg")));
+    let pick = proto::FunctionProto {
+        name: Some("Pick".into()),
+        domain: Some("local".into()),
+        input: vec!["c".into(), "x".into()],
+        output: vec!["y".into()],
+        node: vec![iff],
+        ..Default::default()
+    };
+    let mut m = model(
+        vec![node("Pick", "local", &["cond", "v"], &["w"])],
+        vec![pick],
+    );
+    inline(&mut m).unwrap();
+    let g = m.graph.as_ref().unwrap();
+    assert_eq!(g.node[0].input, ["cond"]);
+    assert_eq!(g.node[0].output, ["w"]);
+    let then = g.node[0].attribute[0].g.as_ref().unwrap();
+    assert_eq!(then.node[0].input, ["v"], "the formal input, bound");
+    let z = &then.node[0].output[0];
+    assert_ne!(z, "z", "the subgraph's own value is renamed apart");
+    assert_eq!(
+        then.output[0].name(),
+        z,
+        "and its output declaration with it"
+    );
+}
+
+#[test]
+fn an_unbound_output_gets_a_name_of_its_own() {
+    let mut m = model(vec![node("Act", "local", &["a"], &[""])], vec![act()]);
+    inline(&mut m).unwrap();
+    let n = nodes(&m);
+    assert!(!n[1].2[0].is_empty());
+}
+
+#[test]
+fn bad_functions_and_calls_are_refused_by_name() {
+    let err = |m: &mut proto::ModelProto| inline(m).unwrap_err().to_string();
+    // Recursion.
+    let mut f = act();
+    f.node.push(node("Act", "local", &["y"], &["w"]));
+    let e = err(&mut model(
+        vec![node("Act", "local", &["a"], &["b"])],
+        vec![f],
+    ));
+    assert!(e.contains("local::Act calls itself"), "{e}");
+    // Defined twice.
+    let e = err(&mut model(vec![], vec![act(), act()]));
+    assert!(e.contains("defined twice"), "{e}");
+    // Too many inputs.
+    let e = err(&mut model(
+        vec![node("Act", "local", &["a", "b"], &["c"])],
+        vec![act()],
+    ));
+    assert!(
+        e.contains("passes 2 inputs to function `Act`, which has 1"),
+        "{e}"
+    );
+    // Exponential expansion: each level calls the one below twice.
+    let mut fs = vec![act()];
+    for level in 0..30 {
+        let below = if level == 0 {
+            "Act".to_string()
+        } else {
+            format!("L{}", level - 1)
+        };
+        fs.push(proto::FunctionProto {
+            name: Some(format!("L{level}")),
+            domain: Some("local".into()),
+            input: vec!["x".into()],
+            output: vec!["y".into()],
+            node: vec![
+                node(&below, "local", &["x"], &["m"]),
+                node(&below, "local", &["m"], &["y"]),
+            ],
+            ..Default::default()
+        });
+    }
+    let e = err(&mut model(vec![node("L29", "local", &["a"], &["b"])], fs));
+    assert!(e.contains("more than 100000 nodes"), "{e}");
+}
+
+#[test]
+fn a_model_without_functions_is_untouched() {
+    let mut m = model(vec![node("Act", "local", &["a"], &["b"])], vec![]);
+    let before = m.clone();
+    inline(&mut m).unwrap();
+    assert_eq!(m, before);
+}
