@@ -14,8 +14,8 @@ use umd::{Dtype, Host, data};
 use umd_tests::{fixture, fixture_dir};
 
 #[test]
-fn a_1_0_plugin_runs_unchanged_on_the_1_5_host() {
-    assert_eq!(HOST_ABI.to_string(), "1.5.0");
+fn a_1_0_plugin_runs_unchanged_on_the_1_6_host() {
+    assert_eq!(HOST_ABI.to_string(), "1.6.0");
     let dir = fixture_dir(&["abi10"]);
     let host = Host::builder().plugin_dir(dir.path()).build().unwrap();
     let p = host
@@ -222,7 +222,7 @@ fn an_sdk_plugin_that_serves_no_packed_dtype_declines_them_through_the_sdk() {
         .by_label("tagger@1.0.0")
         .cloned()
         .unwrap();
-    assert_eq!(p.abi().to_string(), "1.5.0");
+    assert_eq!(p.abi().to_string(), "1.6.0");
     let err = host.translate(&int4_request()).unwrap_err();
     assert_eq!(err.status(), umd::error::status::UNSUPPORTED, "{err}");
     assert!(
@@ -252,15 +252,32 @@ fn packed_dtypes_round_trip_through_cast_on_the_cpu_device() {
 }
 
 #[test]
-fn plugins_built_with_the_sdk_are_1_5_and_declare_self_tests_and_hints() {
+fn plugins_built_with_the_sdk_are_1_6_and_declare_self_tests_and_hints() {
     let host = Host::builder().build().unwrap();
     let snap = host.registry().snapshot();
     let ew = snap.by_label("elementwise@0.1.0").unwrap();
-    assert_eq!(ew.abi().to_string(), "1.5.0");
+    assert_eq!(ew.abi().to_string(), "1.6.0");
     assert!(ew.has_planner());
     assert!(ew.has_planner2());
     assert!(ew.has_planner3());
     assert!(ew.runs_in_place());
+    // 1.6: every SDK plugin exports `expander`; one that expands nothing declines by name.
+    assert!(ew.has_expander());
+    let req = umd::plugin::wit::ExpandRequest {
+        op: "Add".into(),
+        domain: String::new(),
+        opset: 17,
+        inputs: vec![Some(None), Some(None)],
+        outputs_wanted: vec![true],
+        attributes: Vec::new(),
+        graphs: vec!["g".into()],
+    };
+    match ew.expand(&req) {
+        Some(Ok(Err(umd::plugin::wit::OpError::UnsupportedOp(m)))) => {
+            assert!(m.contains("no expansion"), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
     let cases = ew
         .self_test_cases()
         .unwrap()

@@ -17,6 +17,7 @@ pub mod cuda;
 pub mod dtype;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod emu_vectors;
+pub mod expand;
 pub mod kernel;
 pub mod launch;
 pub mod legacy;
@@ -29,10 +30,10 @@ pub mod simd;
 pub mod strings;
 pub mod testing;
 
-/// Generated bindings of `umd:plugin@1.5.0` (the world `plugin`).
+/// Generated bindings of `umd:plugin@1.6.0` (the world `plugin`).
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "wit/umd-plugin-1.5.0",
+        path: "wit/umd-plugin-1.6.0",
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "export_plugin_world",
@@ -44,6 +45,7 @@ pub use bindings::exports::umd::plugin::cpu_kernel::Guest as CpuKernelGuest;
 pub use bindings::exports::umd::plugin::cpu_kernel::{BlockRange, BoundBuffer, KernelCall};
 pub use bindings::exports::umd::plugin::device_code::Guest as DeviceCodeGuest;
 pub use bindings::exports::umd::plugin::device_code::ModuleImage;
+pub use bindings::exports::umd::plugin::expander::Guest as ExpanderGuest;
 pub use bindings::exports::umd::plugin::operator::Guest;
 pub use bindings::exports::umd::plugin::planner::Guest as PlannerGuest;
 pub use bindings::exports::umd::plugin::planner2::Guest as Planner2Guest;
@@ -56,9 +58,9 @@ pub use bindings::umd::plugin::host::LogLevel;
 // of the `planner` export are converted in [`abi12`], the 1.4 ones of `planner2` in [`abi14`].
 pub use bindings::umd::plugin::types::{
     Access, AttrValue, AttrValue3 as AttrValueExt, Attribute, Attribute3 as AttributeExt,
-    CpuBuffer, CpuCall, CpuWrite, Dim3, Dtype as LegacyDtype, Dtype3 as Dtype,
-    InputSlot3 as InputSlot, Launch, ModuleSource, OpError, OpInfo, OpPlan as LegacyOpPlan,
-    OpPlan3 as OpPlan, OpSignature, OpTolerance as Tolerance, PlanRequest,
+    CpuBuffer, CpuCall, CpuWrite, Dim3, Dtype as LegacyDtype, Dtype3 as Dtype, ExpandRequest,
+    Expansion, ExpansionNode, InputSlot3 as InputSlot, Launch, ModuleSource, OpError, OpInfo,
+    OpPlan as LegacyOpPlan, OpPlan3 as OpPlan, OpSignature, OpTolerance as Tolerance, PlanRequest,
     PlanRequest3 as PlanRequestExt, PluginInfo, Relocation, SourceLanguage, Target, TargetLimits,
     TensorDesc as LegacyTensorDesc, TensorDesc3 as TensorDesc, TensorValue3 as TensorValue,
     TestCase, TuningHint,
@@ -66,7 +68,7 @@ pub use bindings::umd::plugin::types::{
 pub use half;
 
 /// ABI version of the WIT package this SDK is generated from.
-pub const ABI_VERSION: &str = "1.5.0";
+pub const ABI_VERSION: &str = "1.6.0";
 
 /// What a plugin implements. [`export_plugin!`] turns it into the component's exports.
 pub trait Plugin {
@@ -132,6 +134,15 @@ pub trait Plugin {
     /// another block writes). Default: no, the host runs the whole grid in one call.
     fn splittable(_module_id: &str, _entry_point: &str) -> bool {
         false
+    }
+    /// (ABI 1.6) `request`'s node as a composition of other ops (see [`expand`]), which the
+    /// host inlines into the graph: how an op with graph attributes is served. Default: this
+    /// plugin expands nothing.
+    fn expand(request: &ExpandRequest) -> Result<Expansion, OpError> {
+        Err(OpError::UnsupportedOp(format!(
+            "{}: this plugin offers no expansion of it",
+            request.op
+        )))
     }
     /// (ABI 1.1) Cases the host runs before admitting the plugin. Default: none.
     fn self_tests() -> Vec<TestCase> {
@@ -390,6 +401,14 @@ macro_rules! export_plugin {
                     <$plugin as $crate::Plugin>::module_image(&module_id, &target)
                 }
             }
+            impl $crate::ExpanderGuest for __UmdExport {
+                fn expand(
+                    request: $crate::ExpandRequest,
+                ) -> Result<$crate::Expansion, $crate::OpError> {
+                    $crate::install_panic_hook();
+                    <$plugin as $crate::Plugin>::expand(&request)
+                }
+            }
             impl $crate::SelfTestGuest for __UmdExport {
                 fn cases() -> Vec<$crate::TestCase> {
                     $crate::install_panic_hook();
@@ -503,11 +522,11 @@ mod wit_copy {
     #[test]
     fn sdk_wit_is_the_published_abi() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let ours = std::fs::read(root.join("wit/umd-plugin-1.5.0/plugin.wit")).unwrap();
-        let published = std::fs::read(root.join("../wit/umd-plugin-1.5.0/plugin.wit")).unwrap();
+        let ours = std::fs::read(root.join("wit/umd-plugin-1.6.0/plugin.wit")).unwrap();
+        let published = std::fs::read(root.join("../wit/umd-plugin-1.6.0/plugin.wit")).unwrap();
         assert!(
             ours == published,
-            "sdk/wit/umd-plugin-1.5.0 differs from wit/umd-plugin-1.5.0: copy the published WIT"
+            "sdk/wit/umd-plugin-1.6.0 differs from wit/umd-plugin-1.6.0: copy the published WIT"
         );
     }
 }

@@ -1,11 +1,15 @@
 //! Model-local functions (`ModelProto.functions`, ONNX IR ≥ 8), as exporters such as
-//! onnxscript and PyTorch's write them: every call of one is replaced by the function's body
-//! before the graph is built. The call's values are bound to the function's formal inputs and
+//! onnxscript and PyTorch's write them, and plugin expansions (ABI 1.6) of nodes with graph
+//! attributes the host does not run itself: every call of one is replaced by the function's
+//! body before the graph is built. The call's values are bound to the function's formal inputs and
 //! outputs, every other name of the body (and of subgraphs in it) is renamed apart per call,
 //! attribute references (`ref_attr_name`) take the call's attribute, else the function's
 //! default, else none; calls inside bodies and inside subgraphs are inlined in turn. A function
 //! that calls itself, one defined twice, a call passing more values than the function takes, or
-//! an expansion past [`MAX_NODES`] nodes is refused with its name.
+//! an expansion past [`MAX_NODES`] nodes is refused with its name. An expansion runs the
+//! node's graph attributes through [`CALL_DOMAIN`]`::Call` nodes whose `body` refers to the
+//! attribute: the graph is inlined there, its inputs bound to the call's, its own values renamed
+//! apart, and what it reads from outside read from the node's scope.
 //!
 //! Owns only this rewrite of the decoded protobuf; knows nothing of plugins, shapes or devices.
 
@@ -17,6 +21,38 @@ use super::onnx::proto;
 
 /// Most calls nested in one another (a function calling a function…).
 pub const MAX_CALL_DEPTH: usize = 32;
+
+/// The domain of the node an expansion runs a graph attribute with (op `Call`, attribute
+/// `body`): umd's own, never a model's op.
+pub const CALL_DOMAIN: &str = "umd.function";
+
+/// Where expansions of nodes with graph attributes come from (the plugins, in the host).
+pub trait Expander {
+    /// The expansion of `node` — whose op no model-local function defines and which has graph
+    /// attributes — as a function body (formal inputs and outputs by position), given the
+    /// opset of its domain and, per input position, `None` when absent, else its ONNX element
+    /// type where known at load. `None`: nobody offers one (the node stays as it is).
+    fn expand(
+        &self,
+        node: &proto::NodeProto,
+        opset: u32,
+        inputs: &[Option<Option<i32>>],
+    ) -> Option<Result<proto::FunctionProto, String>>;
+}
+
+/// No expansions (a graph parsed without a host).
+pub struct NoExpansions;
+
+impl Expander for NoExpansions {
+    fn expand(
+        &self,
+        _: &proto::NodeProto,
+        _: u32,
+        _: &[Option<Option<i32>>],
+    ) -> Option<Result<proto::FunctionProto, String>> {
+        None
+    }
+}
 
 /// A function's identity: (domain, name, overload), the domain `ai.onnx` spelled `""`.
 type Key = (String, String, String);
@@ -49,13 +85,10 @@ fn describe(k: &Key) -> String {
     s
 }
 
-/// Inlines every call of a model-local function in `model`'s graph; the functions' opset
-/// imports of domains the model does not import are added to the model's. No-op without
-/// functions.
-pub fn inline(model: &mut proto::ModelProto) -> Result<(), GraphError> {
-    if model.functions.is_empty() {
-        return Ok(());
-    }
+/// Inlines every call of a model-local function in `model`'s graph, and the expansions
+/// `expander` offers for nodes with graph attributes; the functions' opset imports of domains
+/// the model does not import are added to the model's.
+pub fn inline(model: &mut proto::ModelProto, expander: &dyn Expander) -> Result<(), GraphError> {
     let functions = std::mem::take(&mut model.functions);
     let mut by_key = HashMap::new();
     for f in &functions {
@@ -82,10 +115,38 @@ pub fn inline(model: &mut proto::ModelProto) -> Result<(), GraphError> {
             }
         }
     }
+    let opsets = model
+        .opset_import
+        .iter()
+        .map(|o| {
+            (
+                domain(o.domain()),
+                o.version().clamp(0, u32::MAX as i64) as u32,
+            )
+        })
+        .collect();
+    let mut dtypes = HashMap::new();
+    if let Some(g) = &model.graph {
+        for v in g.input.iter().chain(&g.value_info).chain(&g.output) {
+            let t = v.r#type.as_ref().and_then(|t| match &t.value {
+                Some(proto::type_proto::Value::TensorType(t)) => t.elem_type,
+                _ => None,
+            });
+            if let Some(t) = t {
+                dtypes.insert(v.name().to_string(), t);
+            }
+        }
+        for t in &g.initializer {
+            dtypes.insert(t.name().to_string(), t.data_type());
+        }
+    }
     let mut inliner = Inliner {
         functions: by_key,
         calls: 0,
         nodes: 0,
+        expander,
+        opsets,
+        dtypes,
     };
     if let Some(g) = model.graph.as_mut() {
         inliner.graph(g, &mut Vec::new())?;
@@ -95,6 +156,11 @@ pub fn inline(model: &mut proto::ModelProto) -> Result<(), GraphError> {
 
 struct Inliner<'a> {
     functions: HashMap<Key, &'a proto::FunctionProto>,
+    expander: &'a dyn Expander,
+    /// The model's opset per domain.
+    opsets: HashMap<String, u32>,
+    /// Element types of the main graph's values known at load.
+    dtypes: HashMap<String, i32>,
     /// Calls inlined so far (numbers each call's renamed values).
     calls: usize,
     /// Nodes emitted so far, in every graph.
@@ -129,7 +195,41 @@ impl Inliner<'_> {
             }
         }
         let key = key_of_node(&n);
-        let Some(&f) = self.functions.get(&key) else {
+        if key.0 == CALL_DOMAIN && key.1 == "Call" {
+            return self.graph_call(n, out, stack);
+        }
+        let expansion;
+        let f = match self.functions.get(&key) {
+            Some(&f) => Some(f),
+            None if has_graphs(&n) => {
+                let inputs: Vec<Option<Option<i32>>> = n
+                    .input
+                    .iter()
+                    .map(|i| (!i.is_empty()).then(|| self.dtypes.get(i).copied()))
+                    .collect();
+                let opset = self.opsets.get(&key.0).copied().unwrap_or(0);
+                match self.expander.expand(&n, opset, &inputs) {
+                    None => None,
+                    Some(Ok(f)) => {
+                        expansion = f;
+                        Some(&expansion)
+                    }
+                    Some(Err(reason)) => {
+                        return Err(GraphError::Unsupported(format!(
+                            "node `{}` ({}): {reason}",
+                            if n.name().is_empty() {
+                                n.op_type()
+                            } else {
+                                n.name()
+                            },
+                            describe(&key)
+                        )));
+                    }
+                }
+            }
+            None => None,
+        };
+        let Some(f) = f else {
             self.nodes += 1;
             if self.nodes > MAX_NODES {
                 return Err(GraphError::Limit(format!(
@@ -160,6 +260,110 @@ impl Inliner<'_> {
         stack.pop();
         Ok(())
     }
+
+    /// A `Call` of an expansion: the graph in its `body` attribute inlined in its place.
+    fn graph_call(
+        &mut self,
+        n: proto::NodeProto,
+        out: &mut Vec<proto::NodeProto>,
+        stack: &mut Vec<Key>,
+    ) -> Result<(), GraphError> {
+        let Some(g) = n
+            .attribute
+            .iter()
+            .find(|a| a.name() == "body")
+            .and_then(|a| a.g.as_ref())
+        else {
+            return Err(GraphError::Unsupported(format!(
+                "an expansion runs a graph attribute its node does not have (at `{}`)",
+                n.name()
+            )));
+        };
+        let f = graph_as_function(g);
+        self.calls += 1;
+        let mut binding = Binding::new(&f, &n, self.calls)?;
+        // What the graph reads from outside is read from the node's scope, unrenamed.
+        binding.local = Some(defined_in(g));
+        for b in binding.body()? {
+            self.node(b, out, stack)?;
+        }
+        Ok(())
+    }
+}
+
+fn has_graphs(n: &proto::NodeProto) -> bool {
+    n.attribute
+        .iter()
+        .any(|a| a.g.is_some() || !a.graphs.is_empty())
+}
+
+/// The names a graph defines: inputs, initializers, node outputs.
+fn defined_in(g: &proto::GraphProto) -> HashSet<String> {
+    let mut local: HashSet<String> = HashSet::new();
+    local.extend(g.input.iter().map(|v| v.name().to_string()));
+    local.extend(g.initializer.iter().map(|t| t.name().to_string()));
+    local.extend(
+        g.sparse_initializer
+            .iter()
+            .filter_map(|s| s.values.as_ref())
+            .map(|t| t.name().to_string()),
+    );
+    local.extend(g.node.iter().flat_map(|n| n.output.iter().cloned()));
+    local
+}
+
+/// A graph attribute as a function: its inputs (less initializers) and outputs the formals,
+/// its initializers `Constant` nodes, an output that no node computes copied by `Identity`.
+fn graph_as_function(g: &proto::GraphProto) -> proto::FunctionProto {
+    let inits: HashSet<&str> = g.initializer.iter().map(|t| t.name()).collect();
+    let computed: HashSet<&str> = g
+        .node
+        .iter()
+        .flat_map(|n| n.output.iter().map(String::as_str))
+        .collect();
+    let mut node: Vec<proto::NodeProto> = g
+        .initializer
+        .iter()
+        .map(|t| proto::NodeProto {
+            op_type: Some("Constant".into()),
+            output: vec![t.name().to_string()],
+            attribute: vec![proto::AttributeProto {
+                name: Some("value".into()),
+                r#type: Some(proto::attribute_proto::AttributeType::Tensor as i32),
+                t: Some(t.clone()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .collect();
+    node.extend(g.node.iter().cloned());
+    let mut output = Vec::new();
+    for (j, o) in g.output.iter().enumerate() {
+        if computed.contains(o.name()) {
+            output.push(o.name().to_string());
+        } else {
+            let copy = format!("{}#out{j}", o.name());
+            node.push(proto::NodeProto {
+                op_type: Some("Identity".into()),
+                input: vec![o.name().to_string()],
+                output: vec![copy.clone()],
+                ..Default::default()
+            });
+            output.push(copy);
+        }
+    }
+    proto::FunctionProto {
+        name: Some(g.name().to_string()),
+        input: g
+            .input
+            .iter()
+            .filter(|v| !inits.contains(v.name()))
+            .map(|v| v.name().to_string())
+            .collect(),
+        output,
+        node,
+        ..Default::default()
+    }
 }
 
 /// One call of a function: how the body's names and attribute references resolve.
@@ -170,6 +374,9 @@ struct Binding<'a> {
     formals: HashMap<&'a str, String>,
     /// Prefix of every other name of this expansion.
     prefix: String,
+    /// When set (a graph attribute inlined), names outside it are the enclosing scope's and
+    /// stay as they are.
+    local: Option<HashSet<String>>,
 }
 
 impl<'a> Binding<'a> {
@@ -216,6 +423,7 @@ impl<'a> Binding<'a> {
             call,
             formals,
             prefix,
+            local: None,
         })
     }
 
@@ -226,6 +434,7 @@ impl<'a> Binding<'a> {
         }
         match self.formals.get(name) {
             Some(v) => v.clone(),
+            None if self.local.as_ref().is_some_and(|l| !l.contains(name)) => name.to_string(),
             None => format!("{}{name}", self.prefix),
         }
     }

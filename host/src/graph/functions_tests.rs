@@ -99,7 +99,7 @@ fn calls_are_replaced_by_renamed_bodies_with_attributes_resolved() {
     call1.attribute.push(float_attr("alpha", 0.25));
     let call2 = node("Act", "local", &["b"], &["c"]);
     let mut m = model(vec![call1, call2], vec![act()]);
-    inline(&mut m).unwrap();
+    inline(&mut m, &NoExpansions).unwrap();
     let n = nodes(&m);
     assert_eq!(n.len(), 4, "{n:?}");
     assert_eq!(n[0].0, "Add");
@@ -130,7 +130,7 @@ fn an_attribute_without_value_or_default_is_absent() {
     f.attribute_proto.clear();
     f.attribute.push("alpha".into());
     let mut m = model(vec![node("Act", "local", &["a"], &["b"])], vec![f]);
-    inline(&mut m).unwrap();
+    inline(&mut m, &NoExpansions).unwrap();
     assert_eq!(alpha(&m.graph.as_ref().unwrap().node[1]), None);
 }
 
@@ -161,7 +161,7 @@ fn nested_calls_and_calls_in_subgraphs_are_inlined() {
         vec![node("Twice", "local", &["a"], &["b"]), iff],
         vec![act(), twice],
     );
-    inline(&mut m).unwrap();
+    inline(&mut m, &NoExpansions).unwrap();
     let ops: Vec<String> = nodes(&m).into_iter().map(|n| n.0).collect();
     assert_eq!(ops, ["Add", "LeakyRelu", "Add", "LeakyRelu", "If"]);
     let g = m.graph.as_ref().unwrap();
@@ -196,7 +196,7 @@ fn a_subgraph_inside_a_body_reads_bound_values_and_renames_its_own() {
         vec![node("Pick", "local", &["cond", "v"], &["w"])],
         vec![pick],
     );
-    inline(&mut m).unwrap();
+    inline(&mut m, &NoExpansions).unwrap();
     let g = m.graph.as_ref().unwrap();
     assert_eq!(g.node[0].input, ["cond"]);
     assert_eq!(g.node[0].output, ["w"]);
@@ -214,14 +214,14 @@ fn a_subgraph_inside_a_body_reads_bound_values_and_renames_its_own() {
 #[test]
 fn an_unbound_output_gets_a_name_of_its_own() {
     let mut m = model(vec![node("Act", "local", &["a"], &[""])], vec![act()]);
-    inline(&mut m).unwrap();
+    inline(&mut m, &NoExpansions).unwrap();
     let n = nodes(&m);
     assert!(!n[1].2[0].is_empty());
 }
 
 #[test]
 fn bad_functions_and_calls_are_refused_by_name() {
-    let err = |m: &mut proto::ModelProto| inline(m).unwrap_err().to_string();
+    let err = |m: &mut proto::ModelProto| inline(m, &NoExpansions).unwrap_err().to_string();
     // Recursion.
     let mut f = act();
     f.node.push(node("Act", "local", &["y"], &["w"]));
@@ -270,6 +270,117 @@ fn bad_functions_and_calls_are_refused_by_name() {
 fn a_model_without_functions_is_untouched() {
     let mut m = model(vec![node("Act", "local", &["a"], &["b"])], vec![]);
     let before = m.clone();
-    inline(&mut m).unwrap();
+    inline(&mut m, &NoExpansions).unwrap();
     assert_eq!(m, before);
+}
+
+/// Expands op `Mod` (with graph attribute `f`) into `y = Call<body = @f>(Neg(x))`, or refuses.
+struct Fake {
+    refuse: bool,
+}
+
+impl Expander for Fake {
+    fn expand(
+        &self,
+        n: &proto::NodeProto,
+        _: u32,
+        inputs: &[Option<Option<i32>>],
+    ) -> Option<Result<proto::FunctionProto, String>> {
+        if n.op_type() != "Mod" {
+            return None;
+        }
+        if self.refuse {
+            return Some(Err("no, thanks".into()));
+        }
+        assert_eq!(inputs, [Some(Some(1))], "x is a declared f32 input");
+        let mut call = node_in(CALL_DOMAIN, "Call", &["n"], &["y"]);
+        call.attribute.push(proto::AttributeProto {
+            name: Some("body".into()),
+            r#type: Some(AttributeType::Graph as i32),
+            ref_attr_name: Some("f".into()),
+            ..Default::default()
+        });
+        Some(Ok(proto::FunctionProto {
+            name: Some("Mod".into()),
+            input: vec!["x".into()],
+            output: vec!["y".into()],
+            node: vec![node("Neg", "", &["x"], &["n"]), call],
+            ..Default::default()
+        }))
+    }
+}
+
+fn node_in(domain: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> proto::NodeProto {
+    node(op, domain, inputs, outputs)
+}
+
+fn mod_model() -> proto::ModelProto {
+    // f(s) = Add(s, bias) with an initializer `bias` and `outer`, a value of the caller's scope.
+    let f = proto::GraphProto {
+        input: vec![value("s")],
+        output: vec![value("r")],
+        initializer: vec![proto::TensorProto {
+            name: Some("bias".into()),
+            data_type: Some(1),
+            float_data: vec![0.5],
+            ..Default::default()
+        }],
+        node: vec![
+            node("Add", "", &["s", "bias"], &["t"]),
+            node("Mul", "", &["t", "outer"], &["r"]),
+        ],
+        ..Default::default()
+    };
+    let mut m = node("Mod", "", &["x"], &["out"]);
+    m.attribute.push(graph_attr("f", f));
+    let mut model = model(vec![node("Relu", "", &["x"], &["outer"]), m], vec![]);
+    let g = model.graph.as_mut().unwrap();
+    g.input.push(proto::ValueInfoProto {
+        name: Some("x".into()),
+        r#type: Some(proto::TypeProto {
+            value: Some(proto::type_proto::Value::TensorType(
+                proto::type_proto::Tensor {
+                    elem_type: Some(1),
+                    shape: None,
+                },
+            )),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    model
+}
+
+#[test]
+fn an_expansion_runs_the_nodes_graph_attribute_in_place() {
+    let mut m = mod_model();
+    inline(&mut m, &Fake { refuse: false }).unwrap();
+    let n = nodes(&m);
+    let ops: Vec<&str> = n.iter().map(|n| n.0.as_str()).collect();
+    assert_eq!(ops, ["Relu", "Neg", "Constant", "Add", "Mul"], "{n:?}");
+    let neg = &n[1].2[0];
+    let bias = &n[2].2[0];
+    assert_ne!(bias, "bias", "the graph's initializer is renamed apart");
+    assert_eq!(
+        &n[3].1,
+        &[neg.clone(), bias.clone()],
+        "its input bound to the call's"
+    );
+    assert_eq!(
+        n[4].1[1], "outer",
+        "the caller's value, read from the caller's scope"
+    );
+    assert_eq!(n[4].2, ["out"], "its output is the node's");
+}
+
+#[test]
+fn a_refused_expansion_names_the_node() {
+    let e = inline(&mut mod_model(), &Fake { refuse: true })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("node `Mod` (Mod): no, thanks"), "{e}");
+    // Without an expander the node stays (and is refused later as not served).
+    let mut m = mod_model();
+    inline(&mut m, &NoExpansions).unwrap();
+    assert_eq!(nodes(&m)[1].0, "Mod");
 }

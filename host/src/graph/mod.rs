@@ -19,6 +19,7 @@
 
 mod compile;
 pub mod def;
+mod expand;
 mod functions;
 pub mod fuse;
 mod interpret;
@@ -224,7 +225,8 @@ impl Model {
         bytes: &[u8],
         base_dir: Option<&Path>,
     ) -> Result<Model, GraphError> {
-        Self::new(host, onnx::parse(bytes, base_dir)?)
+        let def = onnx::parse_with(bytes, base_dir, &expand::PluginExpander { host: &host })?;
+        Self::new(host, def)
     }
 
     /// A model from a graph built through the Rust API.

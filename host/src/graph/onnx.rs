@@ -55,6 +55,43 @@ pub fn dtype_of(elem_type: i32) -> Option<Dtype> {
     })
 }
 
+/// The ONNX `TensorProto.DataType` number of a umd dtype.
+pub fn elem_type_of(d: Dtype) -> i32 {
+    (1..=26)
+        .find(|&e| dtype_of(e) == Some(d))
+        .expect("every umd dtype has an ONNX element type")
+}
+
+/// A tensor value as ONNX protobuf (raw data; strings as `string_data`), its size checked.
+pub(crate) fn tensor_proto(desc: &TensorDesc, data: &[u8]) -> Result<proto::TensorProto, String> {
+    let size = desc
+        .byte_size()
+        .ok_or_else(|| format!("tensor `{}` of {}: size overflows", desc.name, desc.dtype))?;
+    if size != data.len() as u64 {
+        return Err(format!(
+            "tensor `{}` has {} bytes of data; its description takes {size}",
+            desc.name,
+            data.len()
+        ));
+    }
+    let mut t = proto::TensorProto {
+        name: Some(desc.name.clone()),
+        dims: desc.shape.iter().map(|&d| d as i64).collect(),
+        data_type: Some(elem_type_of(desc.dtype)),
+        ..Default::default()
+    };
+    if desc.dtype == Dtype::Str {
+        let n = desc.numel().ok_or("string count overflows")? as usize;
+        t.string_data = crate::text::decode(data, n)?
+            .into_iter()
+            .map(<[u8]>::to_vec)
+            .collect();
+    } else {
+        t.raw_data = Some(data.to_vec());
+    }
+    Ok(t)
+}
+
 fn type_name(elem_type: i32) -> String {
     proto::tensor_proto::DataType::try_from(elem_type)
         .map(|d| d.as_str_name().to_string())
@@ -64,6 +101,15 @@ fn type_name(elem_type: i32) -> String {
 /// Parses ONNX model bytes; `base_dir` is where external data files are looked up (`None`:
 /// external data is refused).
 pub fn parse(bytes: &[u8], base_dir: Option<&Path>) -> Result<GraphDef, GraphError> {
+    parse_with(bytes, base_dir, &super::functions::NoExpansions)
+}
+
+/// [`parse`], nodes with graph attributes expanded by `expander` where it offers to.
+pub fn parse_with(
+    bytes: &[u8],
+    base_dir: Option<&Path>,
+    expander: &dyn super::functions::Expander,
+) -> Result<GraphDef, GraphError> {
     if bytes.len() > MAX_MODEL_BYTES {
         return Err(GraphError::Limit(format!(
             "model of {} bytes; at most {MAX_MODEL_BYTES}",
@@ -72,7 +118,7 @@ pub fn parse(bytes: &[u8], base_dir: Option<&Path>) -> Result<GraphDef, GraphErr
     }
     let mut model = proto::ModelProto::decode(bytes)
         .map_err(|e| GraphError::Malformed(format!("not an ONNX ModelProto: {e}")))?;
-    super::functions::inline(&mut model)?;
+    super::functions::inline(&mut model, expander)?;
     let graph = model
         .graph
         .ok_or_else(|| GraphError::Malformed("the model has no graph".into()))?;
@@ -353,7 +399,10 @@ fn inference_dropout(n: &mut Node, read: &std::collections::HashSet<String>) {
     }
 }
 
-fn attribute(a: &proto::AttributeProto, base_dir: Option<&Path>) -> Result<AttrValue, String> {
+pub(crate) fn attribute(
+    a: &proto::AttributeProto,
+    base_dir: Option<&Path>,
+) -> Result<AttrValue, String> {
     use proto::attribute_proto::AttributeType as T;
     if !a.ref_attr_name().is_empty() {
         return Err(format!(

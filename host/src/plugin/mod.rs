@@ -37,9 +37,9 @@ use sandbox::StoreState;
 use crate::error::{LoadError, PluginFault};
 use crate::tensor::Dtype;
 
-/// The ABI this host implements: `umd:plugin@1.5.0`. Plugins of the same major load (1.0–1.4
+/// The ABI this host implements: `umd:plugin@1.6.0`. Plugins of the same major load (1.0–1.5
 /// plugins without the later additions).
-pub const HOST_ABI: semver::Version = semver::Version::new(1, 5, 0);
+pub const HOST_ABI: semver::Version = semver::Version::new(1, 6, 0);
 /// Most op signatures a plugin may declare, and constant inputs per signature.
 const MAX_SIGNATURES: usize = 1024;
 const MAX_CONSTANT_INPUTS: usize = 64;
@@ -191,6 +191,9 @@ impl Runtime {
         let planner3 = planner::Exports3::find(&component, &abi);
         let cpu_kernel = kernel_io::Exports::find(&component, &abi);
         let device_module = device_code::find(&component, &abi);
+        let expander = component
+            .get_export_index(None, &*format!("{PACKAGE}/expander@{abi}"))
+            .and_then(|iface| component.get_export_index(Some(&iface), "expand"));
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -215,6 +218,7 @@ impl Runtime {
             planner3,
             cpu_kernel,
             device_module,
+            expander,
             splittable: Mutex::new(HashMap::new()),
             signatures: Vec::new(),
             idle: Mutex::new(Vec::new()),
@@ -410,6 +414,8 @@ pub struct LoadedPlugin {
     cpu_kernel: Option<kernel_io::Exports>,
     /// The 1.3 `device-code.device-module` export, when the plugin has it.
     device_module: Option<ComponentExportIndex>,
+    /// The 1.6 `expander.expand` export, when the plugin has it.
+    expander: Option<ComponentExportIndex>,
     /// (1.3) `splittable` answers by (module id, entry point); bounded by
     /// [`MAX_SPLITTABLE_ANSWERS`].
     splittable: Mutex<HashMap<(String, String), bool>>,
@@ -601,6 +607,30 @@ impl LoadedPlugin {
                 let f = inst
                     .get_typed_func::<(&wit::PlanRequest2,), (Result<wit::OpPlan2, wit::OpError>,)>(
                         &mut *s, ex.plan,
+                    )?;
+                Ok(f.call(s, (req,))?.0)
+            },
+        ))
+    }
+
+    /// Whether the plugin has the ABI 1.6 `expander` (ops served as compositions of ops).
+    pub fn has_expander(&self) -> bool {
+        self.expander.is_some()
+    }
+
+    /// (1.6) `expander.expand` under the plan deadline; `None` for a plugin without it.
+    pub fn expand(
+        &self,
+        req: &wit::ExpandRequest,
+    ) -> Option<Result<Result<wit::Expansion, wit::OpError>, PluginFault>> {
+        let index = self.expander?;
+        Some(self.call(
+            "expander.expand",
+            self.runtime.limits.plan_deadline,
+            |s, inst, _| {
+                let f = inst
+                    .get_typed_func::<(&wit::ExpandRequest,), (Result<wit::Expansion, wit::OpError>,)>(
+                        &mut *s, index,
                     )?;
                 Ok(f.call(s, (req,))?.0)
             },

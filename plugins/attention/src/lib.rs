@@ -1,7 +1,7 @@
 //! The `attention` plugin: Attention (opsets 23–25: 3-D and 4-D Q/K/V, grouped-query heads,
 //! `scale`, `is_causal`, boolean or additive `attn_mask`, past/present key-value caches,
 //! `softcap`, `qk_matmul_output_mode` 0–3, `softmax_precision`, `nonpad_kv_seqlen`, and the
-//! opset-25 sliding window), FlexAttention (`ai.onnx.preview`, without its graph attributes),
+//! opset-25 sliding window), FlexAttention (`ai.onnx.preview`; with `score_mod`/`prob_mod` as an expansion, [`flex`]),
 //! RotaryEmbedding (opset 23), and the opset-27 LinearAttention
 //! (linear, gated, delta and gated-delta recurrences), CausalConvWithState and the opset-28
 //! SwiGLU on f32, f16, bf16 (computed in f32) and f64; and TensorScatter (opset 24, the KV-cache
@@ -16,6 +16,7 @@ mod attention;
 mod conv;
 mod cpu;
 mod cuda;
+mod flex;
 mod linear;
 mod rotary;
 mod scatter;
@@ -85,6 +86,17 @@ pub struct AttentionPlugin;
 impl Plugin for AttentionPlugin {
     fn describe() -> PluginInfo {
         umd_sdk::plugin_info("attention", env!("CARGO_PKG_VERSION"), OPS.iter().copied())
+    }
+
+    fn expand(req: &umd_sdk::ExpandRequest) -> Result<umd_sdk::Expansion, OpError> {
+        if req.op.eq_ignore_ascii_case("FlexAttention") {
+            flex::expand(req)
+        } else {
+            Err(OpError::UnsupportedOp(format!(
+                "{}: only FlexAttention is expanded by this plugin",
+                req.op
+            )))
+        }
     }
 
     fn plan_ext(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
