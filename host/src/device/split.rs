@@ -1,7 +1,7 @@
 //! How many parts the CPU device splits a splittable launch into, from the time its kernel took
 //! per block on earlier launches (per module build and entry point): each part must hold enough
 //! work to pay for handing it to a worker thread. A kernel's first launch runs whole and is not
-//! trusted (it pays for cold instances and caches). The estimate counts a launch's fixed costs
+//! trusted (it pays for cold instances and caches), nor is the first split launch of a size. The estimate counts a launch's fixed costs
 //! as work, so it is checked against what happened: per size class (blocks, by powers of two)
 //! both ways are timed — whichever has not been measured yet is tried — and the faster one is
 //! taken; every [`REPROBE`]th launch of a class runs the other way once, so a choice made on a
@@ -38,6 +38,9 @@ struct Walls {
     split: Option<f64>,
     /// Launches of this class asked about (drives the re-probe).
     launches: u64,
+    /// Whether a split launch of this class ran (the first one is not trusted: its worker
+    /// threads ran cold).
+    split_ran: bool,
 }
 
 /// Measured costs of each kernel.
@@ -113,13 +116,17 @@ impl Splitter {
             );
             return;
         };
-        average(&mut k.ns_per_block, sample);
         let walls = k.walls.entry(class(blocks)).or_default();
+        if parts > 1 && !walls.split_ran {
+            walls.split_ran = true;
+            return;
+        }
         if parts > 1 {
             average(&mut walls.split, wall);
         } else {
             average(&mut walls.whole, wall);
         }
+        average(&mut k.ns_per_block, sample);
     }
 }
 
@@ -179,7 +186,10 @@ mod tests {
         // 128 blocks whole in 128 µs (fixed costs included): worth two parts, it seems.
         timed(&s, &l, 1, 128);
         assert_eq!(s.parts(&l, 2), 2);
-        // Split, it took longer: launches of this size run whole from now on.
+        // Split, it took longer (the first split ran cold and is not trusted): launches of
+        // this size run whole from now on.
+        timed(&s, &l, 2, 10_000);
+        assert_eq!(s.parts(&l, 2), 2, "a cold split says nothing");
         timed(&s, &l, 2, 160);
         assert_eq!(s.parts(&l, 2), 1);
         assert_eq!(
@@ -192,6 +202,7 @@ mod tests {
         assert_eq!(s.parts(&big, 2), 2);
         // A split that pays keeps splitting.
         timed(&s, &big, 1, 4000);
+        timed(&s, &big, 2, 9000); // cold
         timed(&s, &big, 2, 2000);
         assert_eq!(s.parts(&big, 2), 2);
     }
@@ -205,6 +216,7 @@ mod tests {
         // Split measured first, whole only cold-free once (256 µs)... and whole is the
         // faster: the split is measured slower, whole wins.
         assert_eq!(s.parts(&l, 2), 2);
+        timed(&s, &l, 2, 9000); // cold
         timed(&s, &l, 2, 400);
         assert_eq!(s.parts(&l, 2), 1);
         // A whole wall measured while the machine was busy makes split look better...
@@ -217,6 +229,7 @@ mod tests {
         assert_eq!(s.parts(&l, 2), 1);
         // Only split measured (another class): whole is tried to compare.
         let m = launch(1024);
+        timed(&s, &m, 2, 9000); // cold
         timed(&s, &m, 2, 500);
         assert_eq!(s.parts(&m, 2), 1, "whole not yet measured for this class");
         // The way not chosen is re-timed every REPROBE launches.

@@ -10,6 +10,7 @@
 use std::collections::HashSet;
 
 use super::functions::{CALL_DOMAIN, Expander};
+use super::interpret::SUBGRAPH_OPS;
 use super::onnx::{self, proto};
 use crate::Host;
 use crate::plugin::convert::{attr_to_wit3, dtype_to_wit3, op_error, tensor_from_wit3};
@@ -32,9 +33,16 @@ impl Expander for PluginExpander<'_> {
         opset: u32,
         inputs: &[Option<Option<i32>>],
     ) -> Option<Result<proto::FunctionProto, String>> {
+        // The host runs these subgraphs itself.
+        if matches!(node.domain(), "" | "ai.onnx") && SUBGRAPH_OPS.contains(&node.op_type()) {
+            return None;
+        }
         let snapshot = self.host.registry().snapshot();
         let candidates = snapshot.candidates(node.op_type(), self.host.device().target());
+        // Declines of "not mine" leave the node as it is (refused later as not served, unless
+        // another plugin expands it); any other refusal or fault is the node's error.
         let mut declined = Vec::new();
+        let mut failed = false;
         let mut request = None;
         for c in candidates.iter().filter(|c| c.plugin.has_expander()) {
             let req = match &request {
@@ -51,12 +59,22 @@ impl Expander for PluginExpander<'_> {
                         to_function(node, req, e).map_err(|m| format!("{label}'s expansion: {m}")),
                     );
                 }
-                Some(Ok(Err(e))) => declined.push(format!("{label}: {}", declined_reason(e))),
-                Some(Err(fault)) => declined.push(format!("{label}: {fault}")),
+                Some(Ok(Err(e))) => {
+                    let (unsupported, why) = declined_reason(e);
+                    failed |= !unsupported;
+                    declined.push(format!("{label}: {why}"));
+                }
+                Some(Err(fault)) => {
+                    failed = true;
+                    declined.push(format!("{label}: {fault}"));
+                }
                 None => {}
             }
         }
-        if declined.is_empty() {
+        if !failed {
+            if !declined.is_empty() {
+                tracing::debug!(node = node.name(), "no expansion: {}", declined.join("; "));
+            }
             None
         } else {
             Some(Err(format!("no expansion: {}", declined.join("; "))))
@@ -64,11 +82,12 @@ impl Expander for PluginExpander<'_> {
     }
 }
 
-fn declined_reason(e: wit::OpError) -> String {
+/// Whether the plugin declined as "not mine", and its message.
+fn declined_reason(e: wit::OpError) -> (bool, String) {
+    use crate::plugin::convert::Declined;
     match op_error(e) {
-        crate::plugin::convert::Declined::Unsupported(m)
-        | crate::plugin::convert::Declined::Invalid(m)
-        | crate::plugin::convert::Declined::Internal(m) => m,
+        Declined::Unsupported(m) => (true, m),
+        Declined::Invalid(m) | Declined::Internal(m) => (false, m),
     }
 }
 
@@ -117,7 +136,7 @@ fn to_function(
             e.nodes.len()
         ));
     }
-    if e.inputs.len() < node.input.len() || e.outputs.len() < node.output.len() {
+    if e.inputs.len() != node.input.len() || e.outputs.len() != node.output.len() {
         return Err(format!(
             "{} inputs and {} outputs for a node with {} and {}",
             e.inputs.len(),
@@ -127,14 +146,26 @@ fn to_function(
         ));
     }
     let long = |s: &String| s.len() > MAX_NAME_BYTES;
+    if e.inputs.iter().chain(&e.outputs).any(long) {
+        return Err(format!("a name over {MAX_NAME_BYTES} bytes"));
+    }
+    let formal_inputs: HashSet<&str> = e.inputs.iter().map(String::as_str).collect();
     let graphs: HashSet<&str> = req.graphs.iter().map(String::as_str).collect();
     let mut body = Vec::with_capacity(e.nodes.len());
     for n in e.nodes {
         if long(&n.op)
             || long(&n.domain)
-            || n.inputs.iter().chain(&n.outputs).chain(&e.inputs).any(long)
+            || n.inputs.iter().chain(&n.outputs).any(long)
+            || n.attributes.iter().any(|a| long(&a.name))
         {
             return Err(format!("a name over {MAX_NAME_BYTES} bytes"));
+        }
+        if let Some(o) = n
+            .outputs
+            .iter()
+            .find(|o| formal_inputs.contains(o.as_str()))
+        {
+            return Err(format!("a node writes `{o}`, one of its inputs"));
         }
         let mut p = proto::NodeProto {
             input: n.inputs,
@@ -337,6 +368,9 @@ mod tests {
         let mut short = expansion(vec![]);
         short.inputs.clear();
         assert!(err(&[], short).contains("0 inputs"));
+        let mut writes_input = node_of("Relu", None, vec![]);
+        writes_input.outputs = vec!["x".into()];
+        assert!(err(&[], expansion(vec![writes_input])).contains("writes `x`, one of its inputs"));
         let long = node_of(&"R".repeat(MAX_NAME_BYTES + 1), None, vec![]);
         assert!(err(&[], expansion(vec![long])).contains("over 256 bytes"));
         let bad_tensor = wit::Attribute3 {

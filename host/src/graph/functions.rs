@@ -15,12 +15,18 @@
 
 use std::collections::{HashMap, HashSet};
 
+use prost::Message;
+
 use super::GraphError;
 use super::def::MAX_NODES;
-use super::onnx::proto;
+use super::onnx::{MAX_DEPTH, proto};
 
 /// Most calls nested in one another (a function calling a function…).
 pub const MAX_CALL_DEPTH: usize = 32;
+
+/// Most protobuf bytes inlining may copy (bodies, the caller's attributes they refer to, graph
+/// attributes run by expansions), all calls together.
+pub const MAX_INLINED_BYTES: usize = 512 << 20;
 
 /// The domain of the node an expansion runs a graph attribute with (op `Call`, attribute
 /// `body`): umd's own, never a model's op.
@@ -89,6 +95,14 @@ fn describe(k: &Key) -> String {
 /// `expander` offers for nodes with graph attributes; the functions' opset imports of domains
 /// the model does not import are added to the model's.
 pub fn inline(model: &mut proto::ModelProto, expander: &dyn Expander) -> Result<(), GraphError> {
+    // umd's own `Call` is for expansions only: a model (or its functions) using it is refused.
+    let model_nodes = model.graph.iter().flat_map(|g| &g.node);
+    let function_nodes = model.functions.iter().flat_map(|f| &f.node);
+    if uses_call_domain(model_nodes.chain(function_nodes), 0) {
+        return Err(GraphError::Malformed(format!(
+            "a node uses umd's internal domain `{CALL_DOMAIN}`"
+        )));
+    }
     let functions = std::mem::take(&mut model.functions);
     let mut by_key = HashMap::new();
     for f in &functions {
@@ -144,14 +158,29 @@ pub fn inline(model: &mut proto::ModelProto, expander: &dyn Expander) -> Result<
         functions: by_key,
         calls: 0,
         nodes: 0,
+        bytes: MAX_INLINED_BYTES,
         expander,
         opsets,
         dtypes,
     };
     if let Some(g) = model.graph.as_mut() {
-        inliner.graph(g, &mut Vec::new())?;
+        inliner.graph(g, &mut Vec::new(), 0)?;
     }
     Ok(())
+}
+
+/// Whether any of `nodes` (or a node in their subgraphs) is in [`CALL_DOMAIN`]. Protobuf
+/// decoding bounds the nesting (prost's recursion limit).
+fn uses_call_domain<'a>(nodes: impl Iterator<Item = &'a proto::NodeProto>, depth: usize) -> bool {
+    nodes.into_iter().any(|n| {
+        n.domain() == CALL_DOMAIN
+            || (depth < 128
+                && n.attribute.iter().any(|a| {
+                    a.g.iter()
+                        .chain(&a.graphs)
+                        .any(|g| uses_call_domain(g.node.iter(), depth + 1))
+                }))
+    })
 }
 
 struct Inliner<'a> {
@@ -165,16 +194,28 @@ struct Inliner<'a> {
     calls: usize,
     /// Nodes emitted so far, in every graph.
     nodes: usize,
+    /// Protobuf bytes inlining may still copy.
+    bytes: usize,
 }
 
 impl Inliner<'_> {
     /// Inlines the calls in `g`'s nodes (and its subgraphs'); `stack` holds the functions
     /// being expanded around it.
-    fn graph(&mut self, g: &mut proto::GraphProto, stack: &mut Vec<Key>) -> Result<(), GraphError> {
+    fn graph(
+        &mut self,
+        g: &mut proto::GraphProto,
+        stack: &mut Vec<Key>,
+        depth: usize,
+    ) -> Result<(), GraphError> {
+        if depth > MAX_DEPTH {
+            return Err(GraphError::Limit(format!(
+                "subgraphs nested more than {MAX_DEPTH} deep once functions are inlined"
+            )));
+        }
         let nodes = std::mem::take(&mut g.node);
         let mut out = Vec::with_capacity(nodes.len());
         for n in nodes {
-            self.node(n, &mut out, stack)?;
+            self.node(n, &mut out, stack, depth)?;
         }
         g.node = out;
         Ok(())
@@ -185,18 +226,19 @@ impl Inliner<'_> {
         mut n: proto::NodeProto,
         out: &mut Vec<proto::NodeProto>,
         stack: &mut Vec<Key>,
+        depth: usize,
     ) -> Result<(), GraphError> {
         for a in &mut n.attribute {
             if let Some(g) = a.g.as_mut() {
-                self.graph(g, stack)?;
+                self.graph(g, stack, depth + 1)?;
             }
             for g in &mut a.graphs {
-                self.graph(g, stack)?;
+                self.graph(g, stack, depth + 1)?;
             }
         }
         let key = key_of_node(&n);
-        if key.0 == CALL_DOMAIN && key.1 == "Call" {
-            return self.graph_call(n, out, stack);
+        if key.0 == CALL_DOMAIN {
+            return self.graph_call(n, out, stack, depth);
         }
         let expansion;
         let f = match self.functions.get(&key) {
@@ -251,13 +293,25 @@ impl Inliner<'_> {
                 describe(&key)
             )));
         }
-        self.calls += 1;
-        let body = Binding::new(f, &n, self.calls)?.body()?;
+        self.count_call()?;
+        let body = Binding::new(f, &n, self.calls)?.body(&mut self.bytes)?;
         stack.push(key);
         for b in body {
-            self.node(b, out, stack)?;
+            self.node(b, out, stack, depth)?;
         }
         stack.pop();
+        Ok(())
+    }
+
+    /// Counts one more inlined call, which the node budget covers too (a body of no nodes
+    /// called exponentially often must stop as soon as one with nodes would).
+    fn count_call(&mut self) -> Result<(), GraphError> {
+        self.calls += 1;
+        if self.calls.saturating_add(self.nodes) > MAX_NODES {
+            return Err(GraphError::Limit(format!(
+                "more than {MAX_NODES} nodes and calls once model-local functions are inlined"
+            )));
+        }
         Ok(())
     }
 
@@ -267,28 +321,36 @@ impl Inliner<'_> {
         n: proto::NodeProto,
         out: &mut Vec<proto::NodeProto>,
         stack: &mut Vec<Key>,
+        depth: usize,
     ) -> Result<(), GraphError> {
-        let Some(g) = n
-            .attribute
-            .iter()
-            .find(|a| a.name() == "body")
-            .and_then(|a| a.g.as_ref())
-        else {
+        let body = n.attribute.iter().find(|a| a.name() == "body");
+        let Some(g) = body.and_then(|a| a.g.as_ref()) else {
+            let why = match body {
+                Some(_) => "a list of graphs, not one graph",
+                None => "an attribute its node does not have",
+            };
             return Err(GraphError::Unsupported(format!(
-                "an expansion runs a graph attribute its node does not have (at `{}`)",
-                n.name()
+                "an expansion runs a graph attribute that is {why}"
             )));
         };
+        let size = g.encoded_len();
+        self.bytes = self.bytes.checked_sub(size).ok_or_else(too_many_bytes)?;
         let f = graph_as_function(g);
-        self.calls += 1;
+        self.count_call()?;
         let mut binding = Binding::new(&f, &n, self.calls)?;
         // What the graph reads from outside is read from the node's scope, unrenamed.
         binding.local = Some(defined_in(g));
-        for b in binding.body()? {
-            self.node(b, out, stack)?;
+        for b in binding.body(&mut self.bytes)? {
+            self.node(b, out, stack, depth)?;
         }
         Ok(())
     }
+}
+
+fn too_many_bytes() -> GraphError {
+    GraphError::Limit(format!(
+        "inlining functions would copy more than {MAX_INLINED_BYTES} bytes"
+    ))
 }
 
 fn has_graphs(n: &proto::NodeProto) -> bool {
@@ -439,10 +501,18 @@ impl<'a> Binding<'a> {
         }
     }
 
-    /// The body's nodes, renamed and with their attribute references resolved.
-    fn body(&self) -> Result<Vec<proto::NodeProto>, GraphError> {
+    /// The body's nodes, renamed and with their attribute references resolved; their bytes
+    /// are taken from `budget`, and the body refused once it is spent.
+    fn body(&self, budget: &mut usize) -> Result<Vec<proto::NodeProto>, GraphError> {
         let top = |name: &str| self.value(name);
-        self.f.node.iter().map(|n| self.renamed(n, &top)).collect()
+        let mut out = Vec::with_capacity(self.f.node.len());
+        for n in &self.f.node {
+            // The copy of a reference is the caller's attribute: count it before making it.
+            let size = n.encoded_len().saturating_add(self.referred_bytes(n));
+            *budget = budget.checked_sub(size).ok_or_else(too_many_bytes)?;
+            out.push(self.renamed(n, &top)?);
+        }
+        Ok(out)
     }
 
     /// `n` with its values named by `name` and its attributes resolved.
@@ -481,17 +551,37 @@ impl<'a> Binding<'a> {
     /// the function's default, else none (the attribute is absent). The value is the caller's
     /// as is: a subgraph in it reads the caller's scope, not the body's.
     fn reference(&self, a: &proto::AttributeProto) -> Option<proto::AttributeProto> {
-        let wanted = a.ref_attr_name();
-        let found = self
-            .call
-            .attribute
-            .iter()
-            .find(|c| c.name() == wanted)
-            .or_else(|| self.f.attribute_proto.iter().find(|d| d.name() == wanted))?;
-        let mut v = found.clone();
+        let mut v = self.referred(a)?.clone();
         v.name = a.name.clone();
         v.ref_attr_name = None;
         Some(v)
+    }
+
+    /// Bytes of the caller's attributes that `n`'s references (in its subgraphs too) copy.
+    fn referred_bytes(&self, n: &proto::NodeProto) -> usize {
+        n.attribute
+            .iter()
+            .map(|a| {
+                if !a.ref_attr_name().is_empty() {
+                    return self.referred(a).map_or(0, |r| r.encoded_len());
+                }
+                a.g.iter()
+                    .chain(&a.graphs)
+                    .flat_map(|g| &g.node)
+                    .map(|m| self.referred_bytes(m))
+                    .fold(0usize, usize::saturating_add)
+            })
+            .fold(0, usize::saturating_add)
+    }
+
+    /// The attribute reference `a` refers to: the call's, else the function's default.
+    fn referred(&self, a: &proto::AttributeProto) -> Option<&'a proto::AttributeProto> {
+        let wanted = a.ref_attr_name();
+        self.call
+            .attribute
+            .iter()
+            .find(|c| c.name() == wanted)
+            .or_else(|| self.f.attribute_proto.iter().find(|d| d.name() == wanted))
     }
 
     /// A subgraph inside the body: every name it defines is renamed apart (subgraphs may not
@@ -501,16 +591,7 @@ impl<'a> Binding<'a> {
         g: &mut proto::GraphProto,
         outer: &dyn Fn(&str) -> String,
     ) -> Result<(), GraphError> {
-        let mut local: HashSet<String> = HashSet::new();
-        local.extend(g.input.iter().map(|v| v.name().to_string()));
-        local.extend(g.initializer.iter().map(|t| t.name().to_string()));
-        local.extend(
-            g.sparse_initializer
-                .iter()
-                .filter_map(|s| s.values.as_ref())
-                .map(|t| t.name().to_string()),
-        );
-        local.extend(g.node.iter().flat_map(|n| n.output.iter().cloned()));
+        let local = defined_in(g);
         let prefix = &self.prefix;
         let name = |v: &str| -> String {
             if v.is_empty() {

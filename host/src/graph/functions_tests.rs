@@ -384,3 +384,128 @@ fn a_refused_expansion_names_the_node() {
     inline(&mut m, &NoExpansions).unwrap();
     assert_eq!(nodes(&m)[1].0, "Mod");
 }
+
+/// `local::Fi(x) -> y` calling `F(i-1)` `fan` times in a chain; `F0` is `base`.
+fn tower(base: proto::FunctionProto, levels: usize, fan: usize) -> Vec<proto::FunctionProto> {
+    let mut fs = vec![base];
+    for level in 1..=levels {
+        let below = format!("F{}", level - 1);
+        let mut nodes = Vec::new();
+        for i in 0..fan {
+            let (from, to) = (
+                if i == 0 {
+                    "x".to_string()
+                } else {
+                    format!("m{i}")
+                },
+                if i + 1 == fan {
+                    "y".to_string()
+                } else {
+                    format!("m{}", i + 1)
+                },
+            );
+            nodes.push(node(&below, "local", &[&from], &[&to]));
+        }
+        fs.push(proto::FunctionProto {
+            name: Some(format!("F{level}")),
+            domain: Some("local".into()),
+            input: vec!["x".into()],
+            output: vec!["y".into()],
+            node: nodes,
+            ..Default::default()
+        });
+    }
+    fs
+}
+
+#[test]
+fn hostile_functions_stop_at_the_budgets_quickly() {
+    let call = |levels: usize| node(&format!("F{levels}"), "local", &["a"], &["b"]);
+    // Empty bodies called 2^31 times: the calls count against the node budget.
+    let empty = proto::FunctionProto {
+        name: Some("F0".into()),
+        domain: Some("local".into()),
+        input: vec!["x".into()],
+        output: vec!["y".into()],
+        ..Default::default()
+    };
+    let e = inline(
+        &mut model(vec![call(31)], tower(empty, 31, 2)),
+        &NoExpansions,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("nodes and calls"), "{e}");
+    // A 1 MiB constant copied 16^4 times (65 536 nodes: under the node budget) is over the
+    // byte budget.
+    let mut big = node("Constant", "", &[], &["y"]);
+    big.attribute.push(proto::AttributeProto {
+        name: Some("value".into()),
+        r#type: Some(AttributeType::Tensor as i32),
+        t: Some(proto::TensorProto {
+            data_type: Some(2),
+            dims: vec![1 << 20],
+            raw_data: Some(vec![0; 1 << 20]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let f0 = proto::FunctionProto {
+        name: Some("F0".into()),
+        domain: Some("local".into()),
+        input: vec!["x".into()],
+        output: vec!["y".into()],
+        node: vec![big],
+        ..Default::default()
+    };
+    let e = inline(&mut model(vec![call(4)], tower(f0, 4, 16)), &NoExpansions)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("bytes"), "{e}");
+    // Subgraphs nested past the limit once inlined: each level's body holds the call in an If.
+    let mut fs = vec![act()];
+    for level in 1..=12 {
+        let below = if level == 1 {
+            "Act".to_string()
+        } else {
+            format!("N{}", level - 1)
+        };
+        let branch = proto::GraphProto {
+            node: vec![node(&below, "local", &["x"], &["r"])],
+            output: vec![value("r")],
+            ..Default::default()
+        };
+        let mut iff = node("If", "", &["x"], &["y"]);
+        iff.attribute
+            .push(graph_attr("then_branch", branch.clone()));
+        iff.attribute.push(graph_attr("else_branch", branch));
+        fs.push(proto::FunctionProto {
+            name: Some(format!("N{level}")),
+            domain: Some("local".into()),
+            input: vec!["x".into()],
+            output: vec!["y".into()],
+            node: vec![iff],
+            ..Default::default()
+        });
+    }
+    let e = inline(
+        &mut model(vec![node("N12", "local", &["a"], &["b"])], fs),
+        &NoExpansions,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("nested more than 8 deep"), "{e}");
+}
+
+#[test]
+fn a_model_may_not_use_umds_call_domain() {
+    let mut m = model(vec![node_in(CALL_DOMAIN, "Call", &["a"], &["b"])], vec![]);
+    let e = inline(&mut m, &NoExpansions).unwrap_err().to_string();
+    assert!(e.contains("internal domain"), "{e}");
+    let mut f = act();
+    f.node.push(node_in(CALL_DOMAIN, "Call", &["y"], &["z"]));
+    let e = inline(&mut model(vec![], vec![f]), &NoExpansions)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("internal domain"), "{e}");
+}

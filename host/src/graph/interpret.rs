@@ -28,6 +28,9 @@ pub const MAX_ITERATIONS: u64 = 1 << 20;
 /// Most tensors one sequence may hold.
 pub const MAX_SEQUENCE: usize = 1 << 16;
 
+/// The ops whose graph attributes the host runs itself.
+pub const SUBGRAPH_OPS: [&str; 4] = ["If", "Loop", "Scan", "SequenceMap"];
+
 /// The ops of the `ai.onnx` domain the host runs itself (control flow, sequences, optionals):
 /// a graph with one runs interpreted.
 pub const HOST_OPS: [&str; 15] = [
@@ -183,8 +186,10 @@ impl<'h> Interpreter<'h> {
             "Scan" if onnx => self.run_scan(def, node, env),
             "SequenceMap" if onnx => self.run_sequence_map(node, env),
             _ if !node.subgraphs.is_empty() => Err(GraphError::Unsupported(format!(
-                "node {}: graph attributes are run for If, Loop, Scan and SequenceMap only",
-                node.label()
+                "node {}: graph attributes are run for {} only, and for the ops a plugin \
+                 expands (ABI 1.6)",
+                node.label(),
+                SUBGRAPH_OPS.join(", ")
             ))),
             "Constant" if onnx => Ok(vec![Value::tensor(constant_attr(node)?)]),
             op if onnx && HOST_OPS.contains(&op) => super::sequence::run(node, &inputs(env, node)?),

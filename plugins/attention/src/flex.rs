@@ -48,16 +48,20 @@ pub fn expand(req: &ExpandRequest) -> Result<Expansion, OpError> {
     }
     let q_dtype = req.inputs[0].flatten();
     let precision = match precision {
-        Some(p @ (FLOAT | DOUBLE | 10 | 16)) => p,
+        Some(p @ (FLOAT | DOUBLE | 10 | 16)) => Some(p),
         Some(p) => {
             return Err(OpError::InvalidAttribute(format!(
                 "FlexAttention: softmax_precision {p} is not a float type"
             )));
         }
-        // The spec's default: double for double inputs, float otherwise (an input whose type
-        // is not known at load is taken for a non-double).
-        None if q_dtype == Some(Dtype::F64) => DOUBLE,
-        None => FLOAT,
+        // The spec's default: double for double inputs, float otherwise. Where Q's type is not
+        // known at load, the softmax runs in Q's own type (the default for f32 and f64; f16
+        // and bf16 then round where the spec computes in f32).
+        None => match q_dtype {
+            Some(Dtype::F64) => Some(DOUBLE),
+            Some(_) => Some(FLOAT),
+            None => None,
+        },
     };
     let has = |g: &str| req.graphs.iter().any(|n| n == g);
 
@@ -107,17 +111,25 @@ pub fn expand(req: &ExpandRequest) -> Result<Expansion, OpError> {
     let q = b.op("Mul", &["Q", &root], vec![]);
     let k = b.op("Mul", &[&k, &root], vec![]);
     let kt = b.op("Transpose", &[&k], vec![ints("perm", &[0, 1, 3, 2])]);
+    // In the compute precision (when known): the scores, what the modifiers return, and V.
+    let compute = |b: &mut Builder, x: &str| match precision {
+        Some(p) => b.op("Cast", &[x], vec![int("to", p)]),
+        None => x.to_string(),
+    };
     let scores = b.op("MatMul", &[&q, &kt], vec![]);
-    let mut scores = b.op("Cast", &[&scores], vec![int("to", precision)]);
+    let mut scores = compute(&mut b, &scores);
     if has("score_mod") {
         scores = b.graph("score_mod", &[&scores]);
+        scores = compute(&mut b, &scores);
     }
     let mut probs = b.op("Softmax", &[&scores], vec![int("axis", 3)]);
     if has("prob_mod") {
         probs = b.graph("prob_mod", &[&probs]);
+        probs = compute(&mut b, &probs);
     }
-    let probs = b.op("CastLike", &[&probs, "V"], vec![]);
-    b.op_into("MatMul", &[&probs, &v], "Y", vec![]);
+    let v = compute(&mut b, &v);
+    let y = b.op("MatMul", &[&probs, &v], vec![]);
+    b.op_into("CastLike", &[&y, "V"], "Y", vec![]);
     Ok(b.finish())
 }
 
@@ -157,6 +169,13 @@ mod tests {
         assert!(at("MatMul") < at("score_mod"));
         assert!(at("score_mod") < at("Softmax") && at("Softmax") < at("prob_mod"));
         assert_eq!(e.nodes.last().unwrap().outputs, ["Y"]);
+        // Q's type known: the scores, the modifier's result and V are cast to the softmax
+        // precision; not known (and no softmax_precision): none of them is.
+        let casts = |e: &Expansion| e.nodes.iter().filter(|n| n.op == "Cast").count();
+        let known = casts(&expand(&request(&["score_mod"], vec![])).unwrap());
+        let mut r = request(&["score_mod"], vec![]);
+        r.inputs[0] = Some(None);
+        assert_eq!(casts(&expand(&r).unwrap()), known - 3);
         // Every value read is an input or written before.
         let mut known: Vec<String> = e.inputs.clone();
         for n in &e.nodes {

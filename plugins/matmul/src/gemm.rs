@@ -222,16 +222,29 @@ impl<A: Acc> PackedB<A> {
         // KC-deep blocks of every strip, one block after the other: the strips a group of
         // [`multiply`] streams lie together (strips of the whole depth, a k-block apart, map
         // to few cache sets when k is a power of two).
-        let mut blocks = data.chunks_exact_mut(NR);
         for k0 in (0..k).step_by(KC) {
             let kc = KC.min(k - k0);
-            for st in 0..strips {
+            let level = &mut data[k0 * strips * NR..][..strips * kc * NR];
+            for (st, block) in level.chunks_exact_mut(kc * NR).enumerate() {
                 let (j0, cols) = (st * NR, NR.min(n - st * NR));
-                for (kk, row) in (k0..k0 + kc).zip(&mut blocks) {
-                    let at = kk * b.rs + j0 * b.cs;
-                    if b.cs == 1 {
+                if b.cs == 1 {
+                    for (kk, row) in block.chunks_exact_mut(NR).enumerate() {
+                        let at = (k0 + kk) * b.rs + j0;
                         row[..cols].copy_from_slice(&b.data[at..at + cols]);
-                    } else {
+                    }
+                } else if b.rs == 1 {
+                    // transposed: each column lies together along k; read it whole and
+                    // scatter it down the block
+                    for c in 0..cols {
+                        let at = (j0 + c) * b.cs + k0;
+                        let column = &b.data[at..at + kc];
+                        for (row, &v) in block.chunks_exact_mut(NR).zip(column) {
+                            row[c] = v;
+                        }
+                    }
+                } else {
+                    for (kk, row) in block.chunks_exact_mut(NR).enumerate() {
+                        let at = (k0 + kk) * b.rs + j0 * b.cs;
                         for (c, v) in row[..cols].iter_mut().enumerate() {
                             *v = b.data[at + c * b.cs];
                         }

@@ -29,21 +29,27 @@ max_val!(u8, 0, |_| false);
 
 /// Visits every output position of every (image, channel) plane with the in-bounds window
 /// ranges: `f(plane, out_index, base, ranges)` where `base[d] = o[d]*s[d] - pb[d]` and
-/// `ranges[d]` are the kernel offsets `k` with `0 <= base[d] + k*d[d] < in[d]`.
+/// `ranges[d]` are the kernel offsets `k` with `0 <= base[d] + k*d[d] < in[d]`. The bases and
+/// ranges depend on one axis each: computed once per axis position (a division each), not per
+/// output.
 fn each_window(g: &Geom, mut f: impl FnMut(usize, usize, [i64; 3], [(i64, i64); 3], [i64; 3])) {
+    let axis = |d: usize| -> Vec<(i64, (i64, i64))> {
+        (0..g.out[d])
+            .map(|o| {
+                let b = o * g.s[d] - g.pb[d];
+                (b, valid_range(b, g.d[d], g.k[d], g.inp[d]))
+            })
+            .collect()
+    };
+    let (zs, ys, xs) = (axis(0), axis(1), axis(2));
     let planes = (g.n * g.c) as usize;
     let mut o = 0usize;
     for plane in 0..planes {
-        for oz in 0..g.out[0] {
-            let bz = oz * g.s[0] - g.pb[0];
-            let rz = valid_range(bz, g.d[0], g.k[0], g.inp[0]);
-            for oy in 0..g.out[1] {
-                let by = oy * g.s[1] - g.pb[1];
-                let ry = valid_range(by, g.d[1], g.k[1], g.inp[1]);
-                for ox in 0..g.out[2] {
-                    let bx = ox * g.s[2] - g.pb[2];
-                    let rx = valid_range(bx, g.d[2], g.k[2], g.inp[2]);
-                    f(plane, o, [bz, by, bx], [rz, ry, rx], [oz, oy, ox]);
+        for (oz, &(bz, rz)) in zs.iter().enumerate() {
+            for (oy, &(by, ry)) in ys.iter().enumerate() {
+                for (ox, &(bx, rx)) in xs.iter().enumerate() {
+                    let at = [oz as i64, oy as i64, ox as i64];
+                    f(plane, o, [bz, by, bx], [rz, ry, rx], at);
                     o += 1;
                 }
             }
