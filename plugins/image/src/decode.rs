@@ -89,9 +89,10 @@ pub enum Refusal {
 }
 
 /// What a stream's header says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
-    pub format: ImageFormat,
+    /// The stream's format, by name (`PNG`, `JPEG 2000`…).
+    pub format: String,
     pub width: u32,
     pub height: u32,
     pub color: ColorType,
@@ -120,11 +121,6 @@ fn format_name(f: ImageFormat) -> String {
 type Reader<'a> = ImageReader<Cursor<&'a [u8]>>;
 
 fn reader(bytes: &[u8]) -> Result<(Reader<'_>, ImageFormat), Refusal> {
-    if is_jpeg2000(bytes) {
-        return Err(Refusal::NotServed(
-            "JPEG 2000 streams are not decoded (no pure-Rust JPEG 2000 decoder is bundled)".into(),
-        ));
-    }
     let served = || {
         FORMATS
             .iter()
@@ -156,6 +152,11 @@ fn reader(bytes: &[u8]) -> Result<(Reader<'_>, ImageFormat), Refusal> {
 /// Reads the header of `bytes` only: format, size and pixel layout, checked against
 /// [`MAX_PIXELS`] and [`MAX_DECODED_BYTES`].
 pub fn header(bytes: &[u8]) -> Result<Header, Refusal> {
+    if is_jpeg2000(bytes) {
+        let h = jpeg2000::header(&jpeg2000::image(bytes)?)?;
+        check(&h)?;
+        return Ok(h);
+    }
     let (r, format) = reader(bytes)?;
     let name = format_name(format);
     let dec = r
@@ -164,7 +165,7 @@ pub fn header(bytes: &[u8]) -> Result<Header, Refusal> {
     let (width, height) = dec.dimensions();
     let color = dec.color_type();
     let h = Header {
-        format,
+        format: format_name(format),
         width,
         height,
         color,
@@ -174,7 +175,7 @@ pub fn header(bytes: &[u8]) -> Result<Header, Refusal> {
 }
 
 fn check(h: &Header) -> Result<(), Refusal> {
-    let name = format_name(h.format);
+    let name = &h.format;
     let pixels = h.width as u64 * h.height as u64;
     if pixels == 0 {
         return Err(Refusal::Invalid(format!(
@@ -217,6 +218,13 @@ pub fn luma(r: u8, g: u8, b: u8) -> u8 {
 /// Returns the header too (the caller checks it against the plan).
 pub fn decode(bytes: &[u8], pf: PixelFormat) -> Result<(Header, Vec<u8>), Refusal> {
     let h = header(bytes)?;
+    if is_jpeg2000(bytes) {
+        let img = jpeg2000::decode(bytes, &h)?;
+        let out = convert(&img, pf).ok_or_else(|| {
+            Refusal::Invalid("the JPEG 2000 image's pixel layout has no uint8 form".into())
+        })?;
+        return Ok((h, out));
+    }
     let (r, format) = reader(bytes)?;
     let name = format_name(format);
     // JPEG: libjpeg-turbo's arithmetic where the stream is in its subset, else the image crate
@@ -299,4 +307,78 @@ pub fn convert(img: &DynamicImage, pf: PixelFormat) -> Option<Vec<u8>> {
     }
     debug_assert_eq!(out.len(), n * pf.channels() as usize);
     Some(out)
+}
+
+/// JPEG 2000 (JP2 files and bare codestreams) through `hayro-jpeg2000`, a pure-Rust decoder:
+/// gray, RGB and either with alpha, as 8-bit samples (deeper images scaled to 8 bits by the
+/// decoder); CMYK and other colour spaces are refused.
+mod jpeg2000 {
+    use super::{Header, Refusal};
+    use hayro_jpeg2000::{ColorSpace, DecodeSettings, DecoderContext, Image};
+    use image::{ColorType, DynamicImage};
+
+    const NAME: &str = "JPEG 2000";
+
+    pub fn image(bytes: &[u8]) -> Result<Image<'_>, Refusal> {
+        Image::new(bytes, &DecodeSettings::default())
+            .map_err(|e| Refusal::Invalid(format!("the {NAME} stream's header is invalid: {e}")))
+    }
+
+    pub fn header(img: &Image<'_>) -> Result<Header, Refusal> {
+        let color = match (img.color_space().num_channels(), img.has_alpha()) {
+            (1, false) => ColorType::L8,
+            (1, true) => ColorType::La8,
+            (3, false) if !matches!(img.color_space(), ColorSpace::CMYK) => ColorType::Rgb8,
+            (3, true) => ColorType::Rgba8,
+            (n, alpha) => {
+                return Err(Refusal::Invalid(format!(
+                    "the {NAME} image's colour space {} with {n} channels{} has no served \
+                     uint8 form",
+                    match img.color_space() {
+                        ColorSpace::CMYK => "CMYK",
+                        ColorSpace::Icc { .. } => "ICC",
+                        _ => "unknown",
+                    },
+                    if alpha { " and alpha" } else { "" }
+                )));
+            }
+        };
+        Ok(Header {
+            format: NAME.into(),
+            width: img.width(),
+            height: img.height(),
+            color,
+        })
+    }
+
+    /// The whole image (its header already checked).
+    pub fn decode(bytes: &[u8], h: &Header) -> Result<DynamicImage, Refusal> {
+        let img = image(bytes)?;
+        let mut ctx = DecoderContext::default();
+        let decoded = img
+            .decode(&mut ctx)
+            .map_err(|e| Refusal::Invalid(format!("the {NAME} stream does not decode: {e}")))?;
+        let data = decoded.data_u8();
+        let (w, ht) = (h.width, h.height);
+        let wrong = || {
+            Refusal::Invalid(format!(
+                "the {NAME} stream decoded to {} bytes, not {w} x {ht} {:?} pixels",
+                data.len(),
+                h.color
+            ))
+        };
+        let img = match h.color {
+            ColorType::L8 => {
+                image::GrayImage::from_raw(w, ht, data.clone()).map(DynamicImage::ImageLuma8)
+            }
+            ColorType::La8 => {
+                image::GrayAlphaImage::from_raw(w, ht, data.clone()).map(DynamicImage::ImageLumaA8)
+            }
+            ColorType::Rgb8 => {
+                image::RgbImage::from_raw(w, ht, data.clone()).map(DynamicImage::ImageRgb8)
+            }
+            _ => image::RgbaImage::from_raw(w, ht, data.clone()).map(DynamicImage::ImageRgba8),
+        };
+        img.ok_or_else(wrong)
+    }
 }

@@ -3,7 +3,8 @@
 //! `[H, W, 1]` ("Grayscale").
 //!
 //! - Formats: PNG, JPEG (baseline and progressive), BMP, TIFF, WebP, PNM (PBM/PGM/PPM/PAM),
-//!   decoded by the pure-Rust `image` crate; JPEG 2000 is not served (declined, status 2).
+//!   decoded by the pure-Rust `image` crate; JPEG 2000 (JP2 and bare codestreams) by the
+//!   pure-Rust `hayro-jpeg2000` (gray or RGB, with or without alpha; CMYK and ICC refused).
 //! - The output's shape is the image's size, so the plan needs the stream's *value*: the
 //!   signature declares input 0 constant and the host sends it (at most 1 MiB, the host's bound
 //!   on values read at plan time). The plan reads only the header; images over
