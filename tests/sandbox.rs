@@ -246,3 +246,81 @@ fn garbage_and_core_modules_are_refused_at_load() {
     assert!(rt.load_bytes("core.wasm", core).is_err());
     assert_still_serves(&host);
 }
+
+/// A model whose one node, `op` of the spin fixture, carries a graph attribute `body`.
+fn model_with_graph_attribute(op: &str) -> Vec<u8> {
+    use prost::Message;
+    use umd::graph::onnx::proto as onnx;
+    let body = onnx::GraphProto {
+        node: vec![onnx::NodeProto {
+            op_type: Some("Identity".into()),
+            input: vec!["x".into()],
+            output: vec!["z".into()],
+            ..Default::default()
+        }],
+        output: vec![onnx::ValueInfoProto {
+            name: Some("z".into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    onnx::ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![onnx::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(onnx::GraphProto {
+            node: vec![onnx::NodeProto {
+                name: Some("hostile".into()),
+                op_type: Some(op.into()),
+                input: vec!["x".into()],
+                output: vec!["y".into()],
+                attribute: vec![onnx::AttributeProto {
+                    name: Some("body".into()),
+                    r#type: Some(onnx::attribute_proto::AttributeType::Graph as i32),
+                    g: Some(body),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            input: vec![onnx::ValueInfoProto {
+                name: Some("x".into()),
+                ..Default::default()
+            }],
+            output: vec![onnx::ValueInfoProto {
+                name: Some("y".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+fn load_error(host: &std::sync::Arc<Host>, bytes: &[u8]) -> String {
+    match umd::graph::Model::from_onnx_bytes(host.clone(), bytes, None) {
+        Ok(_) => panic!("the model loaded"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_hostile_expander_fails_the_model_load_only() {
+    let (host, _d) = host_with(&["spin"]);
+    let host = std::sync::Arc::new(host);
+    // Loops in `expander.expand`: interrupted at the plan deadline, the node named.
+    let e = load_error(&host, &model_with_graph_attribute("Spin"));
+    assert!(
+        e.contains("hostile") && e.contains("spin@0.1.0") && e.contains("deadline"),
+        "{e}"
+    );
+    // Answers an expansion running a graph attribute the node does not have: refused.
+    let e = load_error(&host, &model_with_graph_attribute("SpinKernel"));
+    assert!(
+        e.contains("runs graph attribute `nope`, which the node does not have"),
+        "{e}"
+    );
+    assert_still_serves(&host);
+}
