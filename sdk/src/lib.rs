@@ -21,6 +21,7 @@ pub mod expand;
 pub mod kernel;
 pub mod launch;
 pub mod legacy;
+mod older;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod onnx_cases;
 pub mod params;

@@ -193,64 +193,48 @@ pub fn attr_to_wit(name: &str, v: &AttrValue) -> Option<wit::Attribute> {
     })
 }
 
-/// The 1.2 form of an attribute; `None` for a tensor of a packed dtype.
-pub fn attr_to_wit_ext(name: &str, v: &AttrValue) -> Option<wit::AttributeExt> {
-    Some(wit::AttributeExt {
-        name: name.to_string(),
-        value: match v {
-            AttrValue::Int(x) => wit::AttrValueExt::Int(*x),
-            AttrValue::Float(x) => wit::AttrValueExt::Float(*x),
-            AttrValue::Text(x) => wit::AttrValueExt::Text(x.clone()),
-            AttrValue::Ints(x) => wit::AttrValueExt::Ints(x.clone()),
-            AttrValue::Floats(x) => wit::AttrValueExt::Floats(x.clone()),
-            AttrValue::Bool(x) => wit::AttrValueExt::Boolean(*x),
-            AttrValue::Texts(x) => wit::AttrValueExt::Texts(x.clone()),
-            AttrValue::Tensor(d, data) => wit::AttrValueExt::Tensor(wit::TensorValue {
-                desc: tensor_to_wit_ext(d)?,
-                data: data.clone(),
-            }),
-        },
-    })
+/// An attribute in the form of one ABI (1.2 and later: texts and tensors carried), `None` where
+/// its tensor's description has no form there (`$desc` answers `None`).
+macro_rules! attr_to {
+    ($(#[$doc:meta])* $name:ident -> $attr:ident, $val:ident, $tensor:ident, $desc:expr) => {
+        $(#[$doc])*
+        pub fn $name(name: &str, v: &AttrValue) -> Option<wit::$attr> {
+            Some(wit::$attr {
+                name: name.to_string(),
+                value: match v {
+                    AttrValue::Int(x) => wit::$val::Int(*x),
+                    AttrValue::Float(x) => wit::$val::Float(*x),
+                    AttrValue::Text(x) => wit::$val::Text(x.clone()),
+                    AttrValue::Ints(x) => wit::$val::Ints(x.clone()),
+                    AttrValue::Floats(x) => wit::$val::Floats(x.clone()),
+                    AttrValue::Bool(x) => wit::$val::Boolean(*x),
+                    AttrValue::Texts(x) => wit::$val::Texts(x.clone()),
+                    AttrValue::Tensor(d, data) => wit::$val::Tensor(wit::$tensor {
+                        desc: ($desc)(d)?,
+                        data: data.clone(),
+                    }),
+                },
+            })
+        }
+    };
 }
 
-/// The 1.4 form of an attribute; `None` for a string tensor.
-pub fn attr_to_wit2(name: &str, v: &AttrValue) -> Option<wit::Attribute2> {
-    Some(wit::Attribute2 {
-        name: name.to_string(),
-        value: match v {
-            AttrValue::Int(x) => wit::AttrValue2::Int(*x),
-            AttrValue::Float(x) => wit::AttrValue2::Float(*x),
-            AttrValue::Text(x) => wit::AttrValue2::Text(x.clone()),
-            AttrValue::Ints(x) => wit::AttrValue2::Ints(x.clone()),
-            AttrValue::Floats(x) => wit::AttrValue2::Floats(x.clone()),
-            AttrValue::Bool(x) => wit::AttrValue2::Boolean(*x),
-            AttrValue::Texts(x) => wit::AttrValue2::Texts(x.clone()),
-            AttrValue::Tensor(d, data) => wit::AttrValue2::Tensor(wit::TensorValue2 {
-                desc: tensor_to_wit2(d)?,
-                data: data.clone(),
-            }),
-        },
-    })
-}
+attr_to!(
+    /// The 1.2 form of an attribute; `None` for a tensor of a packed dtype.
+    attr_to_wit_ext -> AttributeExt, AttrValueExt, TensorValue, tensor_to_wit_ext
+);
+attr_to!(
+    /// The 1.4 form of an attribute; `None` for a string tensor.
+    attr_to_wit2 -> Attribute2, AttrValue2, TensorValue2, tensor_to_wit2
+);
+attr_to!(
+    attr_to_wit3_or_none -> Attribute3, AttrValue3, TensorValue3,
+    |d: &TensorDesc| Some(tensor_to_wit3(d))
+);
 
-/// The 1.5 form of an attribute.
+/// The 1.5 form of an attribute (every attribute has one).
 pub fn attr_to_wit3(name: &str, v: &AttrValue) -> wit::Attribute3 {
-    wit::Attribute3 {
-        name: name.to_string(),
-        value: match v {
-            AttrValue::Int(x) => wit::AttrValue3::Int(*x),
-            AttrValue::Float(x) => wit::AttrValue3::Float(*x),
-            AttrValue::Text(x) => wit::AttrValue3::Text(x.clone()),
-            AttrValue::Ints(x) => wit::AttrValue3::Ints(x.clone()),
-            AttrValue::Floats(x) => wit::AttrValue3::Floats(x.clone()),
-            AttrValue::Bool(x) => wit::AttrValue3::Boolean(*x),
-            AttrValue::Texts(x) => wit::AttrValue3::Texts(x.clone()),
-            AttrValue::Tensor(d, data) => wit::AttrValue3::Tensor(wit::TensorValue3 {
-                desc: tensor_to_wit3(d),
-                data: data.clone(),
-            }),
-        },
-    }
+    attr_to_wit3_or_none(name, v).expect("every description has a 1.5 form")
 }
 
 pub fn dim3_to_wit(d: Dim3) -> wit::Dim3 {

@@ -231,134 +231,46 @@ impl Operands<'_> {
     }
 }
 
-/// Runs `body` with `$T` the Rust type of numeric dtype `$dt`.
+/// Runs `body` with `$T` the Rust type of `$dt`, for the dtypes listed (`Dtype case => type`);
+/// any other dtype has no kernel.
+macro_rules! typed {
+    ($dt:expr, |$T:ident| $body:expr, [$($d:ident => $t:ty),* $(,)?]) => {
+        match $dt {
+            $(Dtype::$d => {
+                type $T = $t;
+                $body
+            })*
+            other => return Err(no_kernel(other)),
+        }
+    };
+}
+
+/// [`typed!`] over the numeric dtypes.
 macro_rules! numeric {
     ($dt:expr, |$T:ident| $body:expr) => {
-        match $dt {
-            Dtype::F32 => {
-                type $T = f32;
-                $body
-            }
-            Dtype::F16 => {
-                type $T = f16;
-                $body
-            }
-            Dtype::Bf16 => {
-                type $T = bf16;
-                $body
-            }
-            Dtype::F64 => {
-                type $T = f64;
-                $body
-            }
-            Dtype::I32 => {
-                type $T = i32;
-                $body
-            }
-            Dtype::I64 => {
-                type $T = i64;
-                $body
-            }
-            Dtype::I8 => {
-                type $T = i8;
-                $body
-            }
-            Dtype::U8 => {
-                type $T = u8;
-                $body
-            }
-            Dtype::I16 => {
-                type $T = i16;
-                $body
-            }
-            Dtype::U16 => {
-                type $T = u16;
-                $body
-            }
-            Dtype::U32 => {
-                type $T = u32;
-                $body
-            }
-            Dtype::U64 => {
-                type $T = u64;
-                $body
-            }
-            other => return Err(no_kernel(other)),
-        }
+        typed!($dt, |$T| $body, [
+            F32 => f32, F16 => f16, Bf16 => bf16, F64 => f64, I32 => i32, I64 => i64,
+            I8 => i8, U8 => u8, I16 => i16, U16 => u16, U32 => u32, U64 => u64,
+        ])
     };
 }
 
-/// Runs `body` with `$T` the Rust type of integer dtype `$dt`.
+/// [`typed!`] over the integer dtypes.
 macro_rules! ints {
     ($dt:expr, |$T:ident| $body:expr) => {
-        match $dt {
-            Dtype::I32 => {
-                type $T = i32;
-                $body
-            }
-            Dtype::I64 => {
-                type $T = i64;
-                $body
-            }
-            Dtype::I8 => {
-                type $T = i8;
-                $body
-            }
-            Dtype::U8 => {
-                type $T = u8;
-                $body
-            }
-            Dtype::I16 => {
-                type $T = i16;
-                $body
-            }
-            Dtype::U16 => {
-                type $T = u16;
-                $body
-            }
-            Dtype::U32 => {
-                type $T = u32;
-                $body
-            }
-            Dtype::U64 => {
-                type $T = u64;
-                $body
-            }
-            other => return Err(no_kernel(other)),
-        }
+        typed!($dt, |$T| $body, [
+            I32 => i32, I64 => i64, I8 => i8, U8 => u8, I16 => i16, U16 => u16, U32 => u32,
+            U64 => u64,
+        ])
     };
 }
 
-/// Runs `body` with `$T` the Rust type of Pow base dtype `$dt`.
+/// [`typed!`] over Pow's base dtypes.
 macro_rules! pow_bases {
     ($dt:expr, |$T:ident| $body:expr) => {
-        match $dt {
-            Dtype::F32 => {
-                type $T = f32;
-                $body
-            }
-            Dtype::F16 => {
-                type $T = f16;
-                $body
-            }
-            Dtype::Bf16 => {
-                type $T = bf16;
-                $body
-            }
-            Dtype::F64 => {
-                type $T = f64;
-                $body
-            }
-            Dtype::I32 => {
-                type $T = i32;
-                $body
-            }
-            Dtype::I64 => {
-                type $T = i64;
-                $body
-            }
-            other => return Err(no_kernel(other)),
-        }
+        typed!($dt, |$T| $body, [
+            F32 => f32, F16 => f16, Bf16 => bf16, F64 => f64, I32 => i32, I64 => i64,
+        ])
     };
 }
 
