@@ -55,7 +55,21 @@ pub trait Real:
             ldb,
             c,
             ldc,
-            micro_generic::<Self>,
+            |k0, kc, full_rows, full_cols, c| {
+                for r in (0..full_rows).step_by(MR) {
+                    for j in (0..full_cols).step_by(NR) {
+                        micro_generic::<Self>(
+                            kc,
+                            &a[r * lda + k0..],
+                            lda,
+                            &b[k0 * ldb + j..],
+                            ldb,
+                            &mut c[r * ldc + j..],
+                            ldc,
+                        );
+                    }
+                }
+            },
         )
     }
 }
@@ -120,8 +134,9 @@ pub const MR: usize = 4;
 pub const NR: usize = 8;
 const KC: usize = 256;
 
-/// The blocked driver: depth slices of [`KC`], 4-row blocks, 8-column micro tiles; rows and
-/// columns left over take plain loops (contiguous over columns).
+/// The blocked driver: depth slices of [`KC`]; per slice `blocks(k0, kc, full_rows,
+/// full_cols, c)` runs the 4-row × 8-column micro tiles, and the rows and columns left over
+/// take plain loops (contiguous over columns).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn gemm_body<A: Real>(
@@ -134,7 +149,7 @@ fn gemm_body<A: Real>(
     ldb: usize,
     c: &mut [A],
     ldc: usize,
-    micro: impl Fn(usize, &[A], usize, &[A], usize, &mut [A], usize),
+    mut blocks: impl FnMut(usize, usize, usize, usize, &mut [A]),
 ) {
     if rows == 0 || cols == 0 {
         return;
@@ -144,20 +159,7 @@ fn gemm_body<A: Real>(
     let mut k0 = 0;
     while k0 < depth {
         let kc = KC.min(depth - k0);
-        // column strips outside, row blocks inside: a strip of B (kc × NR) stays in L1
-        for r in (0..full_rows).step_by(MR) {
-            for j in (0..full_cols).step_by(NR) {
-                micro(
-                    kc,
-                    &a[r * lda + k0..],
-                    lda,
-                    &b[k0 * ldb + j..],
-                    ldb,
-                    &mut c[r * ldc + j..],
-                    ldc,
-                );
-            }
-        }
+        blocks(k0, kc, full_rows, full_cols, c);
         if full_cols < cols {
             for rr in 0..full_rows {
                 axpy_rows(
@@ -235,9 +237,11 @@ fn micro_generic<A: Real>(
 #[cfg(target_arch = "wasm32")]
 mod simd {
     use super::*;
-    use core::arch::wasm32::*;
+    use umd_sdk::simd::F32x4;
 
-    /// The driver compiled with SIMD128 (its plain loops vectorize too).
+    /// The driver compiled with SIMD128 (its plain loops vectorize too): per depth slice, A's
+    /// full 4-row panels are packed interleaved (`panel[k * MR + r]`), so the micro-kernel
+    /// takes the 4 A values of a step in one load.
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "simd128")]
     pub unsafe fn gemm_f32(
@@ -251,6 +255,7 @@ mod simd {
         c: &mut [f32],
         ldc: usize,
     ) {
+        let mut apack: Vec<f32> = Vec::new();
         gemm_body(
             rows,
             cols,
@@ -261,9 +266,28 @@ mod simd {
             ldb,
             c,
             ldc,
-            |kc, a, lda, b, ldb, c, ldc| {
-                // SAFETY: SIMD128 is enabled here as in the caller.
-                unsafe { micro_f32(kc, a, lda, b, ldb, c, ldc) }
+            |k0, kc, full_rows, full_cols, c| {
+                apack.clear();
+                apack.resize(full_rows * kc, 0.0);
+                for (p, panel) in apack.chunks_exact_mut(MR * kc).enumerate() {
+                    for r in 0..MR {
+                        let row = &a[(p * MR + r) * lda + k0..][..kc];
+                        for (step, &v) in panel.chunks_exact_mut(MR).zip(row) {
+                            step[r] = v;
+                        }
+                    }
+                }
+                for (p, panel) in apack.chunks_exact(MR * kc).enumerate() {
+                    for j in (0..full_cols).step_by(NR) {
+                        micro_f32(
+                            panel,
+                            &b[k0 * ldb + j..],
+                            ldb,
+                            &mut c[p * MR * ldc + j..],
+                            ldc,
+                        );
+                    }
+                }
             },
         )
     }
@@ -274,52 +298,48 @@ mod simd {
         crate::cpu::conv::direct_body(g, x, w, y)
     }
 
-    /// The 4×8 micro-kernel on `f32x4` vectors: 8 accumulators, 2 B vectors, 4 splats.
-    #[target_feature(enable = "simd128")]
-    unsafe fn micro_f32(
-        kc: usize,
-        a: &[f32],
-        lda: usize,
-        b: &[f32],
-        ldb: usize,
-        c: &mut [f32],
-        ldc: usize,
-    ) {
-        // SAFETY: the slices are bounds-checked to 4 lanes; v128 loads and stores need no
-        // alignment.
-        let load = |s: &[f32]| -> v128 { unsafe { v128_load(s[..4].as_ptr() as *const v128) } };
-        let mut acc = [f32x4_splat(0.0); 2 * MR];
+    /// The 4×8 micro-kernel over a packed A panel (`kc` steps of 4 values) and 8 columns of B
+    /// (`ldb` apart): 8 accumulators, 2 B vectors, the 4 A values broadcast from one load. Not
+    /// inlined, its loop unrolled 4 steps: Wasmtime checks for an epoch interruption at each
+    /// loop header and Cranelift keeps the accumulators on the stack across that check, so
+    /// the unrolled body pays it once per 4 steps (as matmul's kernel does).
+    #[inline(never)]
+    fn micro_f32(ap: &[f32], b: &[f32], ldb: usize, c: &mut [f32], ldc: usize) {
+        let mut t = [F32x4::zero(); 2 * MR];
         for r in 0..MR {
-            acc[2 * r] = load(&c[r * ldc..]);
-            acc[2 * r + 1] = load(&c[r * ldc + 4..]);
+            t[2 * r] = F32x4::load(&c[r * ldc..]);
+            t[2 * r + 1] = F32x4::load(&c[r * ldc + 4..]);
         }
-        let (a0, a1, a2, a3) = (
-            &a[..kc],
-            &a[lda..lda + kc],
-            &a[2 * lda..2 * lda + kc],
-            &a[3 * lda..3 * lda + kc],
-        );
-        for k in 0..kc {
-            let bb = &b[k * ldb..k * ldb + NR];
-            let (b0, b1) = (load(bb), load(&bb[4..]));
-            let w = [a0[k], a1[k], a2[k], a3[k]];
+        let step = |t: &mut [F32x4; 2 * MR], av: &[f32], bv: &[f32]| {
+            let a = F32x4::load(av);
+            let (b0, b1) = (F32x4::load(bv), F32x4::load(&bv[4..]));
+            let s = [
+                a.broadcast::<0>(),
+                a.broadcast::<1>(),
+                a.broadcast::<2>(),
+                a.broadcast::<3>(),
+            ];
             for r in 0..MR {
-                let s = f32x4_splat(w[r]);
-                acc[2 * r] = f32x4_add(acc[2 * r], f32x4_mul(s, b0));
-                acc[2 * r + 1] = f32x4_add(acc[2 * r + 1], f32x4_mul(s, b1));
+                t[2 * r] = t[2 * r].madd(s[r], b0);
+                t[2 * r + 1] = t[2 * r + 1].madd(s[r], b1);
             }
+        };
+        let (quads, rest) = ap.as_chunks::<{ 4 * MR }>();
+        let mut k = 0;
+        for q in quads {
+            step(&mut t, &q[..MR], &b[k * ldb..]);
+            step(&mut t, &q[MR..2 * MR], &b[(k + 1) * ldb..]);
+            step(&mut t, &q[2 * MR..3 * MR], &b[(k + 2) * ldb..]);
+            step(&mut t, &q[3 * MR..], &b[(k + 3) * ldb..]);
+            k += 4;
+        }
+        for av in rest.chunks_exact(MR) {
+            step(&mut t, av, &b[k * ldb..]);
+            k += 1;
         }
         for r in 0..MR {
-            for h in 0..2 {
-                let out = &mut c[r * ldc + 4 * h..r * ldc + 4 * h + 4];
-                let v = acc[2 * r + h];
-                out.copy_from_slice(&[
-                    f32x4_extract_lane::<0>(v),
-                    f32x4_extract_lane::<1>(v),
-                    f32x4_extract_lane::<2>(v),
-                    f32x4_extract_lane::<3>(v),
-                ]);
-            }
+            t[2 * r].store(&mut c[r * ldc..]);
+            t[2 * r + 1].store(&mut c[r * ldc + 4..]);
         }
     }
 }
