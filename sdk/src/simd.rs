@@ -53,13 +53,30 @@ impl F32x4 {
     /// Stores the lanes into the first four elements of `out` (panics when it is shorter).
     #[inline(always)]
     pub fn store(self, out: &mut [f32]) {
-        let v = self.0;
-        out[..4].copy_from_slice(&[
-            f32x4_extract_lane::<0>(v),
-            f32x4_extract_lane::<1>(v),
-            f32x4_extract_lane::<2>(v),
-            f32x4_extract_lane::<3>(v),
-        ]);
+        let out = &mut out[..4];
+        // SAFETY: `out` holds 4 f32 (16 bytes, checked above); `v128.store` takes any alignment.
+        unsafe { v128_store(out.as_mut_ptr() as *mut v128, self.0) }
+    }
+
+    /// The 4×4 matrix whose rows are `m` transposed: lane `j` of row `i` becomes lane `i` of
+    /// row `j` (eight shuffles).
+    #[inline(always)]
+    pub fn transpose4(m: [Self; 4]) -> [Self; 4] {
+        let [a, b, c, d] = m.map(|v| v.0);
+        let (ab_lo, ab_hi) = (
+            i32x4_shuffle::<0, 4, 1, 5>(a, b),
+            i32x4_shuffle::<2, 6, 3, 7>(a, b),
+        );
+        let (cd_lo, cd_hi) = (
+            i32x4_shuffle::<0, 4, 1, 5>(c, d),
+            i32x4_shuffle::<2, 6, 3, 7>(c, d),
+        );
+        [
+            F32x4(i32x4_shuffle::<0, 1, 4, 5>(ab_lo, cd_lo)),
+            F32x4(i32x4_shuffle::<2, 3, 6, 7>(ab_lo, cd_lo)),
+            F32x4(i32x4_shuffle::<0, 1, 4, 5>(ab_hi, cd_hi)),
+            F32x4(i32x4_shuffle::<2, 3, 6, 7>(ab_hi, cd_hi)),
+        ]
     }
 
     /// Lane `L` of `self` in every lane (one `pshufd`: cheaper than a scalar load and splat).
@@ -124,6 +141,13 @@ impl F32x4 {
         out[..4].copy_from_slice(&self.0);
     }
 
+    /// The 4×4 matrix whose rows are `m` transposed: lane `j` of row `i` becomes lane `i` of
+    /// row `j` (eight shuffles).
+    #[inline(always)]
+    pub fn transpose4(m: [Self; 4]) -> [Self; 4] {
+        std::array::from_fn(|j| F32x4(std::array::from_fn(|i| m[i].0[j])))
+    }
+
     /// Lane `L` of `self` in every lane (one `pshufd`: cheaper than a scalar load and splat).
     #[inline(always)]
     pub fn broadcast<const L: usize>(self) -> Self {
@@ -174,5 +198,17 @@ mod tests {
         assert_eq!(&out[..4], &[0.0; 4]);
         a.broadcast::<2>().store(&mut out);
         assert_eq!(&out[..4], &[3.5; 4]);
+    }
+
+    #[test]
+    fn transpose4_swaps_rows_and_lanes() {
+        let rows: [F32x4; 4] =
+            std::array::from_fn(|i| F32x4::load(&[0, 1, 2, 3].map(|j| (10 * i + j) as f32)));
+        let t = F32x4::transpose4(rows);
+        let mut out = [0.0; 4];
+        for (j, r) in t.iter().enumerate() {
+            r.store(&mut out);
+            assert_eq!(out, [0, 1, 2, 3].map(|i| (10 * i + j) as f32), "row {j}");
+        }
     }
 }

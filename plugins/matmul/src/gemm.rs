@@ -25,6 +25,24 @@ pub trait Acc: Copy + Send + Sync + 'static {
     fn mul(self, o: Self) -> Self;
     /// Gemm's alpha/beta in this type (integers: whole numbers, checked when planning).
     fn from_f64(v: f64) -> Self;
+    /// Fills `block` (`kc` rows of [`NR`]) with columns `0..cols` of a transposed operand:
+    /// column `c` is `data[at + c * cs..][..kc]` (contiguous along the depth).
+    #[inline(always)]
+    fn pack_columns(
+        block: &mut [Self],
+        data: &[Self],
+        at: usize,
+        cs: usize,
+        kc: usize,
+        cols: usize,
+    ) {
+        for c in 0..cols {
+            let column = &data[at + c * cs..][..kc];
+            for (row, &v) in block.chunks_exact_mut(NR).zip(column) {
+                row[c] = v;
+            }
+        }
+    }
     /// Adds the tile `Σ_kk a[kk][r] · b[kk][c]` (`a`: `kc` groups of MR, `b`: `kc` groups of
     /// NR) to `c[r * ldc + c]` for `r < rows`, `c < cols`.
     #[inline(always)]
@@ -77,6 +95,31 @@ impl Acc for f32 {
     }
     fn from_f64(v: f64) -> Self {
         v as f32
+    }
+    /// 4×4 blocks (4 columns, 4 steps of depth) transposed in registers; the rest by element.
+    fn pack_columns(block: &mut [f32], data: &[f32], at: usize, cs: usize, kc: usize, cols: usize) {
+        let (c4, k4) = (cols / 4 * 4, kc / 4 * 4);
+        for c in (0..c4).step_by(4) {
+            let col = |i: usize| &data[at + (c + i) * cs..][..kc];
+            let cols4 = [col(0), col(1), col(2), col(3)];
+            for k in (0..k4).step_by(4) {
+                let t = F32x4::transpose4(cols4.map(|s| F32x4::load(&s[k..])));
+                for (i, v) in t.into_iter().enumerate() {
+                    v.store(&mut block[(k + i) * NR + c..]);
+                }
+            }
+            for k in k4..kc {
+                for (i, s) in cols4.iter().enumerate() {
+                    block[k * NR + c + i] = s[k];
+                }
+            }
+        }
+        for c in c4..cols {
+            let column = &data[at + c * cs..][..kc];
+            for (row, &v) in block.chunks_exact_mut(NR).zip(column) {
+                row[c] = v;
+            }
+        }
     }
     #[inline(always)]
     fn micro(kc: usize, a: &[f32], b: &[f32], c: &mut [f32], ldc: usize, rows: usize, cols: usize) {
@@ -233,15 +276,8 @@ impl<A: Acc> PackedB<A> {
                         row[..cols].copy_from_slice(&b.data[at..at + cols]);
                     }
                 } else if b.rs == 1 {
-                    // transposed: each column lies together along k; read it whole and
-                    // scatter it down the block
-                    for c in 0..cols {
-                        let at = (j0 + c) * b.cs + k0;
-                        let column = &b.data[at..at + kc];
-                        for (row, &v) in block.chunks_exact_mut(NR).zip(column) {
-                            row[c] = v;
-                        }
-                    }
+                    // transposed: each column lies together along k
+                    A::pack_columns(block, b.data, j0 * b.cs + k0, b.cs, kc, cols);
                 } else {
                     for (kk, row) in block.chunks_exact_mut(NR).enumerate() {
                         let at = (k0 + kk) * b.rs + j0 * b.cs;
