@@ -16,11 +16,20 @@ use umd::device::BufferId;
 use umd::{Dtype, Host, OpRequest, TensorDesc, data};
 
 /// Worker threads of both sides (matrixmultiply reads the same variable).
+/// Unset, it is 1 for both: matrixmultiply's own default (every core) is set aside, so the
+/// `_1_threads` baseline is one thread.
 fn threads() -> usize {
-    std::env::var("MATMUL_NUM_THREADS")
+    let t = std::env::var("MATMUL_NUM_THREADS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
+        .unwrap_or(1);
+    if std::env::var_os("MATMUL_NUM_THREADS").is_none() {
+        // SAFETY: called from the benchmark groups before any thread of the bench reads the
+        // environment (criterion runs the groups on this thread; matrixmultiply reads the
+        // variable at its first product, after this).
+        unsafe { std::env::set_var("MATMUL_NUM_THREADS", "1") };
+    }
+    t
 }
 
 /// The configurations compared: in place on `threads()` workers, and copying on one.
