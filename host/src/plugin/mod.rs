@@ -536,6 +536,24 @@ impl LoadedPlugin {
         }
     }
 
+    /// The one-argument export at `index` (a planner's `plan`, `expander.expand`) under the
+    /// plan deadline; wasmtime checks its type when it is looked up.
+    fn call_planning<P, R>(
+        &self,
+        call: &'static str,
+        index: ComponentExportIndex,
+        arg: &P,
+    ) -> Result<Result<R, wit::OpError>, PluginFault>
+    where
+        P: wasmtime::component::Lower,
+        Result<R, wit::OpError>: wasmtime::component::Lift + 'static,
+    {
+        self.call(call, self.runtime.limits.plan_deadline, |s, inst, _| {
+            let f = inst.get_typed_func::<(&P,), (Result<R, wit::OpError>,)>(&mut *s, index)?;
+            Ok(f.call(s, (arg,))?.0)
+        })
+    }
+
     /// `plan` under the plan deadline.
     pub fn plan(
         &self,
@@ -580,13 +598,8 @@ impl LoadedPlugin {
         &self,
         req: &wit::PlanRequestExt,
     ) -> Option<Result<Result<wit::OpPlanExt, wit::OpError>, PluginFault>> {
-        let ex = self.planner?;
-        Some(self.call("planner.plan", self.runtime.limits.plan_deadline, |s, inst, _| {
-            let f = inst.get_typed_func::<(&wit::PlanRequestExt,), (Result<wit::OpPlanExt, wit::OpError>,)>(
-                &mut *s, ex.plan,
-            )?;
-            Ok(f.call(s, (req,))?.0)
-        }))
+        let index = self.planner?.plan;
+        Some(self.call_planning("planner.plan", index, req))
     }
 
     /// Whether the plugin has the ABI 1.4 `planner2` (packed sub-byte dtypes).
@@ -599,18 +612,8 @@ impl LoadedPlugin {
         &self,
         req: &wit::PlanRequest2,
     ) -> Option<Result<Result<wit::OpPlan2, wit::OpError>, PluginFault>> {
-        let ex = self.planner2?;
-        Some(self.call(
-            "planner2.plan",
-            self.runtime.limits.plan_deadline,
-            |s, inst, _| {
-                let f = inst
-                    .get_typed_func::<(&wit::PlanRequest2,), (Result<wit::OpPlan2, wit::OpError>,)>(
-                        &mut *s, ex.plan,
-                    )?;
-                Ok(f.call(s, (req,))?.0)
-            },
-        ))
+        let index = self.planner2?.plan;
+        Some(self.call_planning("planner2.plan", index, req))
     }
 
     /// Whether the plugin has the ABI 1.6 `expander` (ops served as compositions of ops).
@@ -624,17 +627,7 @@ impl LoadedPlugin {
         req: &wit::ExpandRequest,
     ) -> Option<Result<Result<wit::Expansion, wit::OpError>, PluginFault>> {
         let index = self.expander?;
-        Some(self.call(
-            "expander.expand",
-            self.runtime.limits.plan_deadline,
-            |s, inst, _| {
-                let f = inst
-                    .get_typed_func::<(&wit::ExpandRequest,), (Result<wit::Expansion, wit::OpError>,)>(
-                        &mut *s, index,
-                    )?;
-                Ok(f.call(s, (req,))?.0)
-            },
-        ))
+        Some(self.call_planning("expander.expand", index, req))
     }
 
     /// Whether the plugin has the ABI 1.5 `planner3` (string tensors).
@@ -647,18 +640,8 @@ impl LoadedPlugin {
         &self,
         req: &wit::PlanRequest3,
     ) -> Option<Result<Result<wit::OpPlan3, wit::OpError>, PluginFault>> {
-        let ex = self.planner3?;
-        Some(self.call(
-            "planner3.plan",
-            self.runtime.limits.plan_deadline,
-            |s, inst, _| {
-                let f = inst
-                    .get_typed_func::<(&wit::PlanRequest3,), (Result<wit::OpPlan3, wit::OpError>,)>(
-                        &mut *s, ex.plan,
-                    )?;
-                Ok(f.call(s, (req,))?.0)
-            },
-        ))
+        let index = self.planner3?.plan;
+        Some(self.call_planning("planner3.plan", index, req))
     }
 
     /// (1.2) The plugin's tolerance for `op` in `dtype`, through `planner3` (1.5), `planner2` (1.4) or `planner`
