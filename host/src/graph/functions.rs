@@ -333,14 +333,15 @@ impl Inliner<'_> {
                 "an expansion runs a graph attribute that is {why}"
             )));
         };
-        let size = g.encoded_len();
+        // The initializers are copied into constants before the body's copy.
+        let size: usize = g.initializer.iter().map(|t| t.encoded_len()).sum();
         self.bytes = self.bytes.checked_sub(size).ok_or_else(too_many_bytes)?;
         let f = graph_as_function(g);
         self.count_call()?;
         let mut binding = Binding::new(&f, &n, self.calls)?;
         // What the graph reads from outside is read from the node's scope, unrenamed.
         binding.local = Some(defined_in(g));
-        for b in binding.body(&mut self.bytes)? {
+        for b in binding.body_of(f.node.iter().chain(&g.node), &mut self.bytes)? {
             self.node(b, out, stack, depth)?;
         }
         Ok(())
@@ -374,8 +375,9 @@ fn defined_in(g: &proto::GraphProto) -> HashSet<String> {
     local
 }
 
-/// A graph attribute as a function: its inputs (less initializers) and outputs the formals,
-/// its initializers `Constant` nodes, an output that no node computes copied by `Identity`.
+/// A graph attribute as a function: its inputs (less initializers) and outputs the formals;
+/// its nodes are only those the graph adds to its own (run together with them): its
+/// initializers as `Constant` nodes, an output that no node computes copied by `Identity`.
 fn graph_as_function(g: &proto::GraphProto) -> proto::FunctionProto {
     let inits: HashSet<&str> = g.initializer.iter().map(|t| t.name()).collect();
     let computed: HashSet<&str> = g
@@ -398,7 +400,6 @@ fn graph_as_function(g: &proto::GraphProto) -> proto::FunctionProto {
             ..Default::default()
         })
         .collect();
-    node.extend(g.node.iter().cloned());
     let mut output = Vec::new();
     for (j, o) in g.output.iter().enumerate() {
         if computed.contains(o.name()) {
@@ -504,9 +505,18 @@ impl<'a> Binding<'a> {
     /// The body's nodes, renamed and with their attribute references resolved; their bytes
     /// are taken from `budget`, and the body refused once it is spent.
     fn body(&self, budget: &mut usize) -> Result<Vec<proto::NodeProto>, GraphError> {
+        self.body_of(self.f.node.iter(), budget)
+    }
+
+    /// [`Binding::body`] over `nodes` (a graph attribute's, which are not the function's).
+    fn body_of<'n>(
+        &self,
+        nodes: impl Iterator<Item = &'n proto::NodeProto>,
+        budget: &mut usize,
+    ) -> Result<Vec<proto::NodeProto>, GraphError> {
         let top = |name: &str| self.value(name);
-        let mut out = Vec::with_capacity(self.f.node.len());
-        for n in &self.f.node {
+        let mut out = Vec::new();
+        for n in nodes {
             // The copy of a reference is the caller's attribute: count it before making it.
             let size = n.encoded_len().saturating_add(self.referred_bytes(n));
             *budget = budget.checked_sub(size).ok_or_else(too_many_bytes)?;
