@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use prost::Message;
 use umd::graph::onnx::proto as onnx;
 use umd::graph::{Constant, Dim, GraphDef, GraphError, Model, Node, Tensor, ValueDecl};
 use umd::{AttrValue, Dtype, Host, TensorDesc, data};
@@ -331,27 +330,18 @@ fn value_info(name: &str, dims: &[i64]) -> onnx::ValueInfoProto {
 
 /// y = x + w, w from `w`'s TensorProto.
 fn onnx_model(w: onnx::TensorProto) -> Vec<u8> {
-    onnx::ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![onnx::OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(17),
-        }],
-        graph: Some(onnx::GraphProto {
-            node: vec![onnx::NodeProto {
-                input: vec!["x".into(), "w".into()],
-                output: vec!["y".into()],
-                op_type: Some("Add".into()),
-                ..Default::default()
-            }],
-            initializer: vec![w],
-            input: vec![value_info("x", &[3])],
-            output: vec![value_info("y", &[3])],
+    umd_tests::onnx_model_bytes(onnx::GraphProto {
+        node: vec![onnx::NodeProto {
+            input: vec!["x".into(), "w".into()],
+            output: vec!["y".into()],
+            op_type: Some("Add".into()),
             ..Default::default()
-        }),
+        }],
+        initializer: vec![w],
+        input: vec![value_info("x", &[3])],
+        output: vec![value_info("y", &[3])],
         ..Default::default()
-    }
-    .encode_to_vec()
+    })
 }
 
 #[test]

@@ -249,7 +249,6 @@ fn garbage_and_core_modules_are_refused_at_load() {
 
 /// A model whose one node, `op` of the spin fixture, carries a graph attribute `body`.
 fn model_with_graph_attribute(op: &str) -> Vec<u8> {
-    use prost::Message;
     use umd::graph::onnx::proto as onnx;
     let body = onnx::GraphProto {
         node: vec![onnx::NodeProto {
@@ -264,39 +263,30 @@ fn model_with_graph_attribute(op: &str) -> Vec<u8> {
         }],
         ..Default::default()
     };
-    onnx::ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![onnx::OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(17),
-        }],
-        graph: Some(onnx::GraphProto {
-            node: vec![onnx::NodeProto {
-                name: Some("hostile".into()),
-                op_type: Some(op.into()),
-                input: vec!["x".into()],
-                output: vec!["y".into()],
-                attribute: vec![onnx::AttributeProto {
-                    name: Some("body".into()),
-                    r#type: Some(onnx::attribute_proto::AttributeType::Graph as i32),
-                    g: Some(body),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            input: vec![onnx::ValueInfoProto {
-                name: Some("x".into()),
-                ..Default::default()
-            }],
-            output: vec![onnx::ValueInfoProto {
-                name: Some("y".into()),
+    umd_tests::onnx_model_bytes(onnx::GraphProto {
+        node: vec![onnx::NodeProto {
+            name: Some("hostile".into()),
+            op_type: Some(op.into()),
+            input: vec!["x".into()],
+            output: vec!["y".into()],
+            attribute: vec![onnx::AttributeProto {
+                name: Some("body".into()),
+                r#type: Some(onnx::attribute_proto::AttributeType::Graph as i32),
+                g: Some(body),
                 ..Default::default()
             }],
             ..Default::default()
-        }),
+        }],
+        input: vec![onnx::ValueInfoProto {
+            name: Some("x".into()),
+            ..Default::default()
+        }],
+        output: vec![onnx::ValueInfoProto {
+            name: Some("y".into()),
+            ..Default::default()
+        }],
         ..Default::default()
-    }
-    .encode_to_vec()
+    })
 }
 
 fn load_error(host: &std::sync::Arc<Host>, bytes: &[u8]) -> String {

@@ -816,7 +816,6 @@ fn f32s(v: &[f32]) -> Vec<u8> {
 
 /// An ONNX model of one node: `y = op(x[, w])`, x and y f32[4], w an f32[4] initializer.
 fn one_node_model(op: &str, w: Option<[f32; 4]>) -> Vec<u8> {
-    use prost::Message;
     use umd::graph::onnx::proto as onnx;
     let info = |name: &str| {
         use onnx::tensor_shape_proto::{Dimension, dimension::Value};
@@ -851,27 +850,18 @@ fn one_node_model(op: &str, w: Option<[f32; 4]>) -> Vec<u8> {
             ..Default::default()
         });
     }
-    onnx::ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![onnx::OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(17),
-        }],
-        graph: Some(onnx::GraphProto {
-            node: vec![onnx::NodeProto {
-                input: inputs,
-                output: vec!["y".into()],
-                op_type: Some(op.into()),
-                ..Default::default()
-            }],
-            initializer,
-            input: vec![info("x")],
-            output: vec![info("y")],
+    umd_tests::onnx_model_bytes(onnx::GraphProto {
+        node: vec![onnx::NodeProto {
+            input: inputs,
+            output: vec!["y".into()],
+            op_type: Some(op.into()),
             ..Default::default()
-        }),
+        }],
+        initializer,
+        input: vec![info("x")],
+        output: vec![info("y")],
         ..Default::default()
-    }
-    .encode_to_vec()
+    })
 }
 
 async fn load(c: &mut graph_client::GraphClient<Channel>, model: Vec<u8>) -> String {

@@ -181,3 +181,20 @@ pub fn assert_close(what: &str, dt: Dtype, got: &[f64], want: &[f64], tol: f64) 
         );
     }
 }
+
+/// The ONNX bytes of a model holding `graph` and importing the default domain at opset 17
+/// (IR 8): what the graph tests load.
+pub fn onnx_model_bytes(graph: umd::graph::onnx::proto::GraphProto) -> Vec<u8> {
+    use prost::Message;
+    use umd::graph::onnx::proto as onnx;
+    onnx::ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![onnx::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(graph),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}

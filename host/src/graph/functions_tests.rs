@@ -45,23 +45,30 @@ fn value(name: &str) -> proto::ValueInfoProto {
     }
 }
 
+/// `local::{name}(x) -> y` with `nodes`.
+fn local_fn(name: &str, nodes: Vec<proto::NodeProto>) -> proto::FunctionProto {
+    proto::FunctionProto {
+        name: Some(name.into()),
+        domain: Some("local".into()),
+        input: vec!["x".into()],
+        output: vec!["y".into()],
+        node: nodes,
+        ..Default::default()
+    }
+}
+
 /// `local::Act(x) -> y`: `t = Add(x, x)`, `y = LeakyRelu<alpha = @alpha>(t)`, alpha defaulting
 /// to 0.5.
 fn act() -> proto::FunctionProto {
     let mut leaky = node("LeakyRelu", "", &["t"], &["y"]);
     leaky.attribute.push(reference("alpha", "alpha"));
     proto::FunctionProto {
-        name: Some("Act".into()),
-        domain: Some("local".into()),
-        input: vec!["x".into()],
-        output: vec!["y".into()],
         attribute_proto: vec![float_attr("alpha", 0.5)],
-        node: vec![node("Add", "", &["x", "x"], &["t"]), leaky],
         opset_import: vec![proto::OperatorSetIdProto {
             domain: Some("".into()),
             version: Some(17),
         }],
-        ..Default::default()
+        ..local_fn("Act", vec![node("Add", "", &["x", "x"], &["t"]), leaky])
     }
 }
 
@@ -137,17 +144,13 @@ fn an_attribute_without_value_or_default_is_absent() {
 #[test]
 fn nested_calls_and_calls_in_subgraphs_are_inlined() {
     // local::Twice(x) -> y: Act(Act(x))
-    let twice = proto::FunctionProto {
-        name: Some("Twice".into()),
-        domain: Some("local".into()),
-        input: vec!["x".into()],
-        output: vec!["y".into()],
-        node: vec![
+    let twice = local_fn(
+        "Twice",
+        vec![
             node("Act", "local", &["x"], &["m"]),
             node("Act", "local", &["m"], &["y"]),
         ],
-        ..Default::default()
-    };
+    );
     let branch = proto::GraphProto {
         node: vec![node("Twice", "local", &["a"], &["r"])],
         output: vec![value("r")],
@@ -250,17 +253,13 @@ fn bad_functions_and_calls_are_refused_by_name() {
         } else {
             format!("L{}", level - 1)
         };
-        fs.push(proto::FunctionProto {
-            name: Some(format!("L{level}")),
-            domain: Some("local".into()),
-            input: vec!["x".into()],
-            output: vec!["y".into()],
-            node: vec![
+        fs.push(local_fn(
+            &format!("L{level}"),
+            vec![
                 node(&below, "local", &["x"], &["m"]),
                 node(&below, "local", &["m"], &["y"]),
             ],
-            ..Default::default()
-        });
+        ));
     }
     let e = err(&mut model(vec![node("L29", "local", &["a"], &["b"])], fs));
     assert!(e.contains("more than 100000 nodes"), "{e}");
@@ -293,7 +292,7 @@ impl Expander for Fake {
             return Some(Err("no, thanks".into()));
         }
         assert_eq!(inputs, [Some(Some(1))], "x is a declared f32 input");
-        let mut call = node_in(CALL_DOMAIN, "Call", &["n"], &["y"]);
+        let mut call = node("Call", CALL_DOMAIN, &["n"], &["y"]);
         call.attribute.push(proto::AttributeProto {
             name: Some("body".into()),
             r#type: Some(AttributeType::Graph as i32),
@@ -308,10 +307,6 @@ impl Expander for Fake {
             ..Default::default()
         }))
     }
-}
-
-fn node_in(domain: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> proto::NodeProto {
-    node(op, domain, inputs, outputs)
 }
 
 fn mod_model() -> proto::ModelProto {
@@ -406,14 +401,7 @@ fn tower(base: proto::FunctionProto, levels: usize, fan: usize) -> Vec<proto::Fu
             );
             nodes.push(node(&below, "local", &[&from], &[&to]));
         }
-        fs.push(proto::FunctionProto {
-            name: Some(format!("F{level}")),
-            domain: Some("local".into()),
-            input: vec!["x".into()],
-            output: vec!["y".into()],
-            node: nodes,
-            ..Default::default()
-        });
+        fs.push(local_fn(&format!("F{level}"), nodes));
     }
     fs
 }
@@ -422,13 +410,7 @@ fn tower(base: proto::FunctionProto, levels: usize, fan: usize) -> Vec<proto::Fu
 fn hostile_functions_stop_at_the_budgets_quickly() {
     let call = |levels: usize| node(&format!("F{levels}"), "local", &["a"], &["b"]);
     // Empty bodies called 2^31 times: the calls count against the node budget.
-    let empty = proto::FunctionProto {
-        name: Some("F0".into()),
-        domain: Some("local".into()),
-        input: vec!["x".into()],
-        output: vec!["y".into()],
-        ..Default::default()
-    };
+    let empty = local_fn("F0", vec![]);
     let e = inline(
         &mut model(vec![call(31)], tower(empty, 31, 2)),
         &NoExpansions,
@@ -450,14 +432,7 @@ fn hostile_functions_stop_at_the_budgets_quickly() {
         }),
         ..Default::default()
     });
-    let f0 = proto::FunctionProto {
-        name: Some("F0".into()),
-        domain: Some("local".into()),
-        input: vec!["x".into()],
-        output: vec!["y".into()],
-        node: vec![big],
-        ..Default::default()
-    };
+    let f0 = local_fn("F0", vec![big]);
     let e = inline(&mut model(vec![call(4)], tower(f0, 4, 16)), &NoExpansions)
         .unwrap_err()
         .to_string();
@@ -479,14 +454,7 @@ fn hostile_functions_stop_at_the_budgets_quickly() {
         iff.attribute
             .push(graph_attr("then_branch", branch.clone()));
         iff.attribute.push(graph_attr("else_branch", branch));
-        fs.push(proto::FunctionProto {
-            name: Some(format!("N{level}")),
-            domain: Some("local".into()),
-            input: vec!["x".into()],
-            output: vec!["y".into()],
-            node: vec![iff],
-            ..Default::default()
-        });
+        fs.push(local_fn(&format!("N{level}"), vec![iff]));
     }
     let e = inline(
         &mut model(vec![node("N12", "local", &["a"], &["b"])], fs),
@@ -499,11 +467,11 @@ fn hostile_functions_stop_at_the_budgets_quickly() {
 
 #[test]
 fn a_model_may_not_use_umds_call_domain() {
-    let mut m = model(vec![node_in(CALL_DOMAIN, "Call", &["a"], &["b"])], vec![]);
+    let mut m = model(vec![node("Call", CALL_DOMAIN, &["a"], &["b"])], vec![]);
     let e = inline(&mut m, &NoExpansions).unwrap_err().to_string();
     assert!(e.contains("internal domain"), "{e}");
     let mut f = act();
-    f.node.push(node_in(CALL_DOMAIN, "Call", &["y"], &["z"]));
+    f.node.push(node("Call", CALL_DOMAIN, &["y"], &["z"]));
     let e = inline(&mut model(vec![], vec![f]), &NoExpansions)
         .unwrap_err()
         .to_string();

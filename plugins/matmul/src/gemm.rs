@@ -36,12 +36,7 @@ pub trait Acc: Copy + Send + Sync + 'static {
         kc: usize,
         cols: usize,
     ) {
-        for c in 0..cols {
-            let column = &data[at + c * cs..][..kc];
-            for (row, &v) in block.chunks_exact_mut(NR).zip(column) {
-                row[c] = v;
-            }
-        }
+        pack_columns_by_element(block, data, at, cs, kc, 0..cols);
     }
     /// Adds the tile `Σ_kk a[kk][r] · b[kk][c]` (`a`: `kc` groups of MR, `b`: `kc` groups of
     /// NR) to `c[r * ldc + c]` for `r < rows`, `c < cols`.
@@ -66,6 +61,25 @@ pub trait Acc: Copy + Send + Sync + 'static {
             }
         }
         add_tile(&acc, c, ldc, rows, cols);
+    }
+}
+
+/// [`Acc::pack_columns`] of columns `cols` one element at a time: each column read whole
+/// along the depth and scattered down the block.
+#[inline(always)]
+fn pack_columns_by_element<A: Copy>(
+    block: &mut [A],
+    data: &[A],
+    at: usize,
+    cs: usize,
+    kc: usize,
+    cols: std::ops::Range<usize>,
+) {
+    for c in cols {
+        let column = &data[at + c * cs..][..kc];
+        for (row, &v) in block.chunks_exact_mut(NR).zip(column) {
+            row[c] = v;
+        }
     }
 }
 
@@ -114,12 +128,7 @@ impl Acc for f32 {
                 }
             }
         }
-        for c in c4..cols {
-            let column = &data[at + c * cs..][..kc];
-            for (row, &v) in block.chunks_exact_mut(NR).zip(column) {
-                row[c] = v;
-            }
-        }
+        pack_columns_by_element(block, data, at, cs, kc, c4..cols);
     }
     #[inline(always)]
     fn micro(kc: usize, a: &[f32], b: &[f32], c: &mut [f32], ldc: usize, rows: usize, cols: usize) {
