@@ -252,6 +252,98 @@ def test_model_local_functions_are_inlined(tmp_path):
         assert fig["nodes"] >= 8, fig  # Block's MatMul and both Acts' Add + LeakyRelu inlined
 
 
+# --- classic ONNX-ML pipelines (ai.onnx.ml), as scikit-learn converters write them ---------------
+
+ML_OPSETS = [h.make_opsetid("", 17), h.make_opsetid("ai.onnx.ml", 1)]
+
+
+def ml_model(nodes, inputs, outputs):
+    g = h.make_graph(nodes, "ml", inputs, outputs)
+    return h.make_model(g, opset_imports=ML_OPSETS, ir_version=8)
+
+
+def ml_node(op, ins, outs, **attrs):
+    return h.make_node(op, ins, outs, domain="ai.onnx.ml", **attrs)
+
+
+def vi(name, elem, shape):
+    return h.make_tensor_value_info(name, elem, shape)
+
+
+@pytest.mark.parametrize("post", ["NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO"])
+def test_scaler_then_multiclass_linear_classifier(tmp_path, post):
+    c, k = 5, 3
+    m = ml_model(
+        [ml_node("Scaler", ["x"], ["s"], offset=list(RNG.standard_normal(c)),
+                 scale=list(RNG.uniform(0.5, 2.0, c))),
+         ml_node("LinearClassifier", ["s"], ["label", "proba"],
+                 coefficients=list(RNG.standard_normal(k * c)),
+                 intercepts=list(RNG.standard_normal(k)), classlabels_ints=[3, 7, 11],
+                 post_transform=post)],
+        [vi("x", T.FLOAT, [None, c])],
+        [vi("label", T.INT64, [None]), vi("proba", T.FLOAT, [None, k])])
+    x = RNG.standard_normal((17, c)).astype(np.float32)
+    check_against_ort(m, {"x": x}, tmp_path, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("post,labels", [
+    ("NONE", [0, 1]), ("NONE", [4, 9]), ("NONE", []), ("LOGISTIC", [0, 1]), ("LOGISTIC", [4, 9]),
+    ("LOGISTIC", []), ("SOFTMAX", [4, 9]), ("PROBIT", [])])
+def test_binary_linear_classifier(tmp_path, post, labels):
+    """One score column: onnxruntime's binary rules (label by the raw score's sign; with two
+    labels the scores become [1 - s, s], with LOGISTIC [sigmoid(-s), sigmoid(s)]; without, only
+    PROBIT transforms a single score)."""
+    c = 4
+    attrs = dict(coefficients=list(RNG.standard_normal(c) * 0.1), intercepts=[0.05],
+                 post_transform=post)
+    if labels:
+        attrs["classlabels_ints"] = labels
+    if post == "PROBIT":  # keep the score inside (0, 1)
+        attrs["intercepts"] = [0.5]
+    width = 2 if len(labels) == 2 else 1
+    m = ml_model([ml_node("LinearClassifier", ["x"], ["label", "score"], **attrs)],
+                 [vi("x", T.DOUBLE, [None, c])],
+                 [vi("label", T.INT64, [None]), vi("score", T.FLOAT, [None, width])])
+    x = RNG.uniform(-1, 1, (23, c))
+    if post == "PROBIT":
+        x *= 0.5
+    # onnxruntime's f32 PROBIT cancels near a score of 0.5: one ulp of the score moves it ~3e-5
+    atol = 1e-4 if post == "PROBIT" else 1e-6
+    check_against_ort(m, {"x": x}, tmp_path, rtol=1e-5, atol=atol)
+
+
+@pytest.mark.parametrize("norm", ["MAX", "L1", "L2"])
+def test_imputer_normalizer_linear_regressor(tmp_path, norm):
+    c, t = 6, 2
+    m = ml_model(
+        [ml_node("Imputer", ["x"], ["xi"], imputed_value_floats=list(RNG.uniform(0, 1, c)),
+                 replaced_value_float=float("nan")),
+         ml_node("Normalizer", ["xi"], ["xn"], norm=norm),
+         ml_node("LinearRegressor", ["xn"], ["y"], coefficients=list(RNG.standard_normal(t * c)),
+                 intercepts=[0.5, -0.25], targets=t)],
+        [vi("x", T.FLOAT, [None, c])], [vi("y", T.FLOAT, [None, t])])
+    x = RNG.standard_normal((11, c)).astype(np.float32)
+    x[RNG.uniform(size=x.shape) < 0.2] = np.nan
+    x[3] = 0.0  # a zero row: its norm is 0 and it is copied
+    check_against_ort(m, {"x": x}, tmp_path, rtol=1e-5, atol=1e-6)
+
+
+def test_onehot_feature_vectorizer_regressor_on_integers(tmp_path):
+    cats = [2, 5, 9, 40]
+    m = ml_model(
+        [ml_node("OneHotEncoder", ["cat"], ["oh"], cats_int64s=cats, zeros=1),
+         ml_node("Imputer", ["num"], ["ni"], imputed_value_int64s=[7], replaced_value_int64=-1),
+         ml_node("Scaler", ["ni"], ["ns"], offset=[1.0], scale=[0.5]),
+         ml_node("FeatureVectorizer", ["ns", "oh"], ["f"], inputdimensions=[4, len(cats)]),
+         ml_node("LinearRegressor", ["f"], ["y"],
+                 coefficients=list(RNG.standard_normal(3 + len(cats) + 1)), intercepts=[1.0])],
+        [vi("cat", T.INT64, [None]), vi("num", T.INT64, [None, 3])],
+        [vi("y", T.FLOAT, [None, 1]), vi("f", T.FLOAT, [None, 4 + len(cats)])])
+    cat = np.array([2, 9, 3, 40, 5, 2, -1], np.int64)  # 3 and -1 are unknown: zero rows
+    num = RNG.integers(-1, 4, (7, 3)).astype(np.int64)
+    check_against_ort(m, {"cat": cat, "num": num}, tmp_path, rtol=1e-5, atol=1e-6)
+
+
 def test_bad_inputs_are_clear_errors(tmp_path):
     path = tmp_path / "lenet.onnx"
     onnx.save(lenet(), path)

@@ -1,17 +1,24 @@
 //! The `ml` plugin: the ONNX-ML ops of domain `ai.onnx.ml` — Binarizer, ArrayFeatureExtractor,
-//! TreeEnsemble (opset 5) and LabelEncoder (numeric keys and values) — and TfIdfVectorizer of the
-//! default domain (integer tokens). A request of another domain is refused.
+//! TreeEnsemble (opset 5), LabelEncoder (numeric keys and values), LinearRegressor,
+//! LinearClassifier, Scaler, Normalizer, Imputer, OneHotEncoder, FeatureVectorizer — and
+//! TfIdfVectorizer of the default domain (integer tokens). A request of another domain is
+//! refused.
 //!
 //! - [`simple`]: Binarizer, ArrayFeatureExtractor;
+//! - [`linear`]: LinearRegressor, LinearClassifier; [`prep`]: Scaler, Normalizer, Imputer,
+//!   OneHotEncoder, FeatureVectorizer;
 //! - [`tfidf`]: TfIdfVectorizer; [`tree`]: TreeEnsemble; [`label`]: LabelEncoder;
 //! - [`blob`]: attribute tables copied into the workspace before the op's launch;
 //! - [`common`]: domain checks, launches, CUDA heads, the CPU element trait.
 //!
-//! Module ids: `ml_binarizer_{T}`, `ml_afe`, `ml_tfidf`, `ml_tree_{T}`, `ml_label`, `ml_blob`.
+//! Module ids: `ml_binarizer_{T}`, `ml_afe`, `ml_tfidf`, `ml_tree_{T}`, `ml_label`, `ml_blob`,
+//! `ml_linear_{T}`, `ml_prep_{T}`.
 
 pub mod blob;
 pub mod common;
 pub mod label;
+pub mod linear;
+pub mod prep;
 pub mod simple;
 pub mod tfidf;
 pub mod tree;
@@ -22,12 +29,19 @@ use umd_sdk::{
 };
 
 /// Every op this plugin serves, in ONNX spelling.
-pub const OPS: [&str; 5] = [
+pub const OPS: [&str; 12] = [
     "Binarizer",
     "ArrayFeatureExtractor",
     "TfIdfVectorizer",
     "TreeEnsemble",
     "LabelEncoder",
+    "LinearRegressor",
+    "LinearClassifier",
+    "Scaler",
+    "Normalizer",
+    "Imputer",
+    "OneHotEncoder",
+    "FeatureVectorizer",
 ];
 
 pub struct MlPlugin;
@@ -53,6 +67,20 @@ impl Plugin for MlPlugin {
             tree::plan(req)
         } else if is("LabelEncoder") {
             label::plan(req)
+        } else if is("LinearRegressor") {
+            linear::plan_regressor(req)
+        } else if is("LinearClassifier") {
+            linear::plan_classifier(req)
+        } else if is("Scaler") {
+            prep::plan_scaler(req)
+        } else if is("Normalizer") {
+            prep::plan_normalizer(req)
+        } else if is("Imputer") {
+            prep::plan_imputer(req)
+        } else if is("OneHotEncoder") {
+            prep::plan_onehot(req)
+        } else if is("FeatureVectorizer") {
+            prep::plan_feature_vectorizer(req)
         } else {
             Err(umd_sdk::unsupported_op_ext(req))
         }
@@ -97,6 +125,18 @@ impl Plugin for MlPlugin {
                 .ok_or_else(|| unknown_module(module_id))?;
             return Ok(tree::cuda(dt));
         }
+        let input_dtype = |prefix: &str| {
+            module_id
+                .strip_prefix(prefix)
+                .and_then(dtype::from_name)
+                .filter(|d| prep::INPUTS.contains(d))
+        };
+        if let Some(dt) = input_dtype("ml_linear_") {
+            return Ok(linear::cuda(dt));
+        }
+        if let Some(dt) = input_dtype("ml_prep_") {
+            return Ok(prep::cuda(dt));
+        }
         Err(unknown_module(module_id))
     }
 
@@ -119,6 +159,16 @@ impl Plugin for MlPlugin {
             tree::run_cpu(&call, suffix_dt("tree_")?)
         } else if e.starts_with("label_") {
             label::run_cpu(&call)
+        } else if e.starts_with("linear_cls_") {
+            linear::run_cpu(&call, suffix_dt("linear_cls_")?, true)
+        } else if e.starts_with("linear_") {
+            linear::run_cpu(&call, suffix_dt("linear_")?, false)
+        } else if let Some((kind, dt)) = e.split_once('_').filter(|(k, _)| {
+            ["scaler", "normalizer", "imputer", "onehot", "fv"].contains(k)
+        }) {
+            let dt = dtype::from_name(dt)
+                .ok_or_else(|| OpError::internal(format!("unknown entry point `{e}`")))?;
+            prep::run_cpu(&call, kind, dt)
         } else {
             Err(OpError::internal(format!("unknown entry point `{e}`")))
         }
