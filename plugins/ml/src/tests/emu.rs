@@ -208,5 +208,8 @@ fn cuda_emulation_vectors() {
             dump_plan(&mut out, &dir, &format!("label-{xd:?}-{yd:?}"), &r, &[x]);
         }
     }
+    for (name, r, inputs) in super::classic::classic_cases() {
+        dump_plan(&mut out, &dir, &name, &r, &inputs);
+    }
     std::fs::write(format!("{dir}/ml.cases"), out).unwrap();
 }

@@ -58,6 +58,7 @@ pub const ALL: [Dtype; 6] = [
     Dtype::I64,
 ];
 
+mod classic;
 mod emu;
 mod label;
 mod simple;
@@ -141,6 +142,7 @@ fn cuda_sources_of_every_op_and_dtype() {
             ("values_floats", A::Floats(vec![1.0])),
         ],
     ));
+    reqs.extend(classic::classic_cases().into_iter().map(|(_, r, _)| r));
     for r in &reqs {
         let srcs = testing::cuda_sources::<MlPlugin>(r).unwrap();
         for (id, src) in srcs {

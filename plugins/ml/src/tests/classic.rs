@@ -1,0 +1,406 @@
+//! The classic ONNX-ML ops (Scaler, Normalizer, Imputer, OneHotEncoder, FeatureVectorizer,
+//! LinearRegressor, LinearClassifier) against naive references written here, on every input
+//! dtype; their refusals. (Against onnxruntime: clients/python/tests/test_models.py.)
+
+use super::*;
+use umd_sdk::attr;
+
+const INPUTS: [Dtype; 4] = [Dtype::F32, Dtype::F64, Dtype::I64, Dtype::I32];
+
+fn floats(v: &[f64]) -> A {
+    A::Floats(v.to_vec())
+}
+
+/// Values of `dt` (integers for the integer dtypes).
+fn values(dt: Dtype, n: usize, seed: u64) -> Vec<f64> {
+    let v = data(n, seed, -3.0, 3.0);
+    let v: Vec<f64> = if matches!(dt, Dtype::I64 | Dtype::I32) {
+        v.iter().map(|x| x.round()).collect()
+    } else {
+        v
+    };
+    dec(dt, &enc(dt, &v))
+}
+
+fn close(got: &[f64], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-5 * w.abs().max(1.0) || (g.is_nan() && w.is_nan()),
+            "{what}: element {i}: {g} vs {w}"
+        );
+    }
+}
+
+/// Requests of every new op × input dtype with their inputs (also the CUDA vectors' cases).
+pub fn classic_cases() -> Vec<(String, PlanRequestExt, Vec<Vec<u8>>)> {
+    let mut cases = Vec::new();
+    for dt in INPUTS {
+        let x = enc(dt, &values(dt, 12, 1));
+        let shape = vec![(vec![3, 4], dt)];
+        cases.push((
+            format!("scaler-{dt:?}"),
+            req(
+                "Scaler",
+                &shape,
+                vec![
+                    ("offset", floats(&[0.5, -1.0, 0.0, 2.0])),
+                    ("scale", floats(&[2.0])),
+                ],
+            ),
+            vec![x.clone()],
+        ));
+        for norm in ["MAX", "L1", "L2"] {
+            cases.push((
+                format!("normalizer-{norm}-{dt:?}"),
+                req("Normalizer", &shape, vec![("norm", A::Text(norm.into()))]),
+                vec![x.clone()],
+            ));
+        }
+        let imputer = if matches!(dt, Dtype::F32 | Dtype::F64) {
+            vec![
+                ("imputed_value_floats", floats(&[9.0, 8.0, 7.0, 6.0])),
+                ("replaced_value_float", A::Float(f64::NAN)),
+            ]
+        } else {
+            vec![
+                ("imputed_value_int64s", A::Ints(vec![99])),
+                ("replaced_value_int64", A::Int(1)),
+            ]
+        };
+        let mut xi = values(dt, 12, 1);
+        if matches!(dt, Dtype::F32 | Dtype::F64) {
+            xi[2] = f64::NAN;
+            xi[7] = f64::NAN;
+        }
+        cases.push((
+            format!("imputer-{dt:?}"),
+            req("Imputer", &shape, imputer),
+            vec![enc(dt, &xi)],
+        ));
+        cases.push((
+            format!("onehot-{dt:?}"),
+            req(
+                "OneHotEncoder",
+                &shape,
+                vec![("cats_int64s", A::Ints(vec![-2, 0, 1, 3]))],
+            ),
+            vec![x.clone()],
+        ));
+        cases.push((
+            format!("fv-{dt:?}"),
+            req(
+                "FeatureVectorizer",
+                &[(vec![3, 4], dt), (vec![3, 2], Dtype::F32)],
+                vec![("inputdimensions", A::Ints(vec![3, 4]))],
+            ),
+            vec![x.clone(), enc(Dtype::F32, &data(6, 5, -1.0, 1.0))],
+        ));
+        cases.push((
+            format!("linreg-{dt:?}"),
+            req(
+                "LinearRegressor",
+                &shape,
+                vec![
+                    ("coefficients", floats(&data(8, 2, -1.0, 1.0))),
+                    ("intercepts", floats(&[0.5, -0.5])),
+                    ("targets", A::Int(2)),
+                    ("post_transform", A::Text("LOGISTIC".into())),
+                ],
+            ),
+            vec![x.clone()],
+        ));
+        for (labels, k, post) in [
+            (vec![10, 20, 30], 3, "SOFTMAX"),
+            (vec![10, 20, 30], 3, "SOFTMAX_ZERO"),
+            (vec![4, 5], 1, "LOGISTIC"),
+            (vec![4, 5], 1, "NONE"),
+            (vec![], 1, "PROBIT"),
+        ] {
+            let mut a = vec![
+                ("coefficients", floats(&data(4 * k, 3, -0.2, 0.2))),
+                ("intercepts", floats(&data(k, 4, 0.4, 0.6))),
+                ("post_transform", A::Text(post.into())),
+            ];
+            if !labels.is_empty() {
+                a.push(("classlabels_ints", A::Ints(labels)));
+            }
+            cases.push((
+                format!("lincls-{k}-{post}-{dt:?}"),
+                req("LinearClassifier", &shape, a),
+                vec![x.clone()],
+            ));
+        }
+    }
+    cases
+}
+
+/// The naive result of one case (outputs as f64).
+fn reference(r: &PlanRequestExt, x: &[f64], x2: &[f64]) -> Vec<Vec<f64>> {
+    let a = &r.attributes;
+    let fl = |n: &str| attr::floats_or(a, n, &[]).unwrap();
+    let c = 4usize;
+    let rows = x.len() / c;
+    let f32r = |v: f64| v as f32 as f64;
+    match r.op.as_str() {
+        "Scaler" => {
+            let (o, s) = (fl("offset"), fl("scale"));
+            let pick = |t: &[f64], k: usize| t[if t.len() == 1 { 0 } else { k }];
+            vec![
+                x.iter()
+                    .enumerate()
+                    .map(|(i, &v)| f32r((v - pick(&o, i % c)) * pick(&s, i % c)))
+                    .collect(),
+            ]
+        }
+        "Normalizer" => {
+            let norm = attr::text_or(a, "norm", "MAX").unwrap();
+            let mut y = Vec::new();
+            for row in x.chunks(c) {
+                let d = match norm.as_str() {
+                    "MAX" => row.iter().cloned().fold(f64::MIN, f64::max),
+                    "L1" => row.iter().map(|v| v.abs()).sum(),
+                    _ => row.iter().map(|v| v * v).sum::<f64>().sqrt(),
+                };
+                y.extend(row.iter().map(|&v| if d != 0.0 { v / d } else { v }));
+            }
+            vec![y]
+        }
+        "Imputer" => {
+            let fills = if attr::has(a, "imputed_value_floats") {
+                fl("imputed_value_floats")
+            } else {
+                let v = attr::ints_or(a, "imputed_value_int64s", &[]).unwrap();
+                v.iter().map(|&i| i as f64).collect()
+            };
+            let rep = attr::float_or(a, "replaced_value_float", 0.0).unwrap();
+            let rep_int = attr::int_or(a, "replaced_value_int64", 0).unwrap() as f64;
+            let floats = attr::has(a, "imputed_value_floats");
+            vec![
+                x.iter()
+                    .enumerate()
+                    .map(|(i, &v)| {
+                        let hit = if !floats {
+                            v == rep_int
+                        } else if rep.is_nan() {
+                            v.is_nan()
+                        } else {
+                            v == rep
+                        };
+                        if hit {
+                            fills[if fills.len() == 1 { 0 } else { i % c }]
+                        } else {
+                            v
+                        }
+                    })
+                    .collect(),
+            ]
+        }
+        "OneHotEncoder" => {
+            let cats = attr::ints_or(a, "cats_int64s", &[]).unwrap();
+            let mut y = Vec::new();
+            for &v in x {
+                y.extend(cats.iter().map(|&k| ((v as i64) == k) as i64 as f64));
+            }
+            vec![y]
+        }
+        "FeatureVectorizer" => {
+            let mut y = Vec::new();
+            for rr in 0..rows {
+                y.extend(&x[rr * c..rr * c + 3]);
+                y.extend(&x2[rr * 2..rr * 2 + 2]);
+                y.extend([0.0, 0.0]);
+            }
+            vec![y]
+        }
+        _ => {
+            let coef = fl("coefficients");
+            let icpt = fl("intercepts");
+            let k = icpt.len();
+            let labels = attr::ints_or(a, "classlabels_ints", &[]).unwrap();
+            let post = attr::text_or(a, "post_transform", "NONE").unwrap();
+            let code = ["NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"]
+                .iter()
+                .position(|p| *p == post)
+                .unwrap() as u32;
+            let second = r.op == "LinearClassifier" && k == 1 && labels.len() == 2;
+            let (mut ys, mut zs) = (Vec::new(), Vec::new());
+            for row in x.chunks(c) {
+                let mut s: Vec<f32> = (0..k)
+                    .map(|t| {
+                        (icpt[t] + (0..c).map(|j| coef[t * c + j] * row[j]).sum::<f64>()) as f32
+                    })
+                    .collect();
+                let best = (0..k).fold(0, |b, t| if s[t] > s[b] { t } else { b });
+                ys.push(if k == 1 {
+                    let pos = s[0] > 0.0;
+                    match labels.len() {
+                        2 => labels[pos as usize] as f64,
+                        _ => pos as i64 as f64,
+                    }
+                } else {
+                    labels.get(best).copied().unwrap_or(0) as f64
+                });
+                if k >= 2 {
+                    crate::linear::post(&mut s, code);
+                } else if code == 4 {
+                    s[0] = crate::linear::probit_f32(s[0]);
+                } else if second {
+                    let v = s[0] as f64;
+                    s = if code == 2 {
+                        vec![(1.0 / (1.0 + v.exp())) as f32, (1.0 / (1.0 + (-v).exp())) as f32]
+                    } else {
+                        vec![(1.0 - v) as f32, v as f32]
+                    };
+                }
+                zs.extend(s.iter().map(|&v| v as f64));
+            }
+            if r.op == "LinearClassifier" {
+                vec![ys, zs]
+            } else {
+                vec![zs]
+            }
+        }
+    }
+}
+
+#[test]
+fn every_op_and_input_dtype_against_naive_references() {
+    for (name, r, inputs) in classic_cases() {
+        let x = dec(r.input(0).unwrap().dtype, &inputs[0]);
+        let x2 = inputs.get(1).map(|b| dec(Dtype::F32, b)).unwrap_or_default();
+        let (plan, out) = run(&r, &inputs).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        let want = reference(&r, &x, &x2);
+        assert_eq!(out.len(), want.len(), "{name}");
+        for (k, (o, w)) in out.iter().zip(&want).enumerate() {
+            let got = dec(plan.outputs[k].dtype, o);
+            close(&got, w, &format!("{name} output {k}"));
+        }
+    }
+}
+
+#[test]
+fn shapes_of_rank_one_inputs_and_classifier_outputs() {
+    let r = req(
+        "LinearClassifier",
+        &[(vec![4], Dtype::F32)],
+        vec![
+            ("coefficients", floats(&[1.0, 0.0, 0.0, 0.0])),
+            ("intercepts", floats(&[0.0])),
+            ("classlabels_ints", A::Ints(vec![7, 8])),
+        ],
+    );
+    let (plan, out) = run(&r, &[enc(Dtype::F32, &[-2.0, 1.0, 1.0, 1.0])]).unwrap();
+    assert_eq!(plan.outputs[0].shape, vec![1]);
+    assert_eq!(plan.outputs[1].shape, vec![1, 2]);
+    assert_eq!(dec(Dtype::I64, &out[0]), vec![7.0]);
+    assert_eq!(dec(Dtype::F32, &out[1]), vec![3.0, -2.0]);
+    let r = req(
+        "OneHotEncoder",
+        &[(vec![2, 1, 3], Dtype::I64)],
+        vec![("cats_int64s", A::Ints(vec![1, 2]))],
+    );
+    let plan = MlPlugin::plan_ext(&r).unwrap();
+    assert_eq!(plan.outputs[0].shape, vec![2, 1, 3, 2]);
+    // empty batches plan and run
+    let r = req(
+        "Scaler",
+        &[(vec![0, 3], Dtype::F32)],
+        vec![("scale", floats(&[2.0]))],
+    );
+    let (_, out) = run(&r, &[vec![]]).unwrap();
+    assert!(out[0].is_empty());
+}
+
+#[test]
+fn bad_attributes_shapes_and_dtypes_are_refused_by_name() {
+    let x = [(vec![2, 3], Dtype::F32)];
+    let refuse = |r: PlanRequestExt, what: &str| match MlPlugin::plan_ext(&r) {
+        Err(e) => assert!(format!("{e:?}").contains(what), "{e:?} lacks {what:?}"),
+        Ok(_) => panic!("{} planned; expected an error about {what}", r.op),
+    };
+    refuse(
+        req("Scaler", &x, vec![("offset", floats(&[1.0, 2.0]))]),
+        "`offset` has 2 values",
+    );
+    refuse(
+        req("Normalizer", &x, vec![("norm", A::Text("L3".into()))]),
+        "`norm`",
+    );
+    refuse(req("Imputer", &x, vec![]), "`imputed_value_floats` is required");
+    refuse(
+        req("LinearRegressor", &x, vec![("coefficients", floats(&[1.0]))]),
+        "`coefficients` has 1 values",
+    );
+    refuse(
+        req(
+            "LinearRegressor",
+            &x,
+            vec![
+                ("coefficients", floats(&[1.0; 3])),
+                ("post_transform", A::Text("SIGMOID".into())),
+            ],
+        ),
+        "`post_transform`",
+    );
+    refuse(
+        req(
+            "LinearClassifier",
+            &x,
+            vec![
+                ("coefficients", floats(&[1.0; 6])),
+                ("intercepts", floats(&[0.0, 0.0])),
+                ("classlabels_ints", A::Ints(vec![1])),
+            ],
+        ),
+        "1 `classlabels_ints` for 2 classes",
+    );
+    let strings = req(
+        "LinearClassifier",
+        &x,
+        vec![
+            ("coefficients", floats(&[1.0; 3])),
+            ("intercepts", floats(&[0.0])),
+            (
+                "classlabels_strings",
+                A::Texts(vec!["a".into(), "b".into()]),
+            ),
+        ],
+    );
+    assert!(matches!(
+        MlPlugin::plan_ext(&strings),
+        Err(OpError::UnsupportedOp(_))
+    ));
+    refuse(
+        req("Normalizer", &[(vec![1, 2, 3], Dtype::F32)], vec![]),
+        "X must be [N, C] or [C]",
+    );
+    assert!(matches!(
+        MlPlugin::plan_ext(&req("Normalizer", &[(vec![2], Dtype::F16)], vec![])),
+        Err(OpError::UnsupportedDtype(_))
+    ));
+    refuse(
+        req(
+            "FeatureVectorizer",
+            &[(vec![2, 3], Dtype::F32), (vec![3, 3], Dtype::F32)],
+            vec![("inputdimensions", A::Ints(vec![3, 3]))],
+        ),
+        "input 1 has 3 rows",
+    );
+    refuse(
+        req(
+            "FeatureVectorizer",
+            &x,
+            vec![("inputdimensions", A::Ints(vec![3, 3]))],
+        ),
+        "`inputdimensions`",
+    );
+    // an unknown category with zeros = 0 fails the call, naming the value
+    let r = req(
+        "OneHotEncoder",
+        &[(vec![2], Dtype::I64)],
+        vec![("cats_int64s", A::Ints(vec![1])), ("zeros", A::Int(0))],
+    );
+    let e = run(&r, &[enc(Dtype::I64, &[1.0, 5.0])]).unwrap_err();
+    assert!(format!("{e:?}").contains("value 5"), "{e:?}");
+}
