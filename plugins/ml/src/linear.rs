@@ -291,7 +291,7 @@ pub fn post(s: &mut [f32], post: u32) {
 
 /// PROBIT as onnxruntime's linear models compute it: [`crate::tree::probit`]'s formula in f32
 /// (whose cancellation near 0.5 onnxruntime's results carry).
-#[allow(clippy::approx_constant)] // onnxruntime's constants, kept as it spells them
+#[allow(clippy::approx_constant, clippy::excessive_precision)] // onnxruntime's spelling
 pub fn probit_f32(v: f32) -> f32 {
     let x = 2.0 * v - 1.0;
     let sgn = if x < 0.0 { -1.0 } else { 1.0 };
