@@ -968,3 +968,143 @@ fn a_value_computed_at_run_time_splits_the_model_around_its_node() {
         }
     }
 }
+
+/// Hostile models the host runs itself are refused by their bounds before anything large is
+/// allocated or run: a join of many copies of one tensor, a split into 2^40 parts of a
+/// zero-byte tensor, nested empty loop bodies, an opset-8 Scan over a 2^62 batch, a Constant
+/// with a second output read downstream. The host serves on.
+#[test]
+fn hostile_models_are_refused_by_their_bounds_before_they_allocate() {
+    let h = host();
+    let seq_graph = |nodes: Vec<Node>, consts: Vec<(&str, Constant)>, out: &str, opset: u32| {
+        GraphDef {
+            nodes,
+            constants: consts
+                .into_iter()
+                .map(|(n, c)| (n.to_string(), c))
+                .collect(),
+            outputs: vec![decl(out, vec![])],
+            opsets: HashMap::from([(String::new(), opset)]),
+            ..Default::default()
+        }
+    };
+    let limit = |g: GraphDef, what: &str| {
+        let e = Model::new(h.clone(), g)
+            .and_then(|m| m.run(&[]))
+            .expect_err("the model ran");
+        assert!(matches!(&e, GraphError::Limit(m) if m.contains(what)), "{e}");
+        assert_eq!(e.status(), umd::error::status::INVALID_INPUT, "{e}");
+    };
+    // 300 × 4 MiB joined: 1.2 GiB, past the 1 GiB a host-made tensor may have
+    let four_mib = constant(vec![1 << 20], Dtype::F32, vec![0; 4 << 20]);
+    limit(
+        seq_graph(
+            vec![
+                Node::new("SequenceConstruct", &["c"; 300], &["s"], vec![]),
+                Node::new(
+                    "ConcatFromSequence",
+                    &["s"],
+                    &["y"],
+                    vec![("axis".into(), AttrValue::Int(0))],
+                ),
+            ],
+            vec![("c", four_mib)],
+            "y",
+            17,
+        ),
+        "more than 1073741824 bytes",
+    );
+    // 2^40 parts of nothing
+    let empty = constant(vec![1 << 40, 0], Dtype::F32, vec![]);
+    limit(
+        seq_graph(
+            vec![
+                Node::new("SplitToSequence", &["t"], &["s"], vec![]),
+                Node::new("SequenceLength", &["s"], &["y"], vec![]),
+            ],
+            vec![("t", empty)],
+            "y",
+            17,
+        ),
+        "a sequence of 1099511627776 tensors",
+    );
+    // Loop(2){ Loop(2^20 - 1){ } }: each empty body run is a step
+    let empty_body = || {
+        body(
+            vec![],
+            vec![
+                typed("i", Dtype::I64, vec![]),
+                typed("c", Dtype::Bool, vec![]),
+            ],
+            &["c"],
+        )
+    };
+    let inner = body(
+        vec![with_subgraphs(
+            Node::new("Loop", &["big", ""], &[], vec![]),
+            vec![("body", empty_body())],
+        )],
+        vec![
+            typed("j", Dtype::I64, vec![]),
+            typed("c2", Dtype::Bool, vec![]),
+        ],
+        &["c2"],
+    );
+    let m = |v: i64| constant(vec![], Dtype::I64, i64s(&[v]));
+    let mut g = seq_graph(
+        vec![
+            with_subgraphs(
+                Node::new("Loop", &["two", ""], &[], vec![]),
+                vec![("body", inner)],
+            ),
+            Node::new("Identity", &["two"], &["y"], vec![]),
+        ],
+        vec![("two", m(2)), ("big", m((1 << 20) - 1))],
+        "y",
+        17,
+    );
+    g.outputs[0].dtype = Some(Dtype::I64);
+    limit(g, "nodes (loops included)");
+    // Scan-8 over a batch of 2^62 zero-byte entries
+    let scan_body = body(
+        vec![Node::new("Identity", &["e"], &["o"], vec![])],
+        vec![decl("e", vec![Dim::Fixed(0)])],
+        &["o"],
+    );
+    let huge = constant(vec![1 << 62, 0], Dtype::F32, vec![]);
+    limit(
+        seq_graph(
+            vec![with_subgraphs(
+                Node::new(
+                    "Scan",
+                    &["", "t"],
+                    &["y"],
+                    vec![("num_scan_inputs".into(), AttrValue::Int(1))],
+                ),
+                vec![("body", scan_body)],
+            )],
+            vec![("t", huge)],
+            "y",
+            8,
+        ),
+        "a batch of 4611686018427387904",
+    );
+    // a Constant's second output does not exist: an error, not a panic (nor leaked buffers)
+    let value = AttrValue::Tensor(TensorDesc::new("", vec![1], Dtype::F32), f32s(&[1.0]));
+    let g = GraphDef {
+        nodes: vec![
+            Node::new("Constant", &[], &["a", "b"], vec![("value".into(), value)]),
+            Node::new("Relu", &["b"], &["y"], vec![]),
+        ],
+        outputs: vec![decl("y", vec![])],
+        opsets: HashMap::from([(String::new(), 17)]),
+        ..Default::default()
+    };
+    let e = Model::new(h.clone(), g)
+        .and_then(|m| m.run(&[]))
+        .expect_err("ran");
+    assert!(e.to_string().contains("output `b`"), "{e}");
+    // and the host serves on
+    let model = Model::new(h, diamond()).unwrap();
+    model.run(&[tensor("x", vec![4], &[1.0, -2.0, 3.0, -4.0])]).unwrap();
+}

@@ -154,15 +154,19 @@ impl Compiled {
                 ..Default::default()
             },
         };
-        let r = b.build(inputs, values, upload);
-        match r {
-            Ok(c) => Ok(c),
-            Err(e) => {
-                for id in b.owned.drain(..) {
-                    let _ = dev.free(id);
-                }
-                Err(e)
+        // the buffers made so far are freed on an error and on a panic (the caller survives
+        // a panic: it would leak them on every request otherwise)
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            b.build(inputs, values, upload)
+        }));
+        if !matches!(r, Ok(Ok(_))) {
+            for id in b.owned.drain(..) {
+                let _ = dev.free(id);
             }
+        }
+        match r {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
         }
     }
 
@@ -552,7 +556,8 @@ impl<'a> Builder<'a> {
             let t = constant_attr(node)?;
             let id = self.push(t.desc, Kind::Const(Arc::new(t.data)));
             self.define(node, 0, id);
-            return Ok(());
+            // a Constant has one output: a second one would be read undefined
+            return self.check_outputs(node);
         }
         if let Some(t) = self.shape_of(node) {
             let id = self.push(t.desc, Kind::Const(Arc::new(t.data)));

@@ -92,13 +92,15 @@ impl Subgraph {
                 .flat_map(|n| n.outputs.iter().map(String::as_str)),
         );
         let mut captures: Vec<String> = Vec::new();
+        let mut captured: HashSet<&str> = HashSet::new();
         for name in def
             .nodes
             .iter()
             .flat_map(|n| n.reads())
             .chain(def.outputs.iter().map(|o| &o.name))
         {
-            if !name.is_empty() && !defined.contains(name.as_str()) && !captures.contains(name) {
+            // a set, not the list: a node may read millions of outer names
+            if !name.is_empty() && !defined.contains(name.as_str()) && captured.insert(name) {
                 captures.push(name.clone());
             }
         }

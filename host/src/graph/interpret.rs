@@ -7,7 +7,8 @@
 //!
 //! Owns the ONNX semantics of If, Loop, Scan (opset 8 and 9+), the sequence ops and the
 //! optional ops ([`HOST_OPS`]), and the bounds that keep a hostile model from running forever
-//! or without end in memory ([`MAX_STEPS`], [`MAX_ITERATIONS`], [`MAX_SEQUENCE`]). Knows
+//! or without end in memory ([`MAX_STEPS`], [`MAX_ITERATIONS`], [`MAX_SEQUENCE`],
+//! [`MAX_COPIED_BYTES`], tensors the host makes within [`super::onnx::MAX_TENSOR_BYTES`]). Knows
 //! nothing of protobufs or plugins.
 
 use std::collections::HashMap;
@@ -27,6 +28,9 @@ pub const MAX_STEPS: u64 = 1 << 20;
 pub const MAX_ITERATIONS: u64 = 1 << 20;
 /// Most tensors one sequence may hold.
 pub const MAX_SEQUENCE: usize = 1 << 16;
+/// Most bytes of constants one run copies into the bodies it runs (each run of a body copies
+/// its initializers).
+pub const MAX_COPIED_BYTES: u64 = 16 << 30;
 
 /// The ops whose graph attributes the host runs itself.
 pub const SUBGRAPH_OPS: [&str; 4] = ["If", "Loop", "Scan", "SequenceMap"];
@@ -86,6 +90,8 @@ pub(super) struct Interpreter<'h> {
     host: &'h Host,
     stream: StreamId,
     steps: u64,
+    /// Constant bytes copied into bodies so far.
+    copied: u64,
     /// Command buffers submitted so far.
     submissions: usize,
     bodies: &'h dyn Bodies,
@@ -99,6 +105,7 @@ impl<'h> Interpreter<'h> {
             host,
             stream,
             steps: 0,
+            copied: 0,
             submissions: 0,
             bodies,
         }
@@ -115,6 +122,9 @@ impl<'h> Interpreter<'h> {
         let mut env: HashMap<&str, Value> = HashMap::new();
         for (decl, v) in def.inputs.iter().zip(inputs) {
             env.insert(&decl.name, v);
+        }
+        for c in def.constants.values() {
+            self.charge_copy(c.data.len())?;
         }
         for (name, c) in &def.constants {
             env.entry(name).or_insert_with(|| {
@@ -167,18 +177,38 @@ impl<'h> Interpreter<'h> {
             .collect()
     }
 
+    /// Counts `n` steps of the run (nodes executed, body runs) against [`MAX_STEPS`].
+    fn tick(&mut self, node: &Node, n: u64) -> Result<(), GraphError> {
+        self.steps += n;
+        if self.steps > MAX_STEPS {
+            return Err(GraphError::Limit(format!(
+                "the run executed more than {MAX_STEPS} nodes (loops included), the last {}",
+                node.label()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Counts `bytes` the host copies for the run (a body's constants, each time it runs)
+    /// against [`MAX_COPIED_BYTES`].
+    fn charge_copy(&mut self, bytes: usize) -> Result<(), GraphError> {
+        self.copied = self.copied.saturating_add(bytes as u64);
+        if self.copied > MAX_COPIED_BYTES {
+            return Err(GraphError::Limit(format!(
+                "the run copied more than {MAX_COPIED_BYTES} bytes of constants into its \
+                 (loop) bodies"
+            )));
+        }
+        Ok(())
+    }
+
     fn node(
         &mut self,
         def: &GraphDef,
         node: &Node,
         env: &HashMap<&str, Value>,
     ) -> Result<Vec<Value>, GraphError> {
-        self.steps += 1;
-        if self.steps > MAX_STEPS {
-            return Err(GraphError::Limit(format!(
-                "the run executed more than {MAX_STEPS} nodes (loops included)"
-            )));
-        }
+        self.tick(node, 1)?;
         let onnx = node.domain.is_empty();
         match node.op.as_str() {
             "If" if onnx => self.run_if(node, env),
@@ -244,6 +274,8 @@ impl<'h> Interpreter<'h> {
                 formal.len()
             )));
         }
+        // a body run counts as a step even when it has no nodes (nested empty loops)
+        self.tick(node, 1)?;
         for c in &body.captures {
             formal.push(get(env, node, c)?);
         }
@@ -527,6 +559,12 @@ impl<'h> Interpreter<'h> {
             }
         }
         let batch = inputs[0].desc.shape.first().copied().unwrap_or(0);
+        if batch > MAX_ITERATIONS {
+            return Err(GraphError::Limit(format!(
+                "node {}: a batch of {batch}, more than {MAX_ITERATIONS} iterations",
+                node.label()
+            )));
+        }
         let mut per_batch: Vec<Vec<Arc<Tensor>>> = Vec::new();
         for b in 0..batch {
             let slices = inputs
@@ -743,7 +781,13 @@ fn ints_attr(node: &Node, name: &str) -> Result<Option<Vec<i64>>, GraphError> {
 
 /// The single element of `t` as f64 (a condition or a trip count).
 fn scalar(node: &Node, what: &str, t: &Tensor) -> Result<f64, GraphError> {
-    match crate::data::decode(t.desc.dtype, &t.data).as_slice() {
+    // the element count first: a large tensor is not decoded to be refused
+    let one = t.desc.shape.iter().all(|&d| d == 1);
+    match one
+        .then(|| crate::data::decode(t.desc.dtype, &t.data))
+        .as_deref()
+        .unwrap_or(&[])
+    {
         [v] => Ok(*v),
         _ => Err(GraphError::Malformed(format!(
             "node {}: {what} is {}, not one element",
@@ -771,6 +815,22 @@ pub(super) fn elem_bytes(node: &Node, t: &TensorDesc) -> Result<usize, GraphErro
         )));
     }
     Ok(t.dtype.size())
+}
+
+/// Bytes of a tensor of shape `dims` and `e`-byte elements the host makes itself (joins,
+/// stacks, slices), refused past [`super::onnx::MAX_TENSOR_BYTES`] before any allocation.
+pub(super) fn host_bytes(node: &Node, dims: &[u64], e: usize) -> Result<usize, GraphError> {
+    dims.iter()
+        .try_fold(e as u64, |n, &d| n.checked_mul(d))
+        .filter(|&n| n <= super::onnx::MAX_TENSOR_BYTES)
+        .map(|n| n as usize)
+        .ok_or_else(|| {
+            GraphError::Limit(format!(
+                "node {}: a tensor of shape {dims:?} × {e} bytes, more than {} bytes",
+                node.label(),
+                super::onnx::MAX_TENSOR_BYTES
+            ))
+        })
 }
 
 /// Element `idx` of `t` along `axis` (that axis removed).

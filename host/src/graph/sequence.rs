@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::def::Node;
-use super::interpret::{MAX_SEQUENCE, Value, elem_bytes, int_attr};
+use super::interpret::{MAX_SEQUENCE, Value, elem_bytes, host_bytes, int_attr};
 use super::{GraphError, Tensor};
 use crate::tensor::{Dtype, TensorDesc};
 
@@ -26,6 +26,9 @@ pub fn run(node: &Node, inputs: &[Option<Value>]) -> Result<Vec<Value>, GraphErr
     let position = |k: usize| -> Result<Option<i64>, GraphError> {
         match input(k) {
             None => Ok(None),
+            Some(Value::Tensor(t)) if t.desc.shape.iter().any(|&d| d != 1) => {
+                Err(bad("`position` must be one i32 or i64".into()))
+            }
             Some(Value::Tensor(t)) => match crate::data::decode(t.desc.dtype, &t.data).as_slice() {
                 [p] if t.desc.dtype == Dtype::I64 || t.desc.dtype == Dtype::I32 => {
                     Ok(Some(*p as i64))
@@ -208,10 +211,17 @@ pub(super) fn concat(
             )));
         }
     }
+    let total = s
+        .iter()
+        .try_fold(0u64, |sum, t| sum.checked_add(dims(t)[a]));
+    let mut joined = d0.clone();
+    joined[a] = total.unwrap_or(u64::MAX);
+    // bounded before anything is allocated: parts may repeat one large tensor many times
+    let bytes = host_bytes(node, &joined, e)?;
+    let total = joined[a];
     let outer: u64 = d0[..a].iter().product();
     let inner = d0[a + 1..].iter().product::<u64>() as usize * e;
-    let total: u64 = s.iter().map(|t| dims(t)[a]).sum();
-    let mut data = Vec::with_capacity(outer as usize * total as usize * inner);
+    let mut data = Vec::with_capacity(bytes);
     for o in 0..outer as usize {
         for t in s {
             let chunk = dims(t)[a] as usize * inner;
@@ -240,6 +250,18 @@ fn split_to(
     let a = norm_axis(node, axis, rank)?;
     let len = t.desc.shape[a];
     let bad = |m: String| GraphError::Input(format!("node {}: {m}", node.label()));
+    // the number of parts is bounded before their list is made
+    let parts = match split.as_deref() {
+        None => len,
+        Some([n]) if *n >= 1.0 => len.div_ceil(*n as u64),
+        Some(v) => v.len() as u64,
+    };
+    if parts > MAX_SEQUENCE as u64 {
+        return Err(GraphError::Limit(format!(
+            "node {}: a sequence of {parts} tensors, more than {MAX_SEQUENCE}",
+            node.label()
+        )));
+    }
     let (lengths, drop_axis): (Vec<u64>, bool) = match split.as_deref() {
         None => (vec![1; len as usize], !keepdims),
         Some([n]) if *n >= 1.0 => {

@@ -398,6 +398,21 @@ impl Stream {
         self.synchronize()
     }
 
+    /// Sets `bytes` bytes at device address `dst` to zero on this stream (`cuMemsetD8Async`)
+    /// and waits until they are.
+    pub fn zero(&self, dst: u64, bytes: u64) -> Result<(), DeviceError> {
+        self.ctx.bind()?;
+        let bytes = usize::try_from(bytes).map_err(|_| DeviceError::Driver {
+            call: "cuMemsetD8Async",
+            message: format!("{bytes} bytes do not fit in usize"),
+        })?;
+        // SAFETY: device memory only, a block of this context's allocator (`cuMemAlloc`, not a
+        // stream-ordered pool, so any stream may set it); no host memory is involved.
+        unsafe { result::memset_d8_async(dst, 0, bytes, self.stream.cu_stream()) }
+            .map_err(|e| failed("cuMemsetD8Async", e))?;
+        self.synchronize()
+    }
+
     /// Queues a device-to-device copy of `bytes` bytes.
     pub fn copy_device_to_device(&self, dst: u64, src: u64, bytes: u64) -> Result<(), DeviceError> {
         self.ctx.bind()?;

@@ -487,6 +487,14 @@ impl Device for CudaDevice {
                     message: other.to_string(),
                 },
             })?;
+        // A reused block holds its last owner's bytes: cleared before anyone sees it (as the
+        // CPU device does).
+        if bytes > 0
+            && let Err(e) = self.lost.note(self.uploads.lock().zero(block.addr, bytes))
+        {
+            let _ = self.alloc.lock().free(block.addr);
+            return Err(e);
+        }
         let waste = block.size - bytes.min(block.size);
         self.waste.fetch_add(waste, Ordering::Relaxed);
         Ok(self.buffers.insert(|id| Buffer {
