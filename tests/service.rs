@@ -1198,3 +1198,88 @@ async fn submit_batch_fuses_a_group_into_one_command_buffer() {
     );
     server.shutdown().await;
 }
+
+/// Models belong to the connection that loaded them, like buffers: another client can neither
+/// run nor unload one, one client holds at most MAX_MODELS_PER_CLIENT, and a client's models
+/// are unloaded (their device memory given back) when its connection closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_belong_to_the_client_that_loaded_them() {
+    use umd::service::MAX_MODELS_PER_CLIENT;
+    let server = Server::default().await;
+    let mut bob = graph_client::GraphClient::new(server.channel().await);
+    let bob_dev = DeviceClient::new(server.channel().await);
+    let allocated = |c: &DeviceClient<Channel>| {
+        let mut c = c.clone();
+        async move {
+            c.info(InfoRequest::default())
+                .await
+                .unwrap()
+                .into_inner()
+                .allocated_bytes
+        }
+    };
+    let before = allocated(&bob_dev).await;
+    let alice_channel = server.channel().await;
+    let mut alice = graph_client::GraphClient::new(alice_channel.clone());
+    let add = load(
+        &mut alice,
+        one_node_model("Add", Some([10.0, 20.0, 30.0, 40.0])),
+    )
+    .await;
+    let run = |handle: String| RunModelRequest {
+        handle,
+        inputs: vec![TensorValue {
+            desc: on_device("x", "").desc,
+            data: f32s(&[1.0, 2.0, 3.0, 4.0]),
+        }],
+        ..Default::default()
+    };
+    let r = alice.run(run(add.clone())).await.unwrap().into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+    // Bob has the handle (it leaked) and still cannot use it.
+    let r = bob.run(run(add.clone())).await.unwrap().into_inner();
+    assert_ne!(r.status, 0);
+    assert!(r.msg.contains("no model"), "{}", r.msg);
+    let r = bob
+        .unload(UnloadModelRequest {
+            handle: add.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_ne!(r.status, 0, "Bob unloaded Alice's model");
+    let r = alice.run(run(add.clone())).await.unwrap().into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+    let held = allocated(&bob_dev).await;
+    assert!(held > before, "the model holds device memory: {held} vs {before}");
+    // One client holds at most MAX_MODELS_PER_CLIENT models; the others still load theirs.
+    for _ in 1..MAX_MODELS_PER_CLIENT {
+        load(&mut alice, one_node_model("Neg", None)).await;
+    }
+    let r = alice
+        .load_model(tokio_stream::iter(vec![ModelChunk {
+            device: String::new(),
+            data: one_node_model("Neg", None),
+        }]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_ne!(r.status, 0);
+    assert!(r.msg.contains("this client holds"), "{}", r.msg);
+    let mine = load(&mut bob, one_node_model("Neg", None)).await;
+    // Alice goes away: her models are unloaded and their memory given back.
+    drop(alice);
+    drop(alice_channel);
+    let mut now = allocated(&bob_dev).await;
+    for _ in 0..100 {
+        if now < held {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        now = allocated(&bob_dev).await;
+    }
+    assert!(now < held, "Alice's models still hold memory: {now} of {held}");
+    let r = bob.run(run(mine)).await.unwrap().into_inner();
+    assert_eq!(r.status, 0, "{}", r.msg);
+    server.shutdown().await;
+}

@@ -28,11 +28,17 @@ use crate::graph::{Dim, GraphError, Model, RunInput, Tensor, ValueDecl};
 pub const MAX_MODEL_BYTES: usize = 1 << 30;
 /// Most models loaded at once on one server.
 pub const MAX_MODELS: usize = 64;
+/// Most models one client (connection) holds at once.
+pub const MAX_MODELS_PER_CLIENT: usize = 16;
+
+/// A loaded model and the session that loaded it (the only one that may run or unload it; it
+/// is unloaded when that session ends).
+type Owned = (Session, Arc<Model>);
 
 #[derive(Clone)]
 pub struct GraphService {
     host: Arc<Host>,
-    models: Arc<Mutex<HashMap<String, Arc<Model>>>>,
+    models: Arc<Mutex<HashMap<String, Owned>>>,
     /// The `umd.Device` handle table (runs on buffers).
     buffers: Arc<Buffers>,
     /// Runs go on the running client's stream 0.
@@ -52,6 +58,29 @@ impl GraphService {
     /// Drops every model (shutdown).
     pub fn unload_all(&self) {
         self.models.lock().clear();
+    }
+
+    /// Drops the models of a session that ended (call off the async runtime: freeing device
+    /// memory may wait for the device).
+    pub fn free_session(&self, owner: Session) {
+        let gone: Vec<Owned> = {
+            let mut models = self.models.lock();
+            let handles: Vec<String> = models
+                .iter()
+                .filter(|(_, (s, _))| *s == owner)
+                .map(|(h, _)| h.clone())
+                .collect();
+            handles.iter().filter_map(|h| models.remove(h)).collect()
+        };
+        drop(gone);
+    }
+
+    /// The model `handle` if `owner` loaded it.
+    fn model(&self, owner: Session, handle: &str) -> Option<Arc<Model>> {
+        match self.models.lock().get(handle) {
+            Some((s, m)) if *s == owner => Some(m.clone()),
+            _ => None,
+        }
     }
 }
 
@@ -218,6 +247,7 @@ impl graph_server::Graph for GraphService {
         &self,
         request: Request<Streaming<ModelChunk>>,
     ) -> Result<Response<LoadModelResponse>, Status> {
+        let owner = Session::of(&request);
         let mut chunks = request.into_inner();
         let mut bytes = Vec::new();
         while let Some(c) = chunks.next().await {
@@ -242,11 +272,20 @@ impl graph_server::Graph for GraphService {
             }
             bytes.extend_from_slice(&c.data);
         }
-        if self.models.lock().len() >= MAX_MODELS {
-            return Ok(Response::new(load_error(
-                status::INVALID_INPUT,
-                format!("{MAX_MODELS} models are loaded; unload one first"),
-            )));
+        let held = |models: &HashMap<String, Owned>| {
+            let mine = models.values().filter(|(s, _)| *s == owner).count();
+            if mine >= MAX_MODELS_PER_CLIENT {
+                Some(format!(
+                    "this client holds {MAX_MODELS_PER_CLIENT} models; unload one first"
+                ))
+            } else if models.len() >= MAX_MODELS {
+                Some(format!("{MAX_MODELS} models are loaded; unload one first"))
+            } else {
+                None
+            }
+        };
+        if let Some(why) = held(&self.models.lock()) {
+            return Ok(Response::new(load_error(status::INVALID_INPUT, why)));
         }
         let host = self.host.clone();
         let loaded =
@@ -265,7 +304,21 @@ impl graph_server::Graph for GraphService {
             inputs: model.inputs().iter().map(decl_to_proto).collect(),
             outputs: model.outputs().iter().map(decl_to_proto).collect(),
         };
-        self.models.lock().insert(handle, Arc::new(model));
+        // checked again: other loads may have finished meanwhile
+        let refused = {
+            let mut models = self.models.lock();
+            match held(&models) {
+                Some(why) => Some((why, model)),
+                None => {
+                    models.insert(handle, (owner, Arc::new(model)));
+                    None
+                }
+            }
+        };
+        if let Some((why, model)) = refused {
+            let _ = tokio::task::spawn_blocking(move || drop(model)).await;
+            return Ok(Response::new(load_error(status::INVALID_INPUT, why)));
+        }
         Ok(Response::new(response))
     }
 
@@ -282,7 +335,7 @@ impl graph_server::Graph for GraphService {
                 ..Default::default()
             }))
         };
-        let Some(model) = self.models.lock().get(&r.handle).cloned() else {
+        let Some(model) = self.model(owner, &r.handle) else {
             return fail(
                 status::INVALID_INPUT,
                 format!(
@@ -382,8 +435,15 @@ impl graph_server::Graph for GraphService {
         &self,
         request: Request<UnloadModelRequest>,
     ) -> Result<Response<StatusResponse>, Status> {
+        let owner = Session::of(&request);
         let handle = request.into_inner().handle;
-        let model = self.models.lock().remove(&handle);
+        let model = {
+            let mut models = self.models.lock();
+            match models.get(&handle) {
+                Some((s, _)) if *s == owner => models.remove(&handle),
+                _ => None,
+            }
+        };
         Ok(Response::new(match model {
             Some(m) => {
                 // Device memory is freed off the async runtime (it may wait for the device).

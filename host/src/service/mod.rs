@@ -37,6 +37,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::Host;
 pub use metrics::Metrics;
+pub use graph::{MAX_MODELS, MAX_MODELS_PER_CLIENT};
 
 /// Generated protocol types, clients and servers (`proto/umd.proto`).
 pub mod proto {
@@ -152,11 +153,12 @@ pub async fn serve(
     // Each connection is a session owning its buffers and streams: given back when the
     // connection closes.
     let (closed_tx, mut closed_rx) = tokio::sync::mpsc::unbounded_channel();
-    let (b, h) = (buffers.clone(), host.clone());
+    let (b, h, g) = (buffers.clone(), host.clone(), graph.clone());
     background.push(tokio::spawn(async move {
         while let Some(s) = closed_rx.recv().await {
-            let (b, h, st) = (b.clone(), h.clone(), streams.clone());
+            let (b, h, st, g) = (b.clone(), h.clone(), streams.clone(), g.clone());
             let _ = tokio::task::spawn_blocking(move || {
+                g.free_session(s);
                 b.free_session(s, h.devices());
                 st.end(s);
             })
