@@ -2,17 +2,16 @@
 //!
 //! Buffers are named by 128-bit random handles, returned only to the client that created them
 //! (or that an execution created them for): a client can reach no buffer it was not given.
-//! Data moves in chunks, so tensors larger than one message work.
+//! Data moves in chunks, so tensors larger than one message work. The handle table, quotas and
+//! reservations are [`super::buffers`].
 
-use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-use rand::Rng;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
+use super::buffers::{Buffers, Created};
 use super::convert::{message, tensor_to_proto};
 use super::metrics::Metrics;
 use super::proto::{self, *};
@@ -28,113 +27,6 @@ const READ_CHUNK: u64 = 1 << 20;
 /// Smallest read chunk: smaller requests are raised to it (64 MiB in 1-byte messages would be
 /// 64 M messages).
 const MIN_READ_CHUNK: u64 = 64 << 10;
-
-/// One client buffer: the device buffer, its size and the session that owns it. (The device
-/// is the one whose table tagged `id`: another device refuses it, naming itself.)
-#[derive(Clone, Copy)]
-struct Owned {
-    id: BufferId,
-    bytes: u64,
-    owner: Session,
-}
-
-/// The handle table: handle → buffer, per session, with a per-session byte quota. A handle
-/// works only from the session (connection) that created it; a session's buffers are freed
-/// when it ends.
-pub struct Buffers {
-    map: Mutex<HashMap<String, Owned>>,
-    /// Most bytes one session may hold in buffers.
-    quota: u64,
-}
-
-impl Buffers {
-    pub fn new(quota: u64) -> Buffers {
-        Buffers {
-            map: Mutex::new(HashMap::new()),
-            quota,
-        }
-    }
-
-    /// Checks that `owner` may hold `more` bytes beyond what it holds now.
-    pub(super) fn admit(&self, owner: Session, more: u64) -> Result<(), Status> {
-        let held: u64 = self
-            .map
-            .lock()
-            .values()
-            .filter(|b| b.owner == owner)
-            .map(|b| b.bytes)
-            .sum();
-        if held.saturating_add(more) > self.quota {
-            return Err(Status::resource_exhausted(format!(
-                "client quota: {more} more bytes requested, {held} held, the quota is {}",
-                self.quota
-            )));
-        }
-        Ok(())
-    }
-
-    fn insert(&self, owner: Session, id: BufferId, bytes: u64) -> String {
-        let handle = format!("buf-{:032x}", rand::rng().random::<u128>());
-        self.map
-            .lock()
-            .insert(handle.clone(), Owned { id, bytes, owner });
-        handle
-    }
-
-    pub(super) fn get(&self, owner: Session, handle: &str) -> Result<(BufferId, u64), Status> {
-        match self.map.lock().get(handle) {
-            Some(b) if b.owner == owner => Ok((b.id, b.bytes)),
-            // Another session's handle reads exactly like an unknown one.
-            _ => Err(Status::not_found(format!(
-                "no buffer `{handle:.48}` (handles are per connection; was it freed?)"
-            ))),
-        }
-    }
-
-    fn remove(&self, owner: Session, handle: &str) -> Option<(BufferId, u64)> {
-        let mut map = self.map.lock();
-        match map.get(handle) {
-            Some(b) if b.owner == owner => map.remove(handle).map(|b| (b.id, b.bytes)),
-            _ => None,
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.map.lock().len()
-    }
-
-    /// Frees every buffer of a session that ended, each on the device of `devices` that made it.
-    pub fn free_session(&self, owner: Session, devices: &[Arc<dyn crate::device::Device>]) {
-        let gone: Vec<Owned> = {
-            let mut map = self.map.lock();
-            let handles: Vec<String> = map
-                .iter()
-                .filter(|(_, b)| b.owner == owner)
-                .map(|(h, _)| h.clone())
-                .collect();
-            handles.iter().filter_map(|h| map.remove(h)).collect()
-        };
-        for b in gone {
-            free_anywhere(devices, b.id);
-        }
-    }
-
-    /// Frees every buffer (shutdown).
-    pub fn free_all(&self, devices: &[Arc<dyn crate::device::Device>]) {
-        for (_, b) in self.map.lock().drain() {
-            free_anywhere(devices, b.id);
-        }
-    }
-}
-
-/// Frees `id` on the device that made it (the others refuse it without side effects).
-fn free_anywhere(devices: &[Arc<dyn crate::device::Device>], id: BufferId) {
-    for d in devices {
-        if d.free(id).is_ok() {
-            return;
-        }
-    }
-}
 
 #[derive(Clone)]
 pub struct DeviceService {
@@ -309,17 +201,21 @@ impl DeviceService {
         }
         // Outputs made here are freed again unless the client receives their handles: on any
         // error below and when the call is abandoned (deadline, cancellation) mid-way.
-        let mut created = Created::new(self.buffers.clone(), dev.clone(), owner);
         let mut outputs = r.outputs.clone();
-        if outputs.is_empty() {
-            let total = cmd.bindings[n_in..].iter().fold(0u64, |t, b| {
+        let total = if outputs.is_empty() {
+            cmd.bindings[n_in..].iter().fold(0u64, |t, b| {
                 t.saturating_add(b.desc.byte_size().unwrap_or(u64::MAX))
-            });
-            self.buffers.admit(owner, total).map_err(quota_error)?;
+            })
+        } else {
+            0
+        };
+        let reservation = self.buffers.admit(owner, total).map_err(quota_error)?;
+        let mut created = Created::new(reservation, dev.clone());
+        if outputs.is_empty() {
             for b in &cmd.bindings[n_in..] {
                 let bytes = b.desc.byte_size().unwrap_or(u64::MAX);
                 let id = dev.alloc(bytes)?;
-                let handle = created.insert(id, bytes);
+                let handle = created.insert(id, bytes).map_err(status_error)?;
                 bindings.push(id);
                 outputs.push(handle);
             }
@@ -354,50 +250,6 @@ impl DeviceService {
     }
 }
 
-/// Buffers an execution created for its outputs: freed on drop unless [`Created::keep`] hands
-/// them to the client.
-pub(super) struct Created {
-    buffers: Arc<Buffers>,
-    dev: Arc<dyn crate::device::Device>,
-    owner: Session,
-    handles: Vec<String>,
-}
-
-impl Created {
-    pub(super) fn new(
-        buffers: Arc<Buffers>,
-        dev: Arc<dyn crate::device::Device>,
-        owner: Session,
-    ) -> Self {
-        Created {
-            buffers,
-            dev,
-            owner,
-            handles: Vec::new(),
-        }
-    }
-
-    pub(super) fn insert(&mut self, id: BufferId, bytes: u64) -> String {
-        let handle = self.buffers.insert(self.owner, id, bytes);
-        self.handles.push(handle.clone());
-        handle
-    }
-
-    pub(super) fn keep(mut self) {
-        self.handles.clear();
-    }
-}
-
-impl Drop for Created {
-    fn drop(&mut self) {
-        for h in self.handles.drain(..) {
-            if let Some((id, _)) = self.buffers.remove(self.owner, &h) {
-                // Freed once queued work using it is done (the device's contract).
-                let _ = self.dev.free(id);
-            }
-        }
-    }
-}
 
 /// Most launches one client command buffer may carry.
 pub const MAX_CLIENT_LAUNCHES: usize = 64;
@@ -527,9 +379,11 @@ impl proto::device_server::Device for DeviceService {
         let owner = Session::of(&request);
         let r = request.into_inner();
         let dev = self.device(&r.device)?;
-        self.buffers.admit(owner, r.bytes)?;
+        let mut reservation = self.buffers.admit(owner, r.bytes)?;
         let id = dev.alloc(r.bytes).map_err(device_status)?;
-        let handle = self.buffers.insert(owner, id, r.bytes);
+        let handle = reservation.insert(id, r.bytes).inspect_err(|_| {
+            let _ = dev.free(id);
+        })?;
         Ok(Response::new(BufferResponse {
             status: status::OK,
             msg: String::new(),

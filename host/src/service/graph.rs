@@ -15,7 +15,7 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::convert::{tensor_from_proto, tensor_to_proto};
-use super::device::{Buffers, Created};
+use super::buffers::{Buffers, Created};
 use super::proto::*;
 use super::session::Session;
 use super::streams::ClientStreams;
@@ -209,15 +209,15 @@ impl Bound {
                 .map_err(|e| GraphError::Input(format!("output `{name}`: not usable here: {e}")))?;
         }
         let dev = host.device().clone();
-        let mut created = Created::new(buffers.clone(), dev.clone(), owner);
         let new_bytes: u64 = descs
             .iter()
             .filter(|d| !self.outputs.iter().any(|o| o.0 == d.name))
             .map(|d| d.byte_size().unwrap_or(0).max(1))
             .sum();
-        buffers
+        let reservation = buffers
             .admit(owner, new_bytes)
             .map_err(|s| GraphError::Input(s.message().to_string()))?;
+        let mut created = Created::new(reservation, dev.clone());
         let mut ids = Vec::with_capacity(descs.len());
         let mut out = Vec::with_capacity(descs.len());
         for d in &descs {
@@ -226,7 +226,10 @@ impl Bound {
                 None => {
                     let bytes = d.byte_size().unwrap_or(0).max(1);
                     let id = dev.alloc(bytes)?;
-                    (id, created.insert(id, bytes))
+                    let handle = created
+                        .insert(id, bytes)
+                        .map_err(|s| GraphError::Input(s.message().to_string()))?;
+                    (id, handle)
                 }
             };
             ids.push(id);

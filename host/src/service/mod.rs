@@ -21,6 +21,7 @@ macro_rules! compressed {
 mod admin;
 mod convert;
 mod device;
+mod buffers;
 mod graph;
 pub mod metrics;
 mod seal;
@@ -100,7 +101,7 @@ pub async fn serve(
         );
     }
     let metrics = Arc::new(Metrics::default());
-    let buffers = Arc::new(device::Buffers::new(config.client_quota_bytes));
+    let buffers = Arc::new(buffers::Buffers::new(config.client_quota_bytes));
     let max = config.max_message_bytes;
 
     let streams = Arc::new(streams::ClientStreams::new(
@@ -165,11 +166,18 @@ pub async fn serve(
             .await;
         }
     }));
+    let opened = buffers.clone();
     let names: Vec<&str> = host.devices().iter().map(|d| d.name()).collect();
     tracing::info!(addr = %local, devices = %names.join(","), admin = config.admin, "umd serving");
     let incoming = tokio_stream::StreamExt::map(
         TcpIncoming::from(listener).with_nodelay(Some(true)),
-        move |conn| conn.map(|s| session::Tracked::new(s, closed_tx.clone())),
+        move |conn| {
+            conn.map(|s| {
+                let t = session::Tracked::new(s, closed_tx.clone());
+                opened.open(t.session());
+                t
+            })
+        },
     );
     tonic::transport::Server::builder()
         .add_service(health)

@@ -47,6 +47,13 @@ impl Tracked {
     }
 }
 
+impl Tracked {
+    /// The session of this connection.
+    pub fn session(&self) -> Session {
+        self.session
+    }
+}
+
 impl Drop for Tracked {
     fn drop(&mut self) {
         let _ = self.closed.send(self.session);
