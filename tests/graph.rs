@@ -393,6 +393,20 @@ fn onnx_bytes_typed_fields_and_external_data() {
         .unwrap()
         .to_string();
     assert!(e.contains("inside the model's folder"), "{e}");
+    // a symbolic link in the folder pointing out of it is refused too
+    let outside = TempDir::new();
+    std::fs::write(outside.path().join("secret.bin"), &file).unwrap();
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(outside.path().join("secret.bin"), dir.path().join("l.bin"))
+            .unwrap();
+        std::fs::write(&path, onnx_model(ext("l.bin"))).unwrap();
+        let e = Model::from_onnx_file(host(), &path)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("resolves outside the model's folder"), "{e}");
+    }
 
     let e = Model::from_onnx_bytes(host(), b"\x0a\xff\xff\xff\xff\x0fjunk", None)
         .err()

@@ -30,6 +30,8 @@ pub const MAX_MODEL_BYTES: usize = 1 << 30;
 pub const MAX_MODELS: usize = 64;
 /// Most models one client (connection) holds at once.
 pub const MAX_MODELS_PER_CLIENT: usize = 16;
+/// Most `LoadModel` uploads in progress at once (each buffers up to [`MAX_MODEL_BYTES`]).
+pub const MAX_CONCURRENT_LOADS: usize = 4;
 
 /// A loaded model and the session that loaded it (the only one that may run or unload it; it
 /// is unloaded when that session ends).
@@ -39,6 +41,8 @@ type Owned = (Session, Arc<Model>);
 pub struct GraphService {
     host: Arc<Host>,
     models: Arc<Mutex<HashMap<String, Owned>>>,
+    /// Uploads in progress ([`MAX_CONCURRENT_LOADS`]).
+    loads: Arc<tokio::sync::Semaphore>,
     /// The `umd.Device` handle table (runs on buffers).
     buffers: Arc<Buffers>,
     /// Runs go on the running client's stream 0.
@@ -50,6 +54,7 @@ impl GraphService {
         GraphService {
             host,
             models: Arc::default(),
+            loads: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_LOADS)),
             buffers,
             streams,
         }
@@ -251,6 +256,13 @@ impl graph_server::Graph for GraphService {
         request: Request<Streaming<ModelChunk>>,
     ) -> Result<Response<LoadModelResponse>, Status> {
         let owner = Session::of(&request);
+        // Memory held by uploads is bounded: a few at a time, each at most MAX_MODEL_BYTES.
+        let Ok(_upload) = self.loads.clone().try_acquire_owned() else {
+            return Ok(Response::new(load_error(
+                status::INVALID_INPUT,
+                format!("{MAX_CONCURRENT_LOADS} model uploads are in progress; retry later"),
+            )));
+        };
         let mut chunks = request.into_inner();
         let mut bytes = Vec::new();
         while let Some(c) = chunks.next().await {
