@@ -251,6 +251,15 @@ pub struct TensorDesc {
     pub text_bytes: u64,
 }
 
+/// Elements of `shape`: 0 when a dim is 0, else the product, saturating (for shapes of values
+/// that exist, which cannot overflow it, and of zero-size ones, whose other dims may be huge).
+pub fn elements(shape: &[u64]) -> u64 {
+    if shape.contains(&0) {
+        return 0;
+    }
+    shape.iter().fold(1u64, |a, &d| a.saturating_mul(d))
+}
+
 impl TensorDesc {
     pub fn new(name: impl Into<String>, shape: impl Into<Vec<u64>>, dtype: Dtype) -> Self {
         TensorDesc {
@@ -261,8 +270,11 @@ impl TensorDesc {
         }
     }
 
-    /// Element count, refusing overflow.
+    /// Element count, refusing overflow (a shape with a 0 has none, whatever its other dims).
     pub fn numel(&self) -> Option<u64> {
+        if self.shape.contains(&0) {
+            return Some(0);
+        }
         self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))
     }
 

@@ -688,7 +688,7 @@ impl<'a> Builder<'a> {
                     .map(|&d| d as i64)
                     .collect()
             }
-            "Size" => vec![shape.iter().product::<u64>() as i64],
+            "Size" => vec![crate::tensor::elements(shape).min(i64::MAX as u64) as i64],
             _ => return None,
         };
         let desc = if node.op == "Size" {

@@ -844,9 +844,9 @@ fn slice(node: &Node, t: &Tensor, axis: usize, idx: u64) -> Result<Tensor, Graph
         )));
     }
     let e = elem_bytes(node, &t.desc)?;
-    let outer: u64 = shape[..axis].iter().product();
+    let outer: u64 = crate::tensor::elements(&shape[..axis]);
     let len = shape[axis];
-    let inner = shape[axis + 1..].iter().product::<u64>() as usize * e;
+    let inner = crate::tensor::elements(&shape[axis + 1..]) as usize * e;
     let mut data = Vec::with_capacity(outer as usize * inner);
     for o in 0..outer {
         let at = ((o * len + idx) as usize) * inner;

@@ -591,7 +591,7 @@ impl Model {
                 RunInput::Value(_) => Ok(None),
                 RunInput::Buffer { desc, buffer } => {
                     self.check_buffer("input", desc, *buffer)?;
-                    let small = desc.shape.iter().product::<u64>() <= MAX_VALUE_INPUT;
+                    let small = crate::tensor::elements(&desc.shape) <= MAX_VALUE_INPUT;
                     let bytes = desc.byte_size().unwrap_or(0);
                     small
                         .then(|| self.host.device().read(*buffer, 0, bytes))
@@ -681,7 +681,7 @@ impl Model {
                     // with its value (a signature per value) and compile again.
                     let i = self.def.inputs.iter().position(|d| d.name == input);
                     let small = |i: usize| {
-                        descs[i].shape.iter().product::<u64>() <= MAX_VALUE_INPUT && !values[i]
+                        crate::tensor::elements(&descs[i].shape) <= MAX_VALUE_INPUT && !values[i]
                     };
                     match i.filter(|&i| small(i)) {
                         Some(i) => self.by_value.lock()[i] = true,

@@ -219,8 +219,8 @@ pub(super) fn concat(
     // bounded before anything is allocated: parts may repeat one large tensor many times
     let bytes = host_bytes(node, &joined, e)?;
     let total = joined[a];
-    let outer: u64 = d0[..a].iter().product();
-    let inner = d0[a + 1..].iter().product::<u64>() as usize * e;
+    let outer: u64 = crate::tensor::elements(&d0[..a]);
+    let inner = crate::tensor::elements(&d0[a + 1..]) as usize * e;
     let mut data = Vec::with_capacity(bytes);
     for o in 0..outer as usize {
         for t in s {
@@ -288,8 +288,8 @@ fn split_to(
         )));
     }
     let e = elem_bytes(node, &t.desc)?;
-    let outer: u64 = t.desc.shape[..a].iter().product();
-    let inner = t.desc.shape[a + 1..].iter().product::<u64>() as usize * e;
+    let outer: u64 = crate::tensor::elements(&t.desc.shape[..a]);
+    let inner = crate::tensor::elements(&t.desc.shape[a + 1..]) as usize * e;
     let row = len as usize * inner;
     let mut start = 0usize;
     let mut parts = Vec::with_capacity(lengths.len());
