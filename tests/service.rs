@@ -1251,7 +1251,10 @@ async fn models_belong_to_the_client_that_loaded_them() {
     let r = alice.run(run(add.clone())).await.unwrap().into_inner();
     assert_eq!(r.status, 0, "{}", r.msg);
     let held = allocated(&bob_dev).await;
-    assert!(held > before, "the model holds device memory: {held} vs {before}");
+    assert!(
+        held > before,
+        "the model holds device memory: {held} vs {before}"
+    );
     // One client holds at most MAX_MODELS_PER_CLIENT models; the others still load theirs.
     for _ in 1..MAX_MODELS_PER_CLIENT {
         load(&mut alice, one_node_model("Neg", None)).await;
@@ -1278,7 +1281,10 @@ async fn models_belong_to_the_client_that_loaded_them() {
         tokio::time::sleep(Duration::from_millis(50)).await;
         now = allocated(&bob_dev).await;
     }
-    assert!(now < held, "Alice's models still hold memory: {now} of {held}");
+    assert!(
+        now < held,
+        "Alice's models still hold memory: {now} of {held}"
+    );
     let r = bob.run(run(mine)).await.unwrap().into_inner();
     assert_eq!(r.status, 0, "{}", r.msg);
     server.shutdown().await;

@@ -7,6 +7,7 @@ the op that is missing (the test then checks that umd says so with a clear error
 import json
 import os
 import subprocess
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -342,6 +343,98 @@ def test_onehot_feature_vectorizer_regressor_on_integers(tmp_path):
     cat = np.array([2, 9, 3, 40, 5, 2, -1], np.int64)  # 3 and -1 are unknown: zero rows
     num = RNG.integers(-1, 4, (7, 3)).astype(np.int64)
     check_against_ort(m, {"cat": cat, "num": num}, tmp_path, rtol=1e-5, atol=1e-6)
+
+
+def random_forest(rng, n_trees, depth, nf, n_out, class_ids=None, positive=True):
+    """Legacy tree-ensemble attributes: full trees of `depth`, random features, thresholds,
+    modes and missing-value tracking; each leaf weighs a random subset of outputs (or of
+    `class_ids`). Node ids are shuffled within a tree (the root is still the smallest)."""
+    modes = ["BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ"]
+    a = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_values",
+                         "nodes_modes", "nodes_truenodeids", "nodes_falsenodeids",
+                         "nodes_missing_value_tracks_true", "w_tree", "w_node", "w_id", "w")}
+    ids = class_ids if class_ids is not None else list(range(n_out))
+    for t in range(n_trees):
+        n = 2 ** (depth + 1) - 1
+        names = [0] + list(rng.permutation(np.arange(1, n)) + 10)  # root 0, others shuffled
+        for i in range(n):
+            leaf = i >= 2 ** depth - 1
+            a["nodes_treeids"].append(t)
+            a["nodes_nodeids"].append(int(names[i]))
+            a["nodes_featureids"].append(0 if leaf else int(rng.integers(nf)))
+            a["nodes_values"].append(0.0 if leaf else float(np.round(rng.normal(), 1)))
+            a["nodes_modes"].append("LEAF" if leaf else modes[int(rng.integers(6)) if
+                                                            rng.uniform() < 0.3 else 0])
+            a["nodes_truenodeids"].append(0 if leaf else int(names[2 * i + 1]))
+            a["nodes_falsenodeids"].append(0 if leaf else int(names[2 * i + 2]))
+            a["nodes_missing_value_tracks_true"].append(int(rng.integers(2)))
+            if leaf:
+                for k in ids:
+                    if len(ids) == 1 or rng.uniform() < 0.7:
+                        w = rng.uniform(0, 1) if positive else rng.normal()
+                        a["w_tree"].append(t)
+                        a["w_node"].append(int(names[i]))
+                        a["w_id"].append(k)
+                        a["w"].append(float(w))
+    return a
+
+
+def forest_node(a, kind, **extra):
+    pre = "target" if kind == "TreeEnsembleRegressor" else "class"
+    attrs = {k: v for k, v in a.items() if not k.startswith("w")}
+    attrs[f"{pre}_treeids"], attrs[f"{pre}_nodeids"] = a["w_tree"], a["w_node"]
+    attrs[f"{pre}_ids"], attrs[f"{pre}_weights"] = a["w_id"], a["w"]
+    attrs.update(extra)
+    outs = ["y"] if kind == "TreeEnsembleRegressor" else ["label", "proba"]
+    return ml_node(kind, ["x"], outs, **attrs)
+
+
+def forest_input(rng, elem, n=40, nf=4):
+    x = np.round(rng.normal(size=(n, nf)), 1)  # ties with the thresholds exercise EQ/LEQ
+    if elem == T.INT64:
+        return np.round(x * 2).astype(np.int64)
+    x[rng.uniform(size=x.shape) < 0.1] = np.nan
+    return x.astype(np.float32 if elem == T.FLOAT else np.float64)
+
+
+@pytest.mark.parametrize("agg", ["SUM", "AVERAGE", "MIN", "MAX"])
+@pytest.mark.parametrize("targets,base,post", [
+    (1, [], "NONE"), (1, [0.25], "NONE"), (3, [], "NONE"), (3, [0.5, -1.0, 2.0], "SOFTMAX"),
+    (3, [], "LOGISTIC")])
+@pytest.mark.parametrize("elem", [T.FLOAT, T.DOUBLE])  # onnxruntime has no integer X here
+def test_tree_ensemble_regressor(tmp_path, agg, targets, base, post, elem):
+    rng = np.random.default_rng(zlib.crc32(repr((agg, targets, base, post, elem)).encode()))
+    a = random_forest(rng, 5, 3, 4, targets, positive=False)
+    extra = dict(n_targets=targets, aggregate_function=agg, post_transform=post)
+    if base:
+        extra["base_values"] = base
+    m = ml_model([forest_node(a, "TreeEnsembleRegressor", **extra)],
+                 [vi("x", elem, [None, 4])], [vi("y", T.FLOAT, [None, targets])])
+    check_against_ort(m, {"x": forest_input(rng, elem)}, tmp_path, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", [
+    # (labels, class ids the leaves weigh, weights >= 0, base_values, post_transform)
+    ([5, 6, 7], [0, 1, 2], True, [], "NONE"),
+    ([5, 6, 7], [0, 1, 2], False, [0.1, 0.2, 0.3], "SOFTMAX"),
+    ([5, 6, 7], [0, 2], True, [], "LOGISTIC"),
+    ([3, 9], [1], True, [], "NONE"),            # binary case, probabilities of class 1
+    ([3, 9], [1], False, [], "LOGISTIC"),       # binary case, mixed weights (boosting)
+    ([3, 9], [1], False, [], "NONE"),
+    ([3, 9], [0, 1], True, [], "NONE"),         # both classes weighed: onnxruntime's 1/0 labels
+    ([3, 9], [1], True, [0.5], "NONE"),
+])
+def test_tree_ensemble_classifier(tmp_path, case):
+    labels, ids, positive, base, post = case
+    rng = np.random.default_rng(len(ids) * 31 + len(labels) + len(base) + len(post))
+    a = random_forest(rng, 6, 3, 4, len(labels), class_ids=ids, positive=positive)
+    extra = dict(classlabels_int64s=labels, post_transform=post)
+    if base:
+        extra["base_values"] = base
+    m = ml_model([forest_node(a, "TreeEnsembleClassifier", **extra)],
+                 [vi("x", T.FLOAT, [None, 4])],
+                 [vi("label", T.INT64, [None]), vi("proba", T.FLOAT, [None, len(labels)])])
+    check_against_ort(m, {"x": forest_input(rng, T.FLOAT)}, tmp_path, rtol=1e-5, atol=1e-5)
 
 
 def test_bad_inputs_are_clear_errors(tmp_path):

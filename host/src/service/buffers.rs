@@ -73,15 +73,15 @@ impl Buffers {
 
     /// Reserves `more` bytes for `owner` if what it holds, what it has reserved and `more` fit
     /// its quota; the reservation is given back as it is inserted or dropped.
-    pub(super) fn admit(self: &Arc<Self>, owner: Session, more: u64) -> Result<Reservation, Status> {
+    pub(super) fn admit(
+        self: &Arc<Self>,
+        owner: Session,
+        more: u64,
+    ) -> Result<Reservation, Status> {
         let mut t = self.table.lock();
         let held = t.held(owner);
         let reserved = t.reserved.get(&owner).copied().unwrap_or(0);
-        if held
-            .saturating_add(reserved)
-            .saturating_add(more)
-            > self.quota
-        {
+        if held.saturating_add(reserved).saturating_add(more) > self.quota {
             return Err(Status::resource_exhausted(format!(
                 "client quota: {more} more bytes requested, {held} held (and {reserved} being \
                  allocated), the quota is {}",
@@ -280,7 +280,10 @@ mod tests {
         b.remove(s, &h).unwrap();
         let r2 = b.admit(s, 90).unwrap();
         drop(r2);
-        assert!(b.admit(s, 100).is_ok(), "a dropped reservation is given back");
+        assert!(
+            b.admit(s, 100).is_ok(),
+            "a dropped reservation is given back"
+        );
     }
 
     #[test]

@@ -250,7 +250,6 @@ impl DeviceService {
     }
 }
 
-
 /// Most launches one client command buffer may carry.
 pub const MAX_CLIENT_LAUNCHES: usize = 64;
 /// Most work one client command buffer may ask for: launches times the bytes it binds.

@@ -14,8 +14,8 @@ use rand::Rng;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::convert::{tensor_from_proto, tensor_to_proto};
 use super::buffers::{Buffers, Created};
+use super::convert::{tensor_from_proto, tensor_to_proto};
 use super::proto::*;
 use super::session::Session;
 use super::streams::ClientStreams;

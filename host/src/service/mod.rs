@@ -19,9 +19,9 @@ macro_rules! compressed {
 }
 
 mod admin;
+mod buffers;
 mod convert;
 mod device;
-mod buffers;
 mod graph;
 pub mod metrics;
 mod seal;
@@ -37,8 +37,8 @@ use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 
 use crate::Host;
-pub use metrics::Metrics;
 pub use graph::{MAX_MODELS, MAX_MODELS_PER_CLIENT};
+pub use metrics::Metrics;
 
 /// Generated protocol types, clients and servers (`proto/umd.proto`).
 pub mod proto {

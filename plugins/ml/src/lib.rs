@@ -1,21 +1,24 @@
 //! The `ml` plugin: the ONNX-ML ops of domain `ai.onnx.ml` — Binarizer, ArrayFeatureExtractor,
 //! TreeEnsemble (opset 5), LabelEncoder (numeric keys and values), LinearRegressor,
-//! LinearClassifier, Scaler, Normalizer, Imputer, OneHotEncoder, FeatureVectorizer — and
+//! LinearClassifier, Scaler, Normalizer, Imputer, OneHotEncoder, FeatureVectorizer,
+//! TreeEnsembleRegressor, TreeEnsembleClassifier (opsets 1–3) — and
 //! TfIdfVectorizer of the default domain (integer tokens). A request of another domain is
 //! refused.
 //!
 //! - [`simple`]: Binarizer, ArrayFeatureExtractor;
 //! - [`linear`]: LinearRegressor, LinearClassifier; [`prep`]: Scaler, Normalizer, Imputer,
-//!   OneHotEncoder, FeatureVectorizer;
+//!   OneHotEncoder, FeatureVectorizer; [`forest`]: TreeEnsembleRegressor,
+//!   TreeEnsembleClassifier;
 //! - [`tfidf`]: TfIdfVectorizer; [`tree`]: TreeEnsemble; [`label`]: LabelEncoder;
 //! - [`blob`]: attribute tables copied into the workspace before the op's launch;
 //! - [`common`]: domain checks, launches, CUDA heads, the CPU element trait.
 //!
 //! Module ids: `ml_binarizer_{T}`, `ml_afe`, `ml_tfidf`, `ml_tree_{T}`, `ml_label`, `ml_blob`,
-//! `ml_linear_{T}`, `ml_prep_{T}`.
+//! `ml_linear_{T}`, `ml_prep_{T}`, `ml_forest_{T}`.
 
 pub mod blob;
 pub mod common;
+pub mod forest;
 pub mod label;
 pub mod linear;
 pub mod prep;
@@ -29,7 +32,7 @@ use umd_sdk::{
 };
 
 /// Every op this plugin serves, in ONNX spelling.
-pub const OPS: [&str; 12] = [
+pub const OPS: [&str; 14] = [
     "Binarizer",
     "ArrayFeatureExtractor",
     "TfIdfVectorizer",
@@ -42,6 +45,8 @@ pub const OPS: [&str; 12] = [
     "Imputer",
     "OneHotEncoder",
     "FeatureVectorizer",
+    "TreeEnsembleRegressor",
+    "TreeEnsembleClassifier",
 ];
 
 pub struct MlPlugin;
@@ -81,6 +86,10 @@ impl Plugin for MlPlugin {
             prep::plan_onehot(req)
         } else if is("FeatureVectorizer") {
             prep::plan_feature_vectorizer(req)
+        } else if is("TreeEnsembleRegressor") {
+            forest::plan_regressor(req)
+        } else if is("TreeEnsembleClassifier") {
+            forest::plan_classifier(req)
         } else {
             Err(umd_sdk::unsupported_op_ext(req))
         }
@@ -134,6 +143,9 @@ impl Plugin for MlPlugin {
         if let Some(dt) = input_dtype("ml_linear_") {
             return Ok(linear::cuda(dt));
         }
+        if let Some(dt) = input_dtype("ml_forest_") {
+            return Ok(forest::cuda(dt));
+        }
         if let Some(dt) = input_dtype("ml_prep_") {
             return Ok(prep::cuda(dt));
         }
@@ -159,13 +171,18 @@ impl Plugin for MlPlugin {
             tree::run_cpu(&call, suffix_dt("tree_")?)
         } else if e.starts_with("label_") {
             label::run_cpu(&call)
+        } else if e.starts_with("forest_cls_") {
+            forest::run_cpu(&call, suffix_dt("forest_cls_")?, true)
+        } else if e.starts_with("forest_") {
+            forest::run_cpu(&call, suffix_dt("forest_")?, false)
         } else if e.starts_with("linear_cls_") {
             linear::run_cpu(&call, suffix_dt("linear_cls_")?, true)
         } else if e.starts_with("linear_") {
             linear::run_cpu(&call, suffix_dt("linear_")?, false)
-        } else if let Some((kind, dt)) = e.split_once('_').filter(|(k, _)| {
-            ["scaler", "normalizer", "imputer", "onehot", "fv"].contains(k)
-        }) {
+        } else if let Some((kind, dt)) = e
+            .split_once('_')
+            .filter(|(k, _)| ["scaler", "normalizer", "imputer", "onehot", "fv"].contains(k))
+        {
             let dt = dtype::from_name(dt)
                 .ok_or_else(|| OpError::internal(format!("unknown entry point `{e}`")))?;
             prep::run_cpu(&call, kind, dt)

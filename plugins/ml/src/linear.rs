@@ -51,10 +51,16 @@ fn bad(req: &PlanRequestExt, msg: String) -> OpError {
 pub fn plan_regressor(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     common::check_domain(req, &[common::ML_DOMAIN])?;
     let a = &req.attributes;
-    attr::only(a, &["coefficients", "intercepts", "post_transform", "targets"])?;
+    attr::only(
+        a,
+        &["coefficients", "intercepts", "post_transform", "targets"],
+    )?;
     let targets = attr::int_or(a, "targets", 1)?;
     if !(1..=1 << 16).contains(&targets) {
-        return Err(bad(req, format!("`targets` = {targets} must be in 1..=65536")));
+        return Err(bad(
+            req,
+            format!("`targets` = {targets} must be in 1..=65536"),
+        ));
     }
     plan(req, targets as u64, None)
 }

@@ -69,7 +69,10 @@ fn per_column(req: &PlanRequestExt, name: &str, v: &[f64], c: u64) -> Result<(),
     } else {
         Err(bad(
             req,
-            format!("`{name}` has {} values; 1 or {c} (one per column) expected", v.len()),
+            format!(
+                "`{name}` has {} values; 1 or {c} (one per column) expected",
+                v.len()
+            ),
         ))
     }
 }
@@ -506,7 +509,9 @@ fn feature_vectorizer<T: Val>(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> 
     // each input's launch fills its own columns of Y: keep the others
     let mut y = common::written(call, yb)?;
     if y.data.len() < rows * total * 4 {
-        return Err(OpError::internal("FeatureVectorizer: output smaller than planned"));
+        return Err(OpError::internal(
+            "FeatureVectorizer: output smaller than planned",
+        ));
     }
     for row in 0..rows {
         for k in 0..d {

@@ -248,7 +248,10 @@ fn reference(r: &PlanRequestExt, x: &[f64], x2: &[f64]) -> Vec<Vec<f64>> {
                 } else if second {
                     let v = s[0] as f64;
                     s = if code == 2 {
-                        vec![(1.0 / (1.0 + v.exp())) as f32, (1.0 / (1.0 + (-v).exp())) as f32]
+                        vec![
+                            (1.0 / (1.0 + v.exp())) as f32,
+                            (1.0 / (1.0 + (-v).exp())) as f32,
+                        ]
                     } else {
                         vec![(1.0 - v) as f32, v as f32]
                     };
@@ -268,7 +271,10 @@ fn reference(r: &PlanRequestExt, x: &[f64], x2: &[f64]) -> Vec<Vec<f64>> {
 fn every_op_and_input_dtype_against_naive_references() {
     for (name, r, inputs) in classic_cases() {
         let x = dec(r.input(0).unwrap().dtype, &inputs[0]);
-        let x2 = inputs.get(1).map(|b| dec(Dtype::F32, b)).unwrap_or_default();
+        let x2 = inputs
+            .get(1)
+            .map(|b| dec(Dtype::F32, b))
+            .unwrap_or_default();
         let (plan, out) = run(&r, &inputs).unwrap_or_else(|e| panic!("{name}: {e:?}"));
         let want = reference(&r, &x, &x2);
         assert_eq!(out.len(), want.len(), "{name}");
@@ -327,9 +333,16 @@ fn bad_attributes_shapes_and_dtypes_are_refused_by_name() {
         req("Normalizer", &x, vec![("norm", A::Text("L3".into()))]),
         "`norm`",
     );
-    refuse(req("Imputer", &x, vec![]), "`imputed_value_floats` is required");
     refuse(
-        req("LinearRegressor", &x, vec![("coefficients", floats(&[1.0]))]),
+        req("Imputer", &x, vec![]),
+        "`imputed_value_floats` is required",
+    );
+    refuse(
+        req(
+            "LinearRegressor",
+            &x,
+            vec![("coefficients", floats(&[1.0]))],
+        ),
         "`coefficients` has 1 values",
     );
     refuse(
@@ -403,4 +416,211 @@ fn bad_attributes_shapes_and_dtypes_are_refused_by_name() {
     );
     let e = run(&r, &[enc(Dtype::I64, &[1.0, 5.0])]).unwrap_err();
     assert!(format!("{e:?}").contains("value 5"), "{e:?}");
+}
+
+/// Two trees: tree 0 `x0 <= 0.5` (NaN goes true) → leaf A, else `x1 < 0` → leaf B or C; tree 1
+/// is one leaf D. Weights: A (0, 1), B (1, 2) and (0, −1), C (1, 3), D (0, 0.5).
+fn forest_attrs(weights_prefix: &str, ids: [i64; 5]) -> Vec<(&'static str, A)> {
+    let pre =
+        |s: &str| -> &'static str { Box::leak(format!("{weights_prefix}_{s}").into_boxed_str()) };
+    vec![
+        ("nodes_treeids", A::Ints(vec![0, 0, 0, 0, 0, 1])),
+        ("nodes_nodeids", A::Ints(vec![0, 1, 2, 3, 4, 0])),
+        ("nodes_featureids", A::Ints(vec![0, 0, 1, 0, 0, 0])),
+        ("nodes_values", floats(&[0.5, 0.0, 0.0, 0.0, 0.0, 0.0])),
+        (
+            "nodes_modes",
+            A::Texts(
+                ["BRANCH_LEQ", "LEAF", "BRANCH_LT", "LEAF", "LEAF", "LEAF"]
+                    .map(String::from)
+                    .to_vec(),
+            ),
+        ),
+        ("nodes_truenodeids", A::Ints(vec![1, 0, 3, 0, 0, 0])),
+        ("nodes_falsenodeids", A::Ints(vec![2, 0, 4, 0, 0, 0])),
+        (
+            "nodes_missing_value_tracks_true",
+            A::Ints(vec![1, 0, 0, 0, 0, 0]),
+        ),
+        (pre("treeids"), A::Ints(vec![0, 0, 0, 0, 1])),
+        (pre("nodeids"), A::Ints(vec![1, 3, 3, 4, 0])),
+        (pre("ids"), A::Ints(ids.to_vec())),
+        (pre("weights"), floats(&[1.0, 2.0, -1.0, 3.0, 0.5])),
+    ]
+}
+
+const FOREST_X: [f64; 8] = [0.2, 5.0, 0.9, -1.0, f64::NAN, 1.0, 0.9, 1.0];
+
+fn forest_run(
+    op: &str,
+    dt: Dtype,
+    mut attrs: Vec<(&'static str, A)>,
+    extra: Vec<(&'static str, A)>,
+) -> Vec<Vec<f64>> {
+    attrs.extend(extra);
+    let r = req(op, &[(vec![4, 2], dt)], attrs);
+    let (plan, out) = run(&r, &[enc(dt, &FOREST_X)]).unwrap_or_else(|e| panic!("{e:?}"));
+    out.iter()
+        .zip(&plan.outputs)
+        .map(|(o, d)| dec(d.dtype, o))
+        .collect()
+}
+
+#[test]
+fn tree_ensemble_regressor_aggregates_as_onnxruntime_does() {
+    let reg = || forest_attrs("target", [0, 1, 0, 1, 0]);
+    let base = || {
+        vec![
+            ("n_targets", A::Int(2)),
+            ("base_values", floats(&[10.0, 20.0])),
+        ]
+    };
+    for dt in [Dtype::F32, Dtype::F64] {
+        let with = |agg: &str| {
+            let mut e = base();
+            e.push(("aggregate_function", A::Text(agg.into())));
+            forest_run("TreeEnsembleRegressor", dt, reg(), e).remove(0)
+        };
+        // rows: leaf A + D; B + D; NaN → A + D; C + D. Target 1 unreached reads 0.
+        assert_eq!(
+            with("SUM"),
+            vec![11.5, 0.0, 9.5, 22.0, 11.5, 0.0, 10.5, 23.0],
+            "{dt:?}"
+        );
+        assert_eq!(
+            with("AVERAGE"),
+            vec![10.75, 0.0, 9.75, 21.0, 10.75, 0.0, 10.25, 21.5]
+        );
+        assert_eq!(
+            with("MIN"),
+            vec![10.5, 0.0, 9.0, 22.0, 10.5, 0.0, 10.5, 23.0]
+        );
+        assert_eq!(
+            with("MAX"),
+            vec![11.0, 0.0, 10.5, 22.0, 11.0, 0.0, 10.5, 23.0]
+        );
+    }
+    // one target: its base value is added even where no leaf reached it
+    let one = forest_run(
+        "TreeEnsembleRegressor",
+        Dtype::F32,
+        forest_attrs("target", [0, 0, 0, 0, 0]),
+        vec![("base_values", floats(&[1.0]))],
+    );
+    assert_eq!(one[0], vec![2.5, 2.5, 2.5, 4.5]);
+}
+
+#[test]
+fn tree_ensemble_classifier_labels_and_binary_rules() {
+    let labels = |v: &[i64]| ("classlabels_int64s", A::Ints(v.to_vec()));
+    // three classes: the label of the largest score a leaf reached (class 2 never is)
+    let out = forest_run(
+        "TreeEnsembleClassifier",
+        Dtype::F32,
+        forest_attrs("class", [0, 1, 0, 1, 0]),
+        vec![labels(&[7, 8, 9])],
+    );
+    assert_eq!(out[0], vec![7.0, 8.0, 7.0, 8.0]);
+    assert_eq!(
+        out[1],
+        vec![1.5, 0.0, 0.0, -0.5, 2.0, 0.0, 1.5, 0.0, 0.0, 0.5, 3.0, 0.0]
+    );
+    // binary case (one class id), weights not all positive: the label by s > 0; weights on
+    // class 1 leave class 0 unreached (it reads 0), weights on class 0 alone give [-s, s]
+    let binary = |id: i64| {
+        forest_run(
+            "TreeEnsembleClassifier",
+            Dtype::F64,
+            forest_attrs("class", [id; 5]),
+            vec![labels(&[3, 9])],
+        )
+    };
+    // s per row: 1.5, 2 - 1 + 0.5 = 1.5, 1.5, 3.5
+    let out = binary(1);
+    assert_eq!(out[0], vec![9.0, 9.0, 9.0, 9.0]);
+    assert_eq!(out[1], vec![0.0, 1.5, 0.0, 1.5, 0.0, 1.5, 0.0, 3.5]);
+    let out = binary(0);
+    assert_eq!(out[0], vec![9.0, 9.0, 9.0, 9.0]);
+    assert_eq!(out[1], vec![-1.5, 1.5, -1.5, 1.5, -1.5, 1.5, -3.5, 3.5]);
+    // refusals: string labels (status 2), a weight on a branch, a missing child
+    let mut bad = forest_attrs("class", [0, 1, 0, 1, 0]);
+    bad.push((
+        "classlabels_strings",
+        A::Texts(vec!["a".into(), "b".into()]),
+    ));
+    let r = req("TreeEnsembleClassifier", &[(vec![4, 2], Dtype::F32)], bad);
+    assert!(matches!(
+        MlPlugin::plan_ext(&r),
+        Err(OpError::UnsupportedOp(_))
+    ));
+    let mut on_branch = forest_attrs("target", [0, 0, 0, 0, 0]);
+    on_branch[9] = ("target_nodeids", A::Ints(vec![2, 3, 3, 4, 0]));
+    let r = req(
+        "TreeEnsembleRegressor",
+        &[(vec![4, 2], Dtype::F32)],
+        on_branch,
+    );
+    let e = MlPlugin::plan_ext(&r).unwrap_err();
+    assert!(format!("{e:?}").contains("not a LEAF"), "{e:?}");
+    let mut orphan = forest_attrs("target", [0, 0, 0, 0, 0]);
+    orphan[5] = ("nodes_truenodeids", A::Ints(vec![7, 0, 3, 0, 0, 0]));
+    let r = req("TreeEnsembleRegressor", &[(vec![4, 2], Dtype::F32)], orphan);
+    let e = MlPlugin::plan_ext(&r).unwrap_err();
+    assert!(
+        format!("{e:?}").contains("(0, 7) is a child but does not exist"),
+        "{e:?}"
+    );
+    // a cycle (node 2's false child is the root) ends at the step bound, no hang
+    let mut cycle = forest_attrs("target", [0, 0, 0, 0, 0]);
+    cycle[6] = ("nodes_falsenodeids", A::Ints(vec![2, 0, 0, 0, 0, 0]));
+    let r = req("TreeEnsembleRegressor", &[(vec![4, 2], Dtype::F32)], cycle);
+    run(&r, &[enc(Dtype::F32, &FOREST_X)]).unwrap();
+}
+
+/// The forests' cases for the CUDA vectors and sources: every input dtype, both ops.
+pub fn forest_cases() -> Vec<(String, PlanRequestExt, Vec<Vec<u8>>)> {
+    let mut cases = Vec::new();
+    for dt in INPUTS {
+        let x = enc(
+            dt,
+            &FOREST_X.map(|v| {
+                if dt == Dtype::I64 || dt == Dtype::I32 {
+                    if v.is_nan() { 0.0 } else { v.round() }
+                } else {
+                    v
+                }
+            }),
+        );
+        for agg in ["SUM", "AVERAGE", "MIN", "MAX"] {
+            let mut a = forest_attrs("target", [0, 1, 0, 1, 0]);
+            a.extend([
+                ("n_targets", A::Int(2)),
+                ("aggregate_function", A::Text(agg.into())),
+                ("base_values", floats(&[10.0, 20.0])),
+                ("post_transform", A::Text("SOFTMAX".into())),
+            ]);
+            cases.push((
+                format!("forest-{agg}-{dt:?}"),
+                req("TreeEnsembleRegressor", &[(vec![4, 2], dt)], a),
+                vec![x.clone()],
+            ));
+        }
+        for (ids, labels, post) in [
+            ([0, 1, 0, 1, 0], vec![7, 8, 9], "SOFTMAX"),
+            ([1, 1, 1, 1, 1], vec![3, 9], "LOGISTIC"),
+            ([0, 1, 0, 1, 0], vec![3, 9], "NONE"),
+        ] {
+            let mut a = forest_attrs("class", ids);
+            a.extend([
+                ("classlabels_int64s", A::Ints(labels.clone())),
+                ("post_transform", A::Text(post.into())),
+            ]);
+            cases.push((
+                format!("forest-cls-{}-{post}-{dt:?}", labels.len()),
+                req("TreeEnsembleClassifier", &[(vec![4, 2], dt)], a),
+                vec![x.clone()],
+            ));
+        }
+    }
+    cases
 }

@@ -208,7 +208,8 @@ fn cuda_emulation_vectors() {
             dump_plan(&mut out, &dir, &format!("label-{xd:?}-{yd:?}"), &r, &[x]);
         }
     }
-    for (name, r, inputs) in super::classic::classic_cases() {
+    let forests = super::classic::forest_cases();
+    for (name, r, inputs) in super::classic::classic_cases().into_iter().chain(forests) {
         dump_plan(&mut out, &dir, &name, &r, &inputs);
     }
     std::fs::write(format!("{dir}/ml.cases"), out).unwrap();
