@@ -393,21 +393,6 @@ fn onnx_bytes_typed_fields_and_external_data() {
         .unwrap()
         .to_string();
     assert!(e.contains("inside the model's folder"), "{e}");
-    // a symbolic link in the folder pointing out of it is refused too
-    let outside = TempDir::new();
-    std::fs::write(outside.path().join("secret.bin"), &file).unwrap();
-    #[cfg(unix)]
-    {
-        std::os::unix::fs::symlink(outside.path().join("secret.bin"), dir.path().join("l.bin"))
-            .unwrap();
-        std::fs::write(&path, onnx_model(ext("l.bin"))).unwrap();
-        let e = Model::from_onnx_file(host(), &path)
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("resolves outside the model's folder"), "{e}");
-    }
-
     let e = Model::from_onnx_bytes(host(), b"\x0a\xff\xff\xff\xff\x0fjunk", None)
         .err()
         .unwrap();
@@ -690,10 +675,8 @@ fn an_endless_loop_is_stopped_at_its_iteration_bound() {
     };
     let model = Model::new(host(), g).unwrap();
     let e = model.run(&[tensor("v0", vec![1], &[1.0])]).unwrap_err();
-    // each (empty) body run is a step too: whichever bound comes first stops it
     assert!(
-        matches!(&e, GraphError::Limit(m)
-            if m.contains("iterations") || m.contains("nodes (loops included)")),
+        matches!(&e, GraphError::Limit(m) if m.contains("iterations")),
         "{e}"
     );
     assert_eq!(e.status(), umd::error::status::INVALID_INPUT);
@@ -1046,7 +1029,7 @@ fn hostile_models_are_refused_by_their_bounds_before_they_allocate() {
         ),
         "a sequence of 1099511627776 tensors",
     );
-    // Loop(2){ Loop(2^20 - 1){ } }: each empty body run is a step
+    // Loop(5){ Loop(2^20 - 1){ } }: empty bodies execute no node; their runs are bounded
     let empty_body = || {
         body(
             vec![],
@@ -1077,12 +1060,12 @@ fn hostile_models_are_refused_by_their_bounds_before_they_allocate() {
             ),
             Node::new("Identity", &["two"], &["y"], vec![]),
         ],
-        vec![("two", m(2)), ("big", m((1 << 20) - 1))],
+        vec![("two", m(5)), ("big", m((1 << 20) - 1))],
         "y",
         17,
     );
     g.outputs[0].dtype = Some(Dtype::I64);
-    limit(g, "nodes (loops included)");
+    limit(g, "bodies more than 4194304 times");
     // Scan-8 over a batch of 2^62 zero-byte entries
     let scan_body = body(
         vec![Node::new("Identity", &["e"], &["o"], vec![])],

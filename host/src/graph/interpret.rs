@@ -7,7 +7,7 @@
 //!
 //! Owns the ONNX semantics of If, Loop, Scan (opset 8 and 9+), the sequence ops and the
 //! optional ops ([`HOST_OPS`]), and the bounds that keep a hostile model from running forever
-//! or without end in memory ([`MAX_STEPS`], [`MAX_ITERATIONS`], [`MAX_SEQUENCE`],
+//! or without end in memory ([`MAX_STEPS`], [`MAX_ITERATIONS`], [`MAX_BODY_RUNS`], [`MAX_SEQUENCE`],
 //! [`MAX_COPIED_BYTES`], tensors the host makes within [`super::onnx::MAX_TENSOR_BYTES`]). Knows
 //! nothing of protobufs or plugins.
 
@@ -28,6 +28,8 @@ pub const MAX_STEPS: u64 = 1 << 20;
 pub const MAX_ITERATIONS: u64 = 1 << 20;
 /// Most tensors one sequence may hold.
 pub const MAX_SEQUENCE: usize = 1 << 16;
+/// Most body runs (If branches, Loop/Scan/SequenceMap iterations) of one run.
+pub const MAX_BODY_RUNS: u64 = 1 << 22;
 /// Most bytes of constants one run copies into the bodies it runs (each run of a body copies
 /// its initializers).
 pub const MAX_COPIED_BYTES: u64 = 16 << 30;
@@ -92,6 +94,8 @@ pub(super) struct Interpreter<'h> {
     steps: u64,
     /// Constant bytes copied into bodies so far.
     copied: u64,
+    /// Bodies run so far.
+    body_runs: u64,
     /// Command buffers submitted so far.
     submissions: usize,
     bodies: &'h dyn Bodies,
@@ -106,6 +110,7 @@ impl<'h> Interpreter<'h> {
             stream,
             steps: 0,
             copied: 0,
+            body_runs: 0,
             submissions: 0,
             bodies,
         }
@@ -274,8 +279,16 @@ impl<'h> Interpreter<'h> {
                 formal.len()
             )));
         }
-        // a body run counts as a step even when it has no nodes (nested empty loops)
-        self.tick(node, 1)?;
+        // body runs are bounded on their own: an empty body executes no node (nested empty
+        // loops ran ~2^40 times), and a compiled one counts its nodes once per run
+        self.body_runs += 1;
+        if self.body_runs > MAX_BODY_RUNS {
+            return Err(GraphError::Limit(format!(
+                "the run ran its loop and branch bodies more than {MAX_BODY_RUNS} times, the \
+                 last in {}",
+                node.label()
+            )));
+        }
         for c in &body.captures {
             formal.push(get(env, node, c)?);
         }

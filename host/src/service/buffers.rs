@@ -71,6 +71,11 @@ impl Buffers {
         self.table.lock().live.insert(s);
     }
 
+    /// Whether `s`'s connection is open (session 0, in-process callers, always is).
+    pub(super) fn is_live(&self, s: Session) -> bool {
+        self.table.lock().is_live(s)
+    }
+
     /// Reserves `more` bytes for `owner` if what it holds, what it has reserved and `more` fit
     /// its quota; the reservation is given back as it is inserted or dropped.
     pub(super) fn admit(

@@ -32,6 +32,8 @@ pub const MAX_MODELS: usize = 64;
 pub const MAX_MODELS_PER_CLIENT: usize = 16;
 /// Most `LoadModel` uploads in progress at once (each buffers up to [`MAX_MODEL_BYTES`]).
 pub const MAX_CONCURRENT_LOADS: usize = 4;
+/// Longest wait for the next chunk of an upload (a stalled client gives its place back).
+pub const CHUNK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A loaded model and the session that loaded it (the only one that may run or unload it; it
 /// is unloaded when that session ends).
@@ -265,7 +267,17 @@ impl graph_server::Graph for GraphService {
         };
         let mut chunks = request.into_inner();
         let mut bytes = Vec::new();
-        while let Some(c) = chunks.next().await {
+        loop {
+            let Ok(next) = tokio::time::timeout(CHUNK_TIMEOUT, chunks.next()).await else {
+                return Ok(Response::new(load_error(
+                    status::INVALID_INPUT,
+                    format!(
+                        "no model chunk for {} s: upload abandoned",
+                        CHUNK_TIMEOUT.as_secs()
+                    ),
+                )));
+            };
+            let Some(c) = next else { break };
             let c = c?;
             let why = match self.host.device_named(&c.device) {
                 Ok(d) if Arc::ptr_eq(d, self.host.device()) => None,
@@ -324,6 +336,10 @@ impl graph_server::Graph for GraphService {
             let mut models = self.models.lock();
             match held(&models) {
                 Some(why) => Some((why, model)),
+                // the client left while the model compiled: nobody could unload it
+                None if !self.buffers.is_live(owner) => {
+                    Some(("the client's connection closed".to_string(), model))
+                }
                 None => {
                     models.insert(handle, (owner, Arc::new(model)));
                     None

@@ -5,8 +5,8 @@
 //!
 //! Nodes are named by `(tree id, node id)`; each tree starts at its smallest node id; modes
 //! BRANCH_LEQ, BRANCH_LT, BRANCH_GTE, BRANCH_GT, BRANCH_EQ, BRANCH_NEQ and LEAF; thresholds and
-//! weights are f32 (`nodes_values`, `*_weights`, or their `_as_tensor` forms), compared with the
-//! input in f64 and summed in f32; a NaN input takes the true branch where
+//! weights as given (f32 lists, or f64 in their `_as_tensor` forms), compared with the input in
+//! f64, weights summed in f32; a NaN input takes the true branch where
 //! `nodes_missing_value_tracks_true` says so. A leaf may carry several (target or class, weight)
 //! pairs. Then onnxruntime's aggregators:
 //! - regressor, SUM / AVERAGE (÷ trees) / MIN / MAX per target (MIN/MAX over the leaves that
@@ -353,7 +353,7 @@ fn plan(
         let leaf = modes[i] == 6;
         blob.i64(if leaf { 0 } else { feats[i] });
         blob.i64(modes[i]);
-        blob.f64(values[i] as f32 as f64);
+        blob.f64(values[i]);
         blob.i64(if leaf { 0 } else { child(tids[i], trues[i])? });
         blob.i64(if leaf { 0 } else { child(tids[i], falses[i])? });
         blob.i64(missing.get(i).is_some_and(|&m| m != 0) as i64);
@@ -368,11 +368,11 @@ fn plan(
     }
     for (id, w) in pairs.iter().flatten() {
         blob.i64(*id);
-        blob.f64(*w as f32 as f64);
+        blob.f64(*w);
     }
     let base_off = blob.len();
     for &b in &base {
-        blob.f64(b as f32 as f64);
+        blob.f64(b);
     }
     let labels_off = blob.len();
     let classifier = labels.is_some();

@@ -7,7 +7,7 @@
 //! - Imputer: each value equal to `replaced_value_*` (NaN: each NaN) becomes the column's
 //!   `imputed_value_*`; same dtype out (f32/f64 take the float attributes, i64/i32 the ints);
 //! - OneHotEncoder: `Y [..., K]` f32, 1 where `x` (floats truncated to integers) equals
-//!   category `k` of `cats_int64s`; an unknown value gives a row of zeros, or with `zeros = 0`
+//!   category `k` of `cats_int64s` (the first of duplicates); an unknown value gives a row of zeros, or with `zeros = 0`
 //!   fails the call on the CPU device (string categories are not served);
 //! - FeatureVectorizer: the first `inputdimensions[i]` columns of each input `[N, C_i]`, side by
 //!   side into `Y [N, Σ inputdimensions]` f32, zero-padded where an input has fewer.
@@ -350,8 +350,13 @@ extern "C" __global__ void imputer_NAME(const T* __restrict__ x, const u64* __re
 extern "C" __global__ void onehot_NAME(const T* __restrict__ x, const u64* __restrict__ tab,
     float* __restrict__ y, u64 n, u64 k, unsigned int zeros) {
   UMD_FOR(i, n) {
-    long long v = (long long)ld_T(x[i]);
-    for (u64 j = 0; j < k; j++) y[i * k + j] = (long long)tab[j] == v ? 1.0f : 0.0f;
+    long long v = umd_category(x[i]);
+    bool found = false;
+    for (u64 j = 0; j < k; j++) {
+      bool hit = !found && (long long)tab[j] == v;
+      y[i * k + j] = hit ? 1.0f : 0.0f;
+      found = found || hit;
+    }
   }
 }
 extern "C" __global__ void fv_NAME(const T* __restrict__ x, float* __restrict__ y, u64 n,
@@ -375,6 +380,12 @@ pub fn cuda(dt: Dtype) -> ModuleSource {
     } else {
         "__device__ __forceinline__ T umd_impute(T x, u64 w, double, long long rep) {\n\
          return (long long)x == rep ? (T)(long long)w : x;\n}\n"
+    });
+    // OneHotEncoder: integers as they are (a double would round past 2^53), floats truncated
+    code.push_str(if matches!(dt, Dtype::F32 | Dtype::F64) {
+        "__device__ __forceinline__ long long umd_category(T x) { return (long long)ld_T(x); }\n"
+    } else {
+        "__device__ __forceinline__ long long umd_category(T x) { return (long long)x; }\n"
     });
     let name = dtype::name(dt);
     code.push_str(&KERNELS.replace("NAME", name));
@@ -477,13 +488,12 @@ fn onehot<T: Val>(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
         } else {
             v.to_i64()
         };
-        let mut found = false;
-        for j in 0..k {
-            if word(tab, j) as i64 == v {
-                put::<f32>(&mut y.data, i * k + j, 1.0);
-                found = true;
-            }
+        // the first equal category only (onnxruntime's map keeps the first of duplicates)
+        let found = (0..k).find(|&j| word(tab, j) as i64 == v);
+        if let Some(j) = found {
+            put::<f32>(&mut y.data, i * k + j, 1.0);
         }
+        let found = found.is_some();
         if !found && !zeros {
             return Err(OpError::InvalidAttribute(format!(
                 "OneHotEncoder: value {v} is not one of the categories and `zeros` = 0"

@@ -219,6 +219,8 @@ pub fn module(code: String, entries: Vec<String>) -> ModuleSource {
         language: SourceLanguage::CudaC,
         code,
         entry_points: entries,
-        options: vec!["--std=c++17".into()],
+        // no fused multiply-adds: the CPU kernels round each product (a label decided by a
+        // score's sign must not flip between devices)
+        options: vec!["--std=c++17".into(), "--fmad=false".into()],
     }
 }
