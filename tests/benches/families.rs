@@ -55,8 +55,9 @@ fn umd_time(host: &Host, req: OpRequest, inputs: &[Vec<u8>]) -> Duration {
         host.write(b, data).unwrap();
         bufs.push(b);
     }
-    for o in &t.outputs {
-        bufs.push(host.alloc(o).unwrap());
+    // outputs, then the plan's workspace when it has one
+    for b in &t.cmdbuf.bindings[req.inputs.len()..] {
+        bufs.push(host.alloc(&b.desc).unwrap());
     }
     let stream = host.device().default_stream();
     median(|| host.execute(&t, &bufs, stream).unwrap().wait().unwrap())
@@ -320,6 +321,88 @@ fn main() {
         OpRequest::new("StringSplit", vec![d]).attr("delimiter", umd::AttrValue::Text(" ".into()));
     let u = umd_time(&host, req, &[data]);
     row("text", "StringSplit 4096 strings of 8 words", u, native);
+
+    // ml: TreeEnsembleRegressor, 100 full trees of depth 6 over f32[4096, 16], SUM
+    let (trees, depth, rows, feats) = (100usize, 6u32, 4096usize, 16usize);
+    let n = (1usize << (depth + 1)) - 1;
+    let inner = (1usize << depth) - 1;
+    let mut rng = 12345u64;
+    let mut next = || {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (rng >> 33) as usize
+    };
+    let (mut feat, mut thr, mut leaf_w) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..trees * n {
+        feat.push(next() % feats);
+        thr.push((next() % 2000) as f32 / 1000.0 - 1.0);
+        leaf_w.push((next() % 1000) as f32 / 1000.0);
+    }
+    let x = f32s(rows * feats, 9);
+    let native = median(|| {
+        let mut out = vec![0f32; rows];
+        for (r, o) in out.iter_mut().enumerate() {
+            for t in 0..trees {
+                let mut i = 0;
+                while i < inner {
+                    let k = t * n + i;
+                    i = if x[r * feats + feat[k]] <= thr[k] {
+                        2 * i + 1
+                    } else {
+                        2 * i + 2
+                    };
+                }
+                *o += leaf_w[t * n + i];
+            }
+        }
+        std::hint::black_box(out);
+    });
+    let ints = |v: Vec<i64>| umd::AttrValue::Ints(v);
+    let (mut tids, mut nids, mut fids, mut vals, mut modes, mut tr, mut fl) =
+        (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut wt, mut wn, mut wi, mut ww) = (vec![], vec![], vec![], vec![]);
+    for t in 0..trees {
+        for i in 0..n {
+            let k = t * n + i;
+            tids.push(t as i64);
+            nids.push(i as i64);
+            let leaf = i >= inner;
+            fids.push(if leaf { 0 } else { feat[k] as i64 });
+            vals.push(thr[k] as f64);
+            modes.push(if leaf { "LEAF" } else { "BRANCH_LEQ" }.to_string());
+            tr.push(if leaf { 0 } else { 2 * i as i64 + 1 });
+            fl.push(if leaf { 0 } else { 2 * i as i64 + 2 });
+            if leaf {
+                wt.push(t as i64);
+                wn.push(i as i64);
+                wi.push(0);
+                ww.push(leaf_w[k] as f64);
+            }
+        }
+    }
+    let req = OpRequest::new(
+        "TreeEnsembleRegressor",
+        vec![t(&[rows as u64, feats as u64])],
+    )
+    .attr("nodes_treeids", ints(tids))
+    .attr("nodes_nodeids", ints(nids))
+    .attr("nodes_featureids", ints(fids))
+    .attr("nodes_values", umd::AttrValue::Floats(vals))
+    .attr("nodes_modes", umd::AttrValue::Texts(modes))
+    .attr("nodes_truenodeids", ints(tr))
+    .attr("nodes_falsenodeids", ints(fl))
+    .attr("target_treeids", ints(wt))
+    .attr("target_nodeids", ints(wn))
+    .attr("target_ids", ints(wi))
+    .attr("target_weights", umd::AttrValue::Floats(ww));
+    let u = umd_time(&host, req, &[bytes(&x)]);
+    row(
+        "ml",
+        "TreeEnsembleRegressor 100 trees of depth 6, f32[4096,16]",
+        u,
+        native,
+    );
 
     println!();
     shape_in_place("");
