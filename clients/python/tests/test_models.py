@@ -437,6 +437,61 @@ def test_tree_ensemble_classifier(tmp_path, case):
     check_against_ort(m, {"x": forest_input(rng, T.FLOAT)}, tmp_path, rtol=1e-5, atol=1e-5)
 
 
+def random_svm(rng, kernel, n_classes, per_class, nf, proba):
+    attrs = dict(kernel_type=kernel, kernel_params=[0.3, 0.5, 3.0])
+    if per_class:
+        nv = sum(per_class)
+        attrs.update(vectors_per_class=per_class,
+                     support_vectors=list(np.round(rng.normal(size=nv * nf), 2)),
+                     coefficients=list(np.round(rng.normal(size=(n_classes - 1) * nv), 2)),
+                     rho=list(np.round(rng.normal(size=n_classes * (n_classes - 1) // 2), 2)))
+        if proba:
+            pairs = n_classes * (n_classes - 1) // 2
+            attrs.update(prob_a=list(rng.uniform(-3, -0.5, pairs)),
+                         prob_b=list(rng.normal(size=pairs) * 0.1))
+    else:
+        attrs.update(coefficients=list(np.round(rng.normal(size=n_classes * nf), 2)),
+                     rho=[0.25])
+    return attrs
+
+
+@pytest.mark.parametrize("kernel", ["LINEAR", "POLY", "RBF", "SIGMOID"])
+@pytest.mark.parametrize("classes,per_class,proba,post", [
+    (3, [2, 3, 1], False, "NONE"), (3, [2, 3, 1], True, "NONE"), (4, [1, 2, 2, 1], True, "NONE"),
+    (2, [3, 2], False, "NONE"), (2, [3, 2], False, "LOGISTIC"), (2, [3, 2], True, "NONE"),
+    (4, [2, 1, 1, 2], False, "SOFTMAX"), (3, [], False, "NONE"), (2, [], False, "NONE")])
+def test_svm_classifier(tmp_path, kernel, classes, per_class, proba, post):
+    rng = np.random.default_rng(zlib.crc32(repr((kernel, classes, per_class, proba, post)).encode()))
+    nf = 3
+    attrs = random_svm(rng, kernel, classes, per_class, nf, proba)
+    attrs.update(classlabels_ints=list(range(10, 10 + classes)), post_transform=post)
+    width = classes if (proba or not per_class) else (
+        2 if classes == 2 else classes * (classes - 1) // 2)
+    m = ml_model([ml_node("SVMClassifier", ["x"], ["label", "scores"], **attrs)],
+                 [vi("x", T.FLOAT, [None, nf])],
+                 [vi("label", T.INT64, [None]), vi("scores", T.FLOAT, [None, width])])
+    x = rng.normal(size=(30, nf)).astype(np.float32)
+    check_against_ort(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel", ["LINEAR", "POLY", "RBF", "SIGMOID"])
+@pytest.mark.parametrize("vectors,one_class", [(5, 0), (5, 1), (0, 0)])
+def test_svm_regressor(tmp_path, kernel, vectors, one_class):
+    rng = np.random.default_rng(zlib.crc32(repr((kernel, vectors, one_class)).encode()))
+    nf = 3
+    attrs = dict(kernel_type=kernel, kernel_params=[0.3, 0.5, 2.0], n_supports=vectors,
+                 rho=[0.5], one_class=one_class)
+    if vectors:
+        attrs.update(support_vectors=list(rng.normal(size=vectors * nf)),
+                     coefficients=list(rng.normal(size=vectors)))
+    else:
+        attrs.update(coefficients=list(rng.normal(size=nf)))
+    m = ml_model([ml_node("SVMRegressor", ["x"], ["y"], **attrs)],
+                 [vi("x", T.FLOAT, [None, nf])], [vi("y", T.FLOAT, [None, 1])])
+    x = rng.normal(size=(30, nf)).astype(np.float32)
+    check_against_ort(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-5)
+
+
 def test_bad_inputs_are_clear_errors(tmp_path):
     path = tmp_path / "lenet.onnx"
     onnx.save(lenet(), path)

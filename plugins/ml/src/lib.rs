@@ -1,20 +1,20 @@
 //! The `ml` plugin: the ONNX-ML ops of domain `ai.onnx.ml` — Binarizer, ArrayFeatureExtractor,
 //! TreeEnsemble (opset 5), LabelEncoder (numeric keys and values), LinearRegressor,
 //! LinearClassifier, Scaler, Normalizer, Imputer, OneHotEncoder, FeatureVectorizer,
-//! TreeEnsembleRegressor, TreeEnsembleClassifier (opsets 1–3) — and
+//! TreeEnsembleRegressor, TreeEnsembleClassifier (opsets 1–3), SVMRegressor, SVMClassifier — and
 //! TfIdfVectorizer of the default domain (integer tokens). A request of another domain is
 //! refused.
 //!
 //! - [`simple`]: Binarizer, ArrayFeatureExtractor;
 //! - [`linear`]: LinearRegressor, LinearClassifier; [`prep`]: Scaler, Normalizer, Imputer,
 //!   OneHotEncoder, FeatureVectorizer; [`forest`]: TreeEnsembleRegressor,
-//!   TreeEnsembleClassifier;
+//!   TreeEnsembleClassifier; [`svm`]: SVMRegressor, SVMClassifier;
 //! - [`tfidf`]: TfIdfVectorizer; [`tree`]: TreeEnsemble; [`label`]: LabelEncoder;
 //! - [`blob`]: attribute tables copied into the workspace before the op's launch;
 //! - [`common`]: domain checks, launches, CUDA heads, the CPU element trait.
 //!
 //! Module ids: `ml_binarizer_{T}`, `ml_afe`, `ml_tfidf`, `ml_tree_{T}`, `ml_label`, `ml_blob`,
-//! `ml_linear_{T}`, `ml_prep_{T}`, `ml_forest_{T}`.
+//! `ml_linear_{T}`, `ml_prep_{T}`, `ml_forest_{T}`, `ml_svm_{T}`.
 
 pub mod blob;
 pub mod common;
@@ -23,6 +23,7 @@ pub mod label;
 pub mod linear;
 pub mod prep;
 pub mod simple;
+pub mod svm;
 pub mod tfidf;
 pub mod tree;
 
@@ -32,7 +33,7 @@ use umd_sdk::{
 };
 
 /// Every op this plugin serves, in ONNX spelling.
-pub const OPS: [&str; 14] = [
+pub const OPS: [&str; 16] = [
     "Binarizer",
     "ArrayFeatureExtractor",
     "TfIdfVectorizer",
@@ -47,6 +48,8 @@ pub const OPS: [&str; 14] = [
     "FeatureVectorizer",
     "TreeEnsembleRegressor",
     "TreeEnsembleClassifier",
+    "SVMRegressor",
+    "SVMClassifier",
 ];
 
 pub struct MlPlugin;
@@ -90,6 +93,10 @@ impl Plugin for MlPlugin {
             forest::plan_regressor(req)
         } else if is("TreeEnsembleClassifier") {
             forest::plan_classifier(req)
+        } else if is("SVMRegressor") {
+            svm::plan_regressor(req)
+        } else if is("SVMClassifier") {
+            svm::plan_classifier(req)
         } else {
             Err(umd_sdk::unsupported_op_ext(req))
         }
@@ -143,6 +150,9 @@ impl Plugin for MlPlugin {
         if let Some(dt) = input_dtype("ml_linear_") {
             return Ok(linear::cuda(dt));
         }
+        if let Some(dt) = input_dtype("ml_svm_") {
+            return Ok(svm::cuda(dt));
+        }
         if let Some(dt) = input_dtype("ml_forest_") {
             return Ok(forest::cuda(dt));
         }
@@ -171,6 +181,10 @@ impl Plugin for MlPlugin {
             tree::run_cpu(&call, suffix_dt("tree_")?)
         } else if e.starts_with("label_") {
             label::run_cpu(&call)
+        } else if e.starts_with("svm_cls_") {
+            svm::run_cpu(&call, suffix_dt("svm_cls_")?, true)
+        } else if e.starts_with("svm_") {
+            svm::run_cpu(&call, suffix_dt("svm_")?, false)
         } else if e.starts_with("forest_cls_") {
             forest::run_cpu(&call, suffix_dt("forest_cls_")?, true)
         } else if e.starts_with("forest_") {

@@ -624,3 +624,150 @@ pub fn forest_cases() -> Vec<(String, PlanRequestExt, Vec<Vec<u8>>)> {
     }
     cases
 }
+
+fn svm_req(op: &str, dt: Dtype, attrs: Vec<(&'static str, A)>) -> PlanRequestExt {
+    req(op, &[(vec![3, 2], dt)], attrs)
+}
+
+const SVM_X: [f64; 6] = [1.0, 0.0, 0.0, 1.0, -1.0, -1.0];
+
+/// SVMs small enough to check by hand, and the cases for the CUDA vectors.
+pub fn svm_cases() -> Vec<(String, PlanRequestExt, Vec<Vec<u8>>)> {
+    let mut cases = Vec::new();
+    for dt in INPUTS {
+        let x = enc(dt, &SVM_X);
+        for kernel in ["LINEAR", "POLY", "RBF", "SIGMOID"] {
+            let base = || {
+                vec![
+                    ("kernel_type", A::Text(kernel.into())),
+                    ("kernel_params", floats(&[0.5, 1.0, 2.0])),
+                ]
+            };
+            let mut r = base();
+            r.extend([
+                ("n_supports", A::Int(2)),
+                ("support_vectors", floats(&[1.0, 0.0, 0.0, 1.0])),
+                ("coefficients", floats(&[2.0, -1.0])),
+                ("rho", floats(&[0.5])),
+            ]);
+            cases.push((
+                format!("svr-{kernel}-{}", dtype::name(dt)),
+                svm_req("SVMRegressor", dt, r),
+                vec![x.clone()],
+            ));
+            for proba in [false, true] {
+                let mut c = base();
+                c.extend([
+                    ("vectors_per_class", A::Ints(vec![1, 1, 1])),
+                    ("support_vectors", floats(&[1.0, 0.0, 0.0, 1.0, -1.0, -1.0])),
+                    ("coefficients", floats(&[1.0, 1.0, -1.0, 1.0, -1.0, -1.0])),
+                    ("rho", floats(&[0.0, 0.1, -0.1])),
+                    ("classlabels_ints", A::Ints(vec![5, 6, 7])),
+                ]);
+                if proba {
+                    c.push(("prob_a", floats(&[-2.0, -1.5, -1.0])));
+                    c.push(("prob_b", floats(&[0.1, 0.0, -0.1])));
+                }
+                cases.push((
+                    format!("svc-{kernel}-{proba}-{}", dtype::name(dt)),
+                    svm_req("SVMClassifier", dt, c),
+                    vec![x.clone()],
+                ));
+            }
+        }
+        let linear = vec![
+            ("coefficients", floats(&[1.0, 0.0, 0.0, 1.0])),
+            ("rho", floats(&[0.25])),
+            ("classlabels_ints", A::Ints(vec![3, 4])),
+            ("post_transform", A::Text("LOGISTIC".into())),
+        ];
+        cases.push((
+            format!("svc-linear-{}", dtype::name(dt)),
+            svm_req("SVMClassifier", dt, linear),
+            vec![x.clone()],
+        ));
+    }
+    cases
+}
+
+#[test]
+fn svms_by_hand_and_their_refusals() {
+    let by_name = |name: &str| {
+        let (_, r, x) = svm_cases().into_iter().find(|c| c.0 == name).unwrap();
+        let (plan, out) = run(&r, &x).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        out.iter()
+            .zip(&plan.outputs)
+            .map(|(o, d)| dec(d.dtype, o))
+            .collect::<Vec<_>>()
+    };
+    // LINEAR regressor: 2 (x·[1,0]) − (x·[0,1]) + 0.5
+    assert_eq!(by_name("svr-LINEAR-f32")[0], vec![2.5, -0.5, -0.5]);
+    // RBF regressor with γ 0.5: row 0 is support vector 0 (K = 1) and √2 from vector 1
+    let rbf = by_name("svr-RBF-f64")[0].clone();
+    let want0 = 2.0 - (-0.5f64 * 2.0).exp() + 0.5;
+    assert!((rbf[0] - want0).abs() < 1e-6, "{rbf:?}");
+    // three classes one-vs-one with LINEAR kernels: K(x, sv) = x·sv
+    // row 0 (x = [1, 0]): K = [1, 0, -1]; pairs (0,1) = coef[0][0]·1 + coef[0][1]·0 + 0 = 1 → 0;
+    // (0,2) = coef[1][0]·1 + coef[0][2]·(−1) + 0.1 = 1 + 1 + 0.1 → 0; (1,2) = coef[1][1]·0 +
+    // coef[1][2]·(−1) − 0.1 = 0.9 → 1: votes [2, 1, 0], label 5
+    let svc = by_name("svc-LINEAR-false-f32");
+    assert_eq!(svc[0][0], 5.0);
+    close(&svc[1][..3], &[1.0, 2.1, 0.9], "pairwise decisions");
+    // probabilities sum to 1 per row
+    let p = by_name("svc-RBF-true-f32")[1].clone();
+    for row in p.chunks(3) {
+        assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-5, "{row:?}");
+    }
+    // refusals
+    let refuse = |op: &str, attrs: Vec<(&'static str, A)>, what: &str| match MlPlugin::plan_ext(
+        &svm_req(op, Dtype::F32, attrs),
+    ) {
+        Err(e) => assert!(format!("{e:?}").contains(what), "{e:?} lacks {what:?}"),
+        Ok(_) => panic!("{op} planned"),
+    };
+    refuse(
+        "SVMRegressor",
+        vec![
+            ("n_supports", A::Int(2)),
+            ("support_vectors", floats(&[1.0, 0.0, 0.0])),
+            ("coefficients", floats(&[1.0, 1.0])),
+            ("rho", floats(&[0.0])),
+        ],
+        "`support_vectors` has 3 values",
+    );
+    refuse(
+        "SVMClassifier",
+        vec![
+            ("coefficients", floats(&[1.0; 4])),
+            ("rho", floats(&[0.0])),
+            ("classlabels_ints", A::Ints((0..33).collect())),
+        ],
+        "33 `classlabels_ints`",
+    );
+    refuse(
+        "SVMClassifier",
+        vec![
+            ("kernel_type", A::Text("CUBIC".into())),
+            ("coefficients", floats(&[1.0; 4])),
+            ("rho", floats(&[0.0])),
+            ("classlabels_ints", A::Ints(vec![1, 2])),
+        ],
+        "`kernel_type`",
+    );
+    let strings = svm_req(
+        "SVMClassifier",
+        Dtype::F32,
+        vec![
+            ("coefficients", floats(&[1.0; 4])),
+            ("rho", floats(&[0.0])),
+            (
+                "classlabels_strings",
+                A::Texts(vec!["a".into(), "b".into()]),
+            ),
+        ],
+    );
+    assert!(matches!(
+        MlPlugin::plan_ext(&strings),
+        Err(OpError::UnsupportedOp(_))
+    ));
+}

@@ -209,7 +209,12 @@ fn cuda_emulation_vectors() {
         }
     }
     let forests = super::classic::forest_cases();
-    for (name, r, inputs) in super::classic::classic_cases().into_iter().chain(forests) {
+    let svms = super::classic::svm_cases();
+    for (name, r, inputs) in super::classic::classic_cases()
+        .into_iter()
+        .chain(forests)
+        .chain(svms)
+    {
         dump_plan(&mut out, &dir, &name, &r, &inputs);
     }
     std::fs::write(format!("{dir}/ml.cases"), out).unwrap();

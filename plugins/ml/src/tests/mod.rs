@@ -144,6 +144,7 @@ fn cuda_sources_of_every_op_and_dtype() {
     ));
     reqs.extend(classic::classic_cases().into_iter().map(|(_, r, _)| r));
     reqs.extend(classic::forest_cases().into_iter().map(|(_, r, _)| r));
+    reqs.extend(classic::svm_cases().into_iter().map(|(_, r, _)| r));
     for r in &reqs {
         let srcs = testing::cuda_sources::<MlPlugin>(r).unwrap();
         for (id, src) in srcs {

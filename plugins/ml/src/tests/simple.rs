@@ -56,7 +56,7 @@ fn binarizer_errors() {
     ));
     r.domain = "ai.onnx.ml".into();
     assert!(MlPlugin::plan_ext(&r).is_ok());
-    let r = req("SVMRegressor", &[(vec![2], Dtype::F32)], vec![]);
+    let r = req("CategoryMapper", &[(vec![2], Dtype::F32)], vec![]);
     assert!(matches!(
         MlPlugin::plan_ext(&r),
         Err(OpError::UnsupportedOp(_))
