@@ -540,8 +540,8 @@ fn svm<T: Val>(call: &CpuCall, classifier: bool) -> Result<Vec<CpuWrite>, OpErro
             let best = (0..k).fold(0, |b, c| if votes[c] > votes[b] { c } else { b });
             (best, 0f32)
         } else {
-            for c in 0..k {
-                s[c] = (kernel_value(0, kp, &xr, |f| w(coef + c * nf + f)) as f64 + w(rho)) as f32;
+            for (c, sc) in s.iter_mut().enumerate().take(k) {
+                *sc = (kernel_value(0, kp, &xr, |f| w(coef + c * nf + f)) as f64 + w(rho)) as f32;
             }
             let best = (0..k).fold(0, |b, c| if s[c] > s[b] { c } else { b });
             (best, s[best])
@@ -569,8 +569,8 @@ fn svm<T: Val>(call: &CpuCall, classifier: bool) -> Result<Vec<CpuWrite>, OpErro
             s[0] = if post == 0 { -v } else { 1.0 - v };
             s[1] = v;
         }
-        for c in 0..width {
-            put::<f32>(&mut z.data, row * width + c, s[c]);
+        for (c, &v) in s.iter().enumerate().take(width) {
+            put::<f32>(&mut z.data, row * width + c, v);
         }
     }
     Ok(vec![y, z])
