@@ -492,6 +492,21 @@ def test_svm_regressor(tmp_path, kernel, vectors, one_class):
     check_against_ort(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-5)
 
 
+def test_category_mapper_onehot_pipeline_on_strings(tmp_path):
+    """A string column mapped to ids (unknown: -1), one-hot encoded, then a regressor."""
+    cats = ["red", "green", "blue"]
+    m = ml_model(
+        [ml_node("CategoryMapper", ["colour"], ["id"], cats_strings=cats, cats_int64s=[0, 1, 2],
+                 default_int64=-1),
+         ml_node("OneHotEncoder", ["id"], ["oh"], cats_int64s=[0, 1, 2], zeros=1),
+         ml_node("LinearRegressor", ["oh"], ["y"], coefficients=[1.0, 2.0, 3.0],
+                 intercepts=[0.5])],
+        [vi("colour", T.STRING, [None])],
+        [vi("id", T.INT64, [None]), vi("y", T.FLOAT, [None, 1])])
+    colour = np.array(["blue", "red", "mauve", "green", "red"], dtype=object)
+    check_against_ort(m, {"colour": colour}, tmp_path, rtol=1e-6, atol=1e-6)
+
+
 def test_bad_inputs_are_clear_errors(tmp_path):
     path = tmp_path / "lenet.onnx"
     onnx.save(lenet(), path)

@@ -7,11 +7,13 @@
 //! - StringConcat and Equal on strings (NumPy broadcasting): [`binary`];
 //! - StringSplit: [`split`];
 //! - RegexFullMatch (RE2 syntax on the `regex` crate): [`regex_match`];
-//! - ai.onnx.ml LabelEncoder (opsets 2 to 4): [`label_encoder`];
+//! - ai.onnx.ml LabelEncoder (opsets 2 to 4): [`label_encoder`]; CategoryMapper:
+//!   [`category_mapper`];
 //! - Cast to and from STRING: [`cast`].
 
 pub mod binary;
 pub mod cast;
+pub mod category_mapper;
 pub mod common;
 pub mod label_encoder;
 pub mod normalizer;
@@ -142,6 +144,7 @@ pub const OPS: &[(&str, &str)] = &[
     ("Equal", ""),
     ("LabelEncoder", "ai.onnx.ml"),
     ("Cast", ""),
+    ("CategoryMapper", "ai.onnx.ml"),
 ];
 
 /// For each op of [`OPS`], in the same order: (name, min inputs, max inputs, outputs).
@@ -153,6 +156,7 @@ pub const OP_IO: &[(&str, usize, usize, usize)] = &[
     ("Equal", 2, 2, 1),
     ("LabelEncoder", 1, 1, 1),
     ("Cast", 1, 1, 1),
+    ("CategoryMapper", 1, 1, 1),
 ];
 
 /// Entry point: run op `op` (ONNX name, exact case) with inputs (None = absent optional input)
@@ -180,6 +184,7 @@ pub fn run(
         "Equal" => binary::equal(ins[0], ins[1], attrs),
         "LabelEncoder" => label_encoder::label_encoder(ins[0], attrs),
         "Cast" => cast::cast(ins[0], attrs),
+        "CategoryMapper" => category_mapper::category_mapper(ins[0], attrs),
         _ => Err(OpError::Unsupported(format!(
             "op {op:?} has no dispatch entry"
         ))),
