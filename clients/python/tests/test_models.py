@@ -507,6 +507,53 @@ def test_category_mapper_onehot_pipeline_on_strings(tmp_path):
     check_against_ort(m, {"colour": colour}, tmp_path, rtol=1e-6, atol=1e-6)
 
 
+# --- random ops: seeded draws equal the ONNX reference evaluator's (NumPy's legacy RandomState) --
+
+@pytest.mark.parametrize("op,attrs", [
+    ("RandomUniform", dict(low=-2.0, high=3.0)), ("RandomNormal", dict(mean=1.0, scale=0.5))])
+@pytest.mark.parametrize("elem", [T.FLOAT, T.DOUBLE, T.FLOAT16])
+def test_seeded_random_ops_match_the_reference_evaluator(tmp_path, op, attrs, elem):
+    from onnx.reference import ReferenceEvaluator
+    nodes = [h.make_node(op, [], ["r"], dtype=elem, shape=[7, 33], seed=3.0, **attrs),
+             h.make_node(op + "Like", ["x"], ["rl"], dtype=elem, seed=11.0, **attrs)]
+    m = h.make_model(h.make_graph(nodes, "rnd", [vi("x", T.FLOAT, [4, 5])],
+                                  [vi("r", elem, [7, 33]), vi("rl", elem, [4, 5])]),
+                     opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(m)
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    x = np.zeros((4, 5), np.float32)
+    got, _ = run_umd(path, {"x": x}, tmp_path / "o")
+    want = dict(zip(["r", "rl"], ReferenceEvaluator(m).run(None, {"x": x})))
+    for k in want:
+        assert got[k].dtype == want[k].dtype, k
+        np.testing.assert_allclose(got[k].astype(np.float64), want[k].astype(np.float64),
+                                   rtol=1e-6, atol=0, err_msg=k)
+
+
+def test_unseeded_random_ops_differ_between_calls_and_multinomial_follows_its_logits(tmp_path):
+    """Unseeded: every call draws anew (two nodes, same attributes, differ); a plugin has no
+    entropy, so a new process repeats its sequence (README)."""
+    logits = np.log(np.array([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]], np.float32))
+    nodes = [h.make_node("RandomUniform", [], ["u"], shape=[64]),
+             h.make_node("RandomUniform", [], ["u2"], shape=[64]),
+             h.make_node("Multinomial", ["l"], ["m"], sample_size=4000, seed=5.0)]
+    m = h.make_model(h.make_graph(nodes, "rnd", [vi("l", T.FLOAT, [2, 3])],
+                                  [vi("u", T.FLOAT, [64]), vi("u2", T.FLOAT, [64]),
+                                   vi("m", T.INT32, [2, 4000])]),
+                     opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    a, _ = run_umd(path, {"l": logits}, tmp_path / "a")
+    b, _ = run_umd(path, {"l": logits}, tmp_path / "b")
+    assert not np.array_equal(a["u"], a["u2"]), "two unseeded calls drew the same numbers"
+    assert ((a["u"] >= 0) & (a["u"] < 1)).all()
+    np.testing.assert_array_equal(a["m"], b["m"])  # seeded: the same samples
+    for row, p in zip(a["m"], np.exp(logits)):
+        freq = np.bincount(row, minlength=3) / row.size
+        np.testing.assert_allclose(freq, p, atol=0.03)
+
+
 def test_bad_inputs_are_clear_errors(tmp_path):
     path = tmp_path / "lenet.onnx"
     onnx.save(lenet(), path)

@@ -8,7 +8,8 @@
 //! - [`einsum`]: Einsum, one loop nest over every label;
 //! - [`col2im`]: Col2Im; [`det`]: Det; [`unique`]: Unique, NonZero (value-shaped outputs);
 //! - [`nms`]: NonMaxSuppression (value-shaped output);
-//! - [`grid`]: AffineGrid and GridSample (2-D and 3-D); [`roi`]: RoiAlign.
+//! - [`grid`]: AffineGrid and GridSample (2-D and 3-D); [`roi`]: RoiAlign;
+//! - [`random`]: RandomUniform, RandomNormal and their `Like` forms, Bernoulli, Multinomial.
 //!
 //! Module ids are `misc_copy` and `misc_{family}_{dtype}`; entry points name their dtype, so the
 //! CPU kernel is chosen once per launch.
@@ -23,6 +24,7 @@ pub mod layout;
 pub mod mel;
 pub mod mt;
 pub mod nms;
+pub mod random;
 pub mod roi;
 pub mod signal;
 pub mod unique;
@@ -57,6 +59,12 @@ pub fn op_names() -> Vec<&'static str> {
         "STFT",
         "NonMaxSuppression",
         "MelWeightMatrix",
+        "RandomUniform",
+        "RandomNormal",
+        "RandomUniformLike",
+        "RandomNormalLike",
+        "Bernoulli",
+        "Multinomial",
     ];
     v.extend(window::OPS.iter().map(|(n, _)| *n));
     v
@@ -106,6 +114,8 @@ impl Plugin for Misc {
             mel::plan(req)
         } else if is("DFT") {
             signal::plan(req)
+        } else if op.starts_with("Random") || is("Bernoulli") || is("Multinomial") {
+            random::plan(req)
         } else if let Some((_, k)) = window::OPS.iter().find(|(n, _)| is(n)) {
             window::plan(req, *k)
         } else {
@@ -184,6 +194,7 @@ impl Plugin for Misc {
             ("roi", Some(dt)) if common::FLOATS.contains(&dt) => roi::cuda(dt)?,
             ("unique", Some(dt)) if unique::DTYPES.contains(&dt) => unique::cuda(dt)?,
             ("nms", Some(dt)) if common::FLOATS.contains(&dt) => nms::cuda(dt)?,
+            ("random", Some(dt)) if common::FLOATS.contains(&dt) => random::cuda(dt)?,
             _ => return Err(unknown()),
         };
         Ok(ModuleSource {
@@ -210,6 +221,7 @@ impl Plugin for Misc {
             ("roi", Some(dt)) => roi::run_cpu(&call, dt),
             ("unique", Some(dt)) => unique::run_cpu(&call, dt),
             ("nms", Some(dt)) => nms::run_cpu(&call, dt),
+            ("random", Some(dt)) => random::run_cpu(&call, dt),
             _ => Err(unknown()),
         }
     }

@@ -90,7 +90,8 @@ pub fn dropout_launch(
     })
 }
 
-const CUDA: &str = r#"
+/// CUDA C of NumPy's legacy MT19937 step (`umd_mt_next`), shared with [`crate::random`].
+pub const CUDA_MT: &str = r#"
 __device__ unsigned int umd_mt_next(unsigned int* key, int* pos) {
   if (*pos == 624) {
     for (int i = 0; i < 624; ++i) {
@@ -105,6 +106,9 @@ __device__ unsigned int umd_mt_next(unsigned int* key, int* pos) {
   y ^= y >> 11; y ^= (y << 7) & 0x9d2c5680u; y ^= (y << 15) & 0xefc60000u; y ^= y >> 18;
   return y;
 }
+"#;
+
+const CUDA: &str = r#"
 __device__ void umd_dropout_train(const T* x, T* y, unsigned char* m, unsigned long long n,
     double ratio, unsigned int seed) {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
@@ -135,7 +139,11 @@ extern "C" __global__ void dropout_train_mask_NAME(const T* __restrict__ x, T* _
 pub fn cuda(dt: Dtype) -> Result<(String, Vec<String>), OpError> {
     let name = dtype::name(dt);
     Ok((
-        format!("{}{}", cuda_header(dt)?, CUDA.replace("NAME", name)),
+        format!(
+            "{}{CUDA_MT}{}",
+            cuda_header(dt)?,
+            CUDA.replace("NAME", name)
+        ),
         vec![
             format!("dropout_train_{name}"),
             format!("dropout_train_mask_{name}"),

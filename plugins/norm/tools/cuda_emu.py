@@ -24,6 +24,7 @@ import tempfile
 
 SHIM = r"""
 #include <barrier>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,7 @@ static std::barrier<>* umd_block_bar;
 static std::barrier<>* umd_warp_bar[32];
 static unsigned long long umd_xchg[32][32];
 static inline void __syncthreads() { umd_block_bar->arrive_and_wait(); }
+static inline long long clock64() { return (long long)std::chrono::steady_clock::now().time_since_epoch().count(); }
 static inline unsigned umd_linear_tid() {
   return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
@@ -165,7 +167,8 @@ def host_source(code):
 
 
 def decode(dt, data):
-    fmt = {"f32": "f", "f64": "d", "f16": "e", "i32": "i", "i64": "q", "u8": "B", "i8": "b"}
+    fmt = {"f32": "f", "f64": "d", "f16": "e", "i32": "i", "i64": "q", "u8": "B", "i8": "b",
+           "bool": "B", "i16": "h", "u16": "H", "u32": "I", "u64": "Q"}
     if dt == "bf16":
         return [struct.unpack("<f", b"\0\0" + data[i : i + 2])[0] for i in range(0, len(data), 2)]
     size = struct.calcsize(fmt[dt])

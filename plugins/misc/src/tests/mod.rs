@@ -15,6 +15,7 @@ mod grid;
 mod layout;
 mod mel;
 mod nms;
+mod random;
 mod signal;
 mod unique;
 mod window;
