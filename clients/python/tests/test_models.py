@@ -554,6 +554,20 @@ def test_unseeded_random_ops_differ_between_calls_and_multinomial_follows_its_lo
         np.testing.assert_allclose(freq, p, atol=0.03)
 
 
+@pytest.mark.parametrize("scale,pooled", [(1.0, [2, 2]), (0.5, [3, 4]), (0.25, [5, 3])])
+def test_max_roi_pool(tmp_path, scale, pooled):
+    x = RNG.standard_normal((2, 3, 10, 12)).astype(np.float32)
+    rois = np.array([[0, 0, 0, 11, 9], [1, 2.4, 3.5, 8, 7], [0, 5, 5, 5, 5], [1, -3, -2, 30, 4],
+                     [1, 10.5, 1, 2, 8]], np.float32)
+    node = h.make_node("MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=pooled,
+                       spatial_scale=scale)
+    m = h.make_model(h.make_graph([node], "roi", [vi("x", T.FLOAT, [2, 3, 10, 12]),
+                                                  vi("rois", T.FLOAT, [5, 5])],
+                                  [vi("y", T.FLOAT, [5, 3] + pooled)]),
+                     opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    check_against_ort(m, {"x": x, "rois": rois}, tmp_path, rtol=0, atol=0)
+
+
 def test_bad_inputs_are_clear_errors(tmp_path):
     path = tmp_path / "lenet.onnx"
     onnx.save(lenet(), path)

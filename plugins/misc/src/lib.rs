@@ -8,7 +8,8 @@
 //! - [`einsum`]: Einsum, one loop nest over every label;
 //! - [`col2im`]: Col2Im; [`det`]: Det; [`unique`]: Unique, NonZero (value-shaped outputs);
 //! - [`nms`]: NonMaxSuppression (value-shaped output);
-//! - [`grid`]: AffineGrid and GridSample (2-D and 3-D); [`roi`]: RoiAlign;
+//! - [`grid`]: AffineGrid and GridSample (2-D and 3-D); [`roi`]: RoiAlign; [`roipool`]:
+//!   MaxRoiPool;
 //! - [`random`]: RandomUniform, RandomNormal and their `Like` forms, Bernoulli, Multinomial.
 //!
 //! Module ids are `misc_copy` and `misc_{family}_{dtype}`; entry points name their dtype, so the
@@ -26,6 +27,7 @@ pub mod mt;
 pub mod nms;
 pub mod random;
 pub mod roi;
+pub mod roipool;
 pub mod signal;
 pub mod unique;
 pub mod window;
@@ -65,6 +67,7 @@ pub fn op_names() -> Vec<&'static str> {
         "RandomNormalLike",
         "Bernoulli",
         "Multinomial",
+        "MaxRoiPool",
     ];
     v.extend(window::OPS.iter().map(|(n, _)| *n));
     v
@@ -102,6 +105,8 @@ impl Plugin for Misc {
             signal::plan_stft(req)
         } else if is("RoiAlign") {
             roi::plan(req)
+        } else if is("MaxRoiPool") {
+            roipool::plan(req)
         } else if is("MaxUnpool") {
             layout::plan_max_unpool(req)
         } else if is("Det") {
@@ -192,6 +197,7 @@ impl Plugin for Misc {
             ("col2im", Some(dt)) if common::FLOATS.contains(&dt) => col2im::cuda(dt)?,
             ("det", Some(dt)) if common::FLOATS.contains(&dt) => det::cuda(dt)?,
             ("roi", Some(dt)) if common::FLOATS.contains(&dt) => roi::cuda(dt)?,
+            ("roipool", Some(dt)) if common::FLOATS.contains(&dt) => roipool::cuda(dt)?,
             ("unique", Some(dt)) if unique::DTYPES.contains(&dt) => unique::cuda(dt)?,
             ("nms", Some(dt)) if common::FLOATS.contains(&dt) => nms::cuda(dt)?,
             ("random", Some(dt)) if common::FLOATS.contains(&dt) => random::cuda(dt)?,
@@ -219,6 +225,7 @@ impl Plugin for Misc {
             ("col2im", Some(dt)) => col2im::run_cpu(&call, dt),
             ("det", Some(dt)) => det::run_cpu(&call, dt),
             ("roi", Some(dt)) => roi::run_cpu(&call, dt),
+            ("roipool", Some(dt)) => roipool::run_cpu(&call, dt),
             ("unique", Some(dt)) => unique::run_cpu(&call, dt),
             ("nms", Some(dt)) => nms::run_cpu(&call, dt),
             ("random", Some(dt)) => random::run_cpu(&call, dt),

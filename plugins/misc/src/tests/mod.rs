@@ -16,6 +16,7 @@ mod layout;
 mod mel;
 mod nms;
 mod random;
+mod roipool;
 mod signal;
 mod unique;
 mod window;
