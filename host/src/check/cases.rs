@@ -4,7 +4,8 @@
 //! case it declares: the case's inputs and attributes under that op's name, in the case's dtypes
 //! and — when its inputs share one dtype — in every other dtype, at every scale. The plugin
 //! decides which of these exist: a variant it declines for the CPU is skipped. The case itself
-//! (its own op, dtypes and shapes) must plan, or the check fails.
+//! (its own op, dtypes and shapes) must plan, or the check fails. Ops that draw random numbers
+//! are given a `seed` (their seeded draws must agree across devices).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -110,6 +111,11 @@ fn variants(case: &TestCase, op: &str, scales: &[u64]) -> Vec<Variant> {
     let mut base = admission::case_request(case);
     let own = base.op.eq_ignore_ascii_case(op);
     base.op = op.to_string();
+    // an op that draws random numbers is compared seeded: the same draws on every device
+    if crate::graph::draws_random(op) && !base.attributes.iter().any(|(n, _)| n == "seed") {
+        base.attributes
+            .push(("seed".into(), crate::tensor::AttrValue::Float(1.0)));
+    }
     let shared = base
         .inputs
         .first()

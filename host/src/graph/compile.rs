@@ -579,7 +579,8 @@ impl<'a> Builder<'a> {
         let all_const = present
             .iter()
             .all(|&v| matches!(self.vals[v].kind, Kind::Const(_)));
-        if all_const && !nondeterministic(&node.op) {
+        // random ops must run every time: never folded
+        if all_const && !super::draws_random(&node.op) {
             let data: Vec<Vec<u8>> = present
                 .iter()
                 .map(|&v| match &self.vals[v].kind {
@@ -744,7 +745,6 @@ impl<'a> Builder<'a> {
     }
 }
 
-/// Random ops must run every time: never folded.
 /// The request that runs `node` of `def` on its present inputs described by `descs` (in slot
 /// order): domain, opset, attributes, absent slots and the outputs wanted. Every path that runs
 /// a node (compiled plans, constant folding, the control-flow interpreter) builds it here.
@@ -778,10 +778,6 @@ pub(super) fn node_request<'d>(
         req.outputs_wanted = node.outputs.iter().map(|o| !o.is_empty()).collect();
     }
     req
-}
-
-fn nondeterministic(op: &str) -> bool {
-    op.starts_with("Random") || op == "Bernoulli" || op == "Multinomial"
 }
 
 /// The value of an ONNX `Constant` node (a graph constant, like an initializer).

@@ -44,6 +44,13 @@ pub use def::{Constant, Dim, GraphDef, Node, Subgraph, ValueDecl, ValueKind};
 pub use interpret::Value;
 pub use interpret::{MAX_ITERATIONS, MAX_STEPS};
 
+/// Whether ONNX op `op` draws random numbers (RandomUniform, RandomNormal, their `Like` forms,
+/// Bernoulli, Multinomial): its outputs differ between runs unless seeded, so the graph never
+/// folds it and `umd check` seeds it before comparing devices.
+pub fn draws_random(op: &str) -> bool {
+    op.starts_with("Random") || op == "Bernoulli" || op == "Multinomial"
+}
+
 /// Compiled signatures kept per model.
 pub const MAX_SIGNATURES: usize = 8;
 /// Largest graph input (in elements) whose value may be planned as a constant when an op needs
