@@ -256,6 +256,17 @@ impl Plugin for Misc {
                 0.0,
             ),
             umd_sdk::test_case_with(
+                "max roi pool, one bin",
+                "MaxRoiPool",
+                vec![
+                    (t(&[1, 1, 2, 2], Dtype::F32), vec![1., 2., 3., 4.]),
+                    (t(&[1, 5], Dtype::F32), vec![0., 0., 0., 1., 1.]),
+                ],
+                vec![a("pooled_shape", AttrValue::Ints(vec![1, 1]))],
+                vec![(Dtype::F32, vec![4.])],
+                0.0,
+            ),
+            umd_sdk::test_case_with(
                 "einsum matmul",
                 "Einsum",
                 vec![

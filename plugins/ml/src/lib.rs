@@ -278,6 +278,67 @@ impl Plugin for MlPlugin {
                 vec![(Dtype::F32, vec![2., 0., 0., -1.])],
                 0.0,
             ),
+            // the classic ONNX-ML ops (so `umd check` and the kernel gate reach their modules)
+            umd_sdk::test_case_with(
+                "linear regressor",
+                "LinearRegressor",
+                vec![(t("X", &[2, 2], Dtype::F32), vec![1., 2., 3., 4.])],
+                vec![
+                    floats("coefficients", &[1.0, -1.0]),
+                    floats("intercepts", &[0.5]),
+                ],
+                vec![(Dtype::F32, vec![-0.5, -0.5])],
+                0.0,
+            ),
+            umd_sdk::test_case_with(
+                "linear classifier",
+                "LinearClassifier",
+                vec![(t("X", &[2, 2], Dtype::F32), vec![2., 0., 0., 2.])],
+                vec![
+                    floats("coefficients", &[1.0, 0.0, 0.0, 1.0]),
+                    floats("intercepts", &[0.0, 0.0]),
+                    ints("classlabels_ints", &[3, 4]),
+                ],
+                vec![
+                    (Dtype::I64, vec![3., 4.]),
+                    (Dtype::F32, vec![2., 0., 0., 2.]),
+                ],
+                0.0,
+            ),
+            umd_sdk::test_case_with(
+                "scaler",
+                "Scaler",
+                vec![(t("X", &[3], Dtype::F32), vec![1., 2., 3.])],
+                vec![floats("offset", &[1.0]), floats("scale", &[2.0])],
+                vec![(Dtype::F32, vec![0., 2., 4.])],
+                0.0,
+            ),
+            umd_sdk::test_case_with(
+                "svm regressor, linear",
+                "SVMRegressor",
+                vec![(t("X", &[1, 2], Dtype::F32), vec![1., 1.])],
+                vec![floats("coefficients", &[1.0, 2.0]), floats("rho", &[0.5])],
+                vec![(Dtype::F32, vec![3.5])],
+                0.0,
+            ),
+            umd_sdk::test_case_with(
+                "svm classifier, one against one",
+                "SVMClassifier",
+                vec![(t("X", &[2, 2], Dtype::F32), vec![1., 0., 0., 1.])],
+                vec![
+                    ints("vectors_per_class", &[1, 1]),
+                    floats("support_vectors", &[1.0, 0.0, 0.0, 1.0]),
+                    floats("coefficients", &[1.0, -1.0]),
+                    floats("rho", &[0.0]),
+                    ints("classlabels_ints", &[7, 8]),
+                ],
+                // d = K(x, sv0) − K(x, sv1): 1 then −1; votes pick 7 then 8; scores [−d, d]
+                vec![
+                    (Dtype::I64, vec![7., 8.]),
+                    (Dtype::F32, vec![-1., 1., 1., -1.]),
+                ],
+                0.0,
+            ),
             umd_sdk::test_case_with(
                 "label encoder int to int",
                 "LabelEncoder",
