@@ -218,3 +218,63 @@ pub fn written(call: &umd_sdk::CpuCall, b: u32) -> Result<umd_sdk::CpuWrite, OpE
     };
     Ok(umd_sdk::CpuWrite { binding: b, data })
 }
+
+/// What a model op's one launch is: module `ml_{family}_{T}`, entry `{family}_{T}` (regressor)
+/// or `{family}_cls_{T}` (classifier), `T` X's dtype.
+pub struct Scorer<'a> {
+    pub family: &'a str,
+    pub classifier: bool,
+    pub rows: u64,
+    /// Columns of X.
+    pub features: u64,
+    /// Scores per row.
+    pub width: u64,
+}
+
+/// The plan of a model op (the linear models, the forests, the SVMs): the `blob`'s launches
+/// into the workspace, then one launch over `rows` threads with parameters `X`, the table, the
+/// scores (and the labels), `rows`, `features`, then what `args` packs. Outputs: `Y` scores
+/// `[rows, width]` f32, or for a classifier `Y` int64 labels `[rows]` and `Z` scores.
+pub fn scorer_plan(
+    req: &PlanRequestExt,
+    x: &umd_sdk::TensorDesc,
+    s: Scorer,
+    blob: &crate::blob::Blob,
+    args: impl FnOnce(&mut ParamPacker),
+) -> Result<umd_sdk::OpPlan, OpError> {
+    use umd_sdk::{Access, TensorDesc};
+    let shape = vec![s.rows, s.width];
+    umd_sdk::shape::byte_size(&shape, Dtype::F32)?;
+    let nout = if s.classifier { 2 } else { 1 };
+    let ws = req.output_binding(nout);
+    let mut launches = blob.launches(req, ws)?;
+    let mut p = ParamPacker::new();
+    p.ptr(0, Access::Read)
+        .ptr(ws, Access::Read)
+        .ptr(req.output_binding(nout - 1), Access::Write);
+    if s.classifier {
+        p.ptr(req.output_binding(0), Access::Write);
+    }
+    p.u64(s.rows).u64(s.features);
+    args(&mut p);
+    let name = dtype::name(x.dtype);
+    let entry = if s.classifier { "_cls" } else { "" };
+    launches.push(launch(
+        req,
+        format!("ml_{}_{name}", s.family),
+        format!("{}{entry}_{name}", s.family),
+        s.rows,
+        p,
+    )?);
+    let z = TensorDesc::new(if s.classifier { "Z" } else { "Y" }, shape, Dtype::F32);
+    let outputs = if s.classifier {
+        vec![TensorDesc::new("Y", vec![s.rows], Dtype::I64), z]
+    } else {
+        vec![z]
+    };
+    Ok(umd_sdk::OpPlan {
+        outputs,
+        launches,
+        workspace_bytes: blob.bytes(),
+    })
+}

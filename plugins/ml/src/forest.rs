@@ -24,14 +24,14 @@
 //! String class labels are refused (status 2). Module `ml_forest_{T}`, one thread per row; the
 //! flattened trees travel in the workspace as a [`Blob`].
 
-use umd_sdk::params::{ParamPacker, ParamReader};
+use umd_sdk::params::ParamReader;
 use umd_sdk::{
-    Access, AttrValueExt, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt,
-    TensorDesc, attr, dtype,
+    AttrValueExt, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt, attr,
+    dtype,
 };
 
 use crate::blob::Blob;
-use crate::common::{self, Val, get, launch, put, word};
+use crate::common::{self, Scorer, Val, get, put, scorer_plan, word};
 use crate::prep::rows_of;
 
 /// Words of one node record: feature, mode, threshold, true, false, missing-tracks-true.
@@ -386,52 +386,26 @@ fn plan(
     for &l in labels.iter().flatten() {
         blob.i64(l);
     }
-    let scores = vec![rows, e];
-    umd_sdk::shape::byte_size(&scores, Dtype::F32)?;
-    let nout = if classifier { 2 } else { 1 };
-    let ws = req.output_binding(nout);
-    let mut launches = blob.launches(req, ws)?;
-    let zb = req.output_binding(if classifier { 1 } else { 0 });
-    let mut p = ParamPacker::new();
-    p.ptr(0, Access::Read)
-        .ptr(ws, Access::Read)
-        .ptr(zb, Access::Write);
-    if classifier {
-        p.ptr(req.output_binding(0), Access::Write);
-    }
-    p.u64(rows)
-        .u64(nf)
-        .u64(e)
-        .u64(roots.len() as u64)
-        .u64(nodes_off)
-        .u64(leaves_off)
-        .u64(base_off)
-        .u64(base.len() as u64)
-        .u64(labels_off)
-        .u64(nn as u64 + 1)
-        .u32(agg)
-        .u32(post)
-        .u32(binary as u32)
-        .u32(positive as u32);
-    let name = dtype::name(x.dtype);
-    let entry = if classifier { "forest_cls" } else { "forest" };
-    launches.push(launch(
-        req,
-        format!("ml_forest_{name}"),
-        format!("{entry}_{name}"),
+    let scorer = Scorer {
+        family: "forest",
+        classifier,
         rows,
-        p,
-    )?);
-    let z = TensorDesc::new(if classifier { "Z" } else { "Y" }, scores, Dtype::F32);
-    let outputs = if classifier {
-        vec![TensorDesc::new("Y", vec![rows], Dtype::I64), z]
-    } else {
-        vec![z]
+        features: nf,
+        width: e,
     };
-    Ok(OpPlan {
-        outputs,
-        launches,
-        workspace_bytes: blob.bytes(),
+    scorer_plan(req, x, scorer, &blob, |p| {
+        p.u64(e)
+            .u64(roots.len() as u64)
+            .u64(nodes_off)
+            .u64(leaves_off)
+            .u64(base_off)
+            .u64(base.len() as u64)
+            .u64(labels_off)
+            .u64(nn as u64 + 1)
+            .u32(agg)
+            .u32(post)
+            .u32(binary as u32)
+            .u32(positive as u32);
     })
 }
 

@@ -15,14 +15,13 @@
 //! served by this plugin. Module `ml_linear_{T}`, one thread per row; the coefficients,
 //! intercepts and labels travel in the workspace as a [`Blob`].
 
-use umd_sdk::params::{ParamPacker, ParamReader};
+use umd_sdk::params::ParamReader;
 use umd_sdk::{
-    Access, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt, TensorDesc,
-    attr, dtype,
+    CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt, attr, dtype,
 };
 
 use crate::blob::Blob;
-use crate::common::{self, Val, get, launch, put, word};
+use crate::common::{self, Scorer, Val, get, put, scorer_plan, word};
 use crate::prep::rows_of;
 
 /// Most coefficients one model may carry (the blob's limit is checked too).
@@ -141,47 +140,18 @@ fn plan(req: &PlanRequestExt, e: u64, labels: Option<Vec<i64>>) -> Result<OpPlan
     for &l in labels.iter().flatten() {
         blob.i64(l);
     }
-    let scores = vec![rows, width];
-    umd_sdk::shape::byte_size(&scores, Dtype::F32)?;
-    let classifier = labels.is_some();
-    let nout = if classifier { 2 } else { 1 };
-    let ws = req.output_binding(nout);
-    let mut launches = blob.launches(req, ws)?;
-    let (yb, zb) = if classifier {
-        (req.output_binding(0), req.output_binding(1))
-    } else {
-        (u32::MAX, req.output_binding(0))
-    };
-    let mut p = ParamPacker::new();
-    p.ptr(0, Access::Read)
-        .ptr(ws, Access::Read)
-        .ptr(zb, Access::Write);
-    if classifier {
-        p.ptr(yb, Access::Write);
-    }
-    p.u64(rows).u64(c).u64(e).u32(post);
-    if classifier {
-        p.u32(nlabels as u32).u32(second as u32);
-    }
-    let name = dtype::name(x.dtype);
-    let entry = if classifier { "linear_cls" } else { "linear" };
-    launches.push(launch(
-        req,
-        format!("ml_linear_{name}"),
-        format!("{entry}_{name}"),
+    let scorer = Scorer {
+        family: "linear",
+        classifier: labels.is_some(),
         rows,
-        p,
-    )?);
-    let z = TensorDesc::new(if classifier { "Z" } else { "Y" }, scores, Dtype::F32);
-    let outputs = if classifier {
-        vec![TensorDesc::new("Y", vec![rows], Dtype::I64), z]
-    } else {
-        vec![z]
+        features: c,
+        width,
     };
-    Ok(OpPlan {
-        outputs,
-        launches,
-        workspace_bytes: blob.bytes(),
+    scorer_plan(req, x, scorer, &blob, |p| {
+        p.u64(e).u32(post);
+        if labels.is_some() {
+            p.u32(nlabels as u32).u32(second as u32);
+        }
     })
 }
 

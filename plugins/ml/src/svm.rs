@@ -22,14 +22,13 @@
 //! String labels are refused (status 2); at most 32 classes and 2^16 support vectors. Module
 //! `ml_svm_{T}`, one thread per row; the model travels in the workspace as a [`Blob`].
 
-use umd_sdk::params::{ParamPacker, ParamReader};
+use umd_sdk::params::ParamReader;
 use umd_sdk::{
-    Access, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt, TensorDesc,
-    attr, dtype,
+    CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt, attr, dtype,
 };
 
 use crate::blob::Blob;
-use crate::common::{self, Val, get, launch, put, word};
+use crate::common::{self, Scorer, Val, get, put, scorer_plan, word};
 use crate::prep::rows_of;
 
 /// Most classes of an SVMClassifier (the CUDA kernel keeps the coupling matrix per thread).
@@ -151,25 +150,23 @@ pub fn plan_regressor(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     c.coef.iter().for_each(|&v| blob.f64(v));
     let rho_off = blob.len();
     blob.f64(c.rho[0]);
-    plan_launch(
-        req,
-        x,
+    let scorer = Scorer {
+        family: "svm",
+        classifier: false,
         rows,
-        nf,
-        &blob,
-        false,
-        |p| {
-            p.u64(nv)
-                .u64(coef_off)
-                .u64(rho_off)
-                .u32(kernel)
-                .f64(c.params[0])
-                .f64(c.params[1])
-                .f64(c.params[2])
-                .u32(one_class as u32);
-        },
-        vec![1],
-    )
+        features: nf,
+        width: 1,
+    };
+    scorer_plan(req, x, scorer, &blob, |p| {
+        p.u64(nv)
+            .u64(coef_off)
+            .u64(rho_off)
+            .u32(kernel)
+            .f64(c.params[0])
+            .f64(c.params[1])
+            .f64(c.params[2])
+            .u32(one_class as u32);
+    })
 }
 
 pub fn plan_classifier(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
@@ -291,79 +288,29 @@ pub fn plan_classifier(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     }
     let labels_off = blob.len();
     labels.iter().for_each(|&l| blob.i64(l));
-    plan_launch(
-        req,
-        x,
+    let scorer = Scorer {
+        family: "svm",
+        classifier: true,
         rows,
-        nf,
-        &blob,
-        true,
-        |p| {
-            p.u64(nv as u64)
-                .u64(coef_off)
-                .u64(rho_off)
-                .u32(if svc { c.kernel } else { 0 })
-                .f64(c.params[0])
-                .f64(c.params[1])
-                .f64(c.params[2])
-                .u64(k as u64)
-                .u64(width as u64)
-                .u64(prob_off)
-                .u64(pa.len() as u64)
-                .u64(class_off)
-                .u64(labels_off)
-                .u32(post)
-                .u32(positive as u32);
-        },
-        vec![width as u64],
-    )
-}
-
-#[allow(clippy::too_many_arguments)]
-fn plan_launch(
-    req: &PlanRequestExt,
-    x: &TensorDesc,
-    rows: u64,
-    nf: u64,
-    blob: &Blob,
-    classifier: bool,
-    args: impl FnOnce(&mut ParamPacker),
-    width: Vec<u64>,
-) -> Result<OpPlan, OpError> {
-    let mut shape = vec![rows];
-    shape.extend(width);
-    umd_sdk::shape::byte_size(&shape, Dtype::F32)?;
-    let nout = if classifier { 2 } else { 1 };
-    let ws = req.output_binding(nout);
-    let mut launches = blob.launches(req, ws)?;
-    let mut p = ParamPacker::new();
-    p.ptr(0, Access::Read)
-        .ptr(ws, Access::Read)
-        .ptr(req.output_binding(nout - 1), Access::Write);
-    if classifier {
-        p.ptr(req.output_binding(0), Access::Write);
-    }
-    p.u64(rows).u64(nf);
-    args(&mut p);
-    let name = dtype::name(x.dtype);
-    let entry = if classifier { "svm_cls" } else { "svm" };
-    launches.push(launch(
-        req,
-        format!("ml_svm_{name}"),
-        format!("{entry}_{name}"),
-        rows,
-        p,
-    )?);
-    let z = TensorDesc::new(if classifier { "Z" } else { "Y" }, shape, Dtype::F32);
-    let outputs = if classifier {
-        vec![TensorDesc::new("Y", vec![rows], Dtype::I64), z]
-    } else {
-        vec![z]
+        features: nf,
+        width: width as u64,
     };
-    Ok(OpPlan {
-        outputs,
-        launches,
-        workspace_bytes: blob.bytes(),
+    scorer_plan(req, x, scorer, &blob, |p| {
+        p.u64(nv as u64)
+            .u64(coef_off)
+            .u64(rho_off)
+            .u32(if svc { c.kernel } else { 0 })
+            .f64(c.params[0])
+            .f64(c.params[1])
+            .f64(c.params[2])
+            .u64(k as u64)
+            .u64(width as u64)
+            .u64(prob_off)
+            .u64(pa.len() as u64)
+            .u64(class_off)
+            .u64(labels_off)
+            .u32(post)
+            .u32(positive as u32);
     })
 }
 
