@@ -48,7 +48,11 @@ pub use interpret::{MAX_ITERATIONS, MAX_STEPS};
 /// Bernoulli, Multinomial): its outputs differ between runs unless seeded, so the graph never
 /// folds it and `umd check` seeds it before comparing devices.
 pub fn draws_random(op: &str) -> bool {
-    op.starts_with("Random") || op == "Bernoulli" || op == "Multinomial"
+    // op names match case-insensitively, as the registry looks them up
+    op.get(..6)
+        .is_some_and(|p| p.eq_ignore_ascii_case("random"))
+        || op.eq_ignore_ascii_case("Bernoulli")
+        || op.eq_ignore_ascii_case("Multinomial")
 }
 
 /// Compiled signatures kept per model.

@@ -42,6 +42,9 @@ pub const OUT: [Dtype; 13] = [
     Dtype::Boolean,
 ];
 
+/// Most Bernoulli trials one Multinomial launch runs (batch × samples × classes).
+pub const MAX_TRIALS: u64 = 1 << 26;
+
 /// Generator kinds.
 const UNIFORM: u32 = 0;
 const NORMAL: u32 = 1;
@@ -58,13 +61,17 @@ fn seed(req: &PlanRequestExt) -> Result<(bool, u32), OpError> {
         return Ok((false, 0));
     }
     let s = attr::float_or(&req.attributes, "seed", 0.0)?;
-    if !(0.0..4_294_967_296.0).contains(&s) {
+    if s.is_nan() {
+        return Ok((false, 0)); // the reference: a NaN seed is no seed
+    }
+    let t = s.trunc(); // the reference's int(seed)
+    if !(0.0..4_294_967_296.0).contains(&t) {
         return Err(bad(
             req,
             format!("`seed` = {s} must be in [0, 2^32) for the reference's generator"),
         ));
     }
-    Ok((true, s as u32))
+    Ok((true, t as u32))
 }
 
 /// The ONNX `dtype` attribute as one of `allowed`, or `default`.
@@ -143,17 +150,13 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
                 _ => Dtype::F32,
             };
             let dt = out_dtype(req, default, &FLOATS)?;
+            // float attributes: the reference scales by f32 scalars (high − low in f32)
+            let f = |n: &str, d: f64| attr::float_or(a, n, d).map(|v| v as f32);
             let (p1, p2) = if kind == UNIFORM {
-                let (hi, lo) = (
-                    attr::float_or(a, "high", 1.0)?,
-                    attr::float_or(a, "low", 0.0)?,
-                );
-                (hi - lo, lo)
+                let (hi, lo) = (f("high", 1.0)?, f("low", 0.0)?);
+                ((hi - lo) as f64, lo as f64)
             } else {
-                (
-                    attr::float_or(a, "scale", 1.0)?,
-                    attr::float_or(a, "mean", 0.0)?,
-                )
+                (f("scale", 1.0)? as f64, f("mean", 0.0)? as f64)
             };
             (dt, dt, in_shape, (p1, p2, 0u64, 0u64))
         }
@@ -173,6 +176,15 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
                 return Err(bad(req, format!("`sample_size` = {s} must be ≥ 1")));
             }
             let dt = out_dtype(req, Dtype::I32, &[Dtype::I32, Dtype::I64])?;
+            // one thread runs every trial: bounded
+            let trials = b
+                .checked_mul(s as u64)
+                .and_then(|t| t.checked_mul(c.max(1)));
+            if trials.is_none_or(|t| t > MAX_TRIALS) {
+                return Err(OpError::InvalidAttribute(format!(
+                    "Multinomial: {b} × {s} samples of {c} classes, more than {MAX_TRIALS} trials"
+                )));
+            }
             (x, dt, vec![b, s as u64], (0.0, 0.0, c, s as u64))
         }
     };
@@ -271,25 +283,27 @@ pub fn run_cpu(call: &umd_sdk::CpuCall, dt: Dtype) -> Result<Vec<umd_sdk::CpuWri
     let out_dt = *OUT
         .get(code)
         .ok_or_else(|| OpError::internal("random: output code"))?;
+    // the dtype's rounding of a double (NumPy's astype: one rounding, no stop at f32)
     let r = |v: f64| match dt {
         Dtype::F64 => v,
-        // through f32, as the CUDA kernel's `(C)v` then store does
-        Dtype::F16 => half::f16::from_f32(v as f32).to_f64(),
-        Dtype::Bf16 => half::bf16::from_f32(v as f32).to_f64(),
+        Dtype::F16 => half::f16::from_f64(v).to_f64(),
+        Dtype::Bf16 => half::bf16::from_f64(v).to_f64(),
         _ => v as f32 as f64,
     };
     let n = n as usize;
     let mut out = vec![0f64; n];
     match kind {
         UNIFORM | NORMAL => {
-            let (f, add) = (r(p1), r(p2));
+            // x.astype(T); x *= f32 factor; x += f32 offset: each in T's compute type (f32
+            // for the halves and f32, f64 for f64), rounded to T
+            let c = |v: f64| common::compute_round(dt, v);
             for o in out.iter_mut() {
                 let v = if kind == UNIFORM {
                     g.mt.next_f64()
                 } else {
                     g.gauss()
                 };
-                *o = r(r(r(v) * f) + add);
+                *o = r(c(r(c(r(v) * p1)) + p2));
             }
         }
         BERNOULLI => {
@@ -322,7 +336,9 @@ pub fn run_cpu(call: &umd_sdk::CpuCall, dt: Dtype) -> Result<Vec<umd_sdk::CpuWri
 fn sample(g: &mut Gen, p: &[f64]) -> usize {
     let mut left = 1.0;
     for (j, &pj) in p.iter().enumerate().take(p.len().saturating_sub(1)) {
-        if g.bernoulli((pj / left).clamp(0.0, 1.0)) {
+        let q = (pj / left).clamp(0.0, 1.0);
+        // NumPy's multinomial skips a class of probability 0 without a draw
+        if q > 0.0 && g.bernoulli(q) {
             return j;
         }
         left -= pj;
@@ -360,17 +376,28 @@ __device__ bool umd_gen_bernoulli(umd_gen* g, double p) {
   if (p <= 0.5) return u > exp(log(1.0 - p));
   return u <= exp(log(1.0 - (1.0 - p)));
 }
-__device__ double umd_round(double v) { return (double)LD(ST((C)v)); }
+// a double rounded once to T (NumPy's astype): for the halves through f32 rounded to odd, which
+// then rounds to T as the double would
+__device__ double umd_round(double v) {
+  if (sizeof(T) == 2) {
+    float f = (float)v;
+    if (fabs((double)f) > fabs(v)) f = nextafterf(f, 0.0f);
+    if ((double)f != v) f = __uint_as_float(__float_as_uint(f) | 1u);
+    return (double)LD(ST(f));
+  }
+  return (double)LD(ST((C)v));
+}
+// T's compute type's rounding (f32 for the halves and f32, f64 for f64)
+__device__ double umd_c(double v) { return (double)(C)v; }
 extern "C" __global__ void random_NAME(T* __restrict__ y, unsigned long long n,
     unsigned int kind, unsigned int code, double p1, double p2, unsigned long long classes,
     unsigned long long samples, unsigned int seeded, unsigned int seed) {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
   umd_gen g;
   umd_gen_seed(&g, seeded, seed);
-  double f = umd_round(p1), add = umd_round(p2);
   for (unsigned long long i = 0; i < n; ++i) {
     double v = kind == 0 ? umd_gen_double(&g) : umd_gen_gauss(&g);
-    y[i] = ST((C)umd_round(umd_round(umd_round(v) * f) + add));
+    y[i] = ST((C)umd_round(umd_c(umd_round(umd_c(umd_round(v) * p1)) + p2)));
   }
 }
 extern "C" __global__ void random_in_NAME(const T* __restrict__ x, void* __restrict__ y,
@@ -397,7 +424,7 @@ extern "C" __global__ void random_in_NAME(const T* __restrict__ x, void* __restr
       for (unsigned long long j = 0; j + 1 < classes; ++j) {
         double pj = umd_round(exp((double)LD(row[j]) - mx)) / sum;
         double q = fmin(fmax(pj / left, 0.0), 1.0);
-        if (umd_gen_bernoulli(&g, q)) { pick = j; break; }
+        if (q > 0.0 && umd_gen_bernoulli(&g, q)) { pick = j; break; }
         left -= pj;
       }
       umd_store(y, b * samples + s, code, (double)pick);

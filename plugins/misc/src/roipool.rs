@@ -2,9 +2,11 @@
 //! `(batch, x1, y1, x2, y2)`, output `[num_rois, C, ph, pw]` (`pooled_shape`). As onnxruntime
 //! computes it: corners `round(v · spatial_scale)` (half away from zero), the RoI at least
 //! 1 × 1, bins `floor(p · size / pooled)` to `ceil((p + 1) · size / pooled)` shifted by the
-//! corner and clipped to the image, each the maximum of its cells, 0 when empty. Coordinates in
-//! the compute type (f32 for the halves and f32, f64 for f64). A batch index outside `0..N`
-//! gives zeros (onnxruntime refuses the call). One thread per output element.
+//! corner and clipped to the image, each the maximum of its cells from the compute type's
+//! lowest value (a NaN cell never wins), 0 when empty. Coordinates in the compute type (f32 for
+//! the halves and f32, f64 for f64); a NaN corner is 0 and corners are clamped to the i32
+//! range. A batch index outside `0..N` gives zeros (onnxruntime refuses the call). One thread
+//! per output element.
 
 use umd_sdk::params::ParamPacker;
 use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, dtype, shape};
@@ -70,6 +72,12 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
 }
 
 const CUDA: &str = r#"
+// a corner: rounded half away from zero, NaN as 0, clamped to the i32 range (no overflow)
+__device__ long long umd_corner(C v) {
+  double r = round((double)v);
+  if (r != r) return 0;
+  return (long long)fmin(fmax(r, -2147483648.0), 2147483647.0);
+}
 extern "C" __global__ void max_roi_pool_NAME(const T* __restrict__ x,
     const T* __restrict__ rois, T* __restrict__ y, unsigned long long total,
     unsigned long long N, unsigned long long CH, unsigned long long H, unsigned long long W,
@@ -78,10 +86,11 @@ extern "C" __global__ void max_roi_pool_NAME(const T* __restrict__ x,
     unsigned long long pw = e % PW, ph = (e / PW) % PH, c = (e / PW / PH) % CH, r = e / PW / PH / CH;
     const T* roi = rois + r * 5;
     C s = (C)scale;
-    long long b = (long long)LD(roi[0]);
-    long long x1 = (long long)round(LD(roi[1]) * s), y1 = (long long)round(LD(roi[2]) * s);
-    long long x2 = (long long)round(LD(roi[3]) * s), y2 = (long long)round(LD(roi[4]) * s);
-    if (b < 0 || (unsigned long long)b >= N) { y[e] = ST((C)0); continue; }
+    double bb = (double)LD(roi[0]);
+    if (!(bb >= 0.0 && bb < (double)N)) { y[e] = ST((C)0); continue; }
+    long long b = (long long)bb;
+    long long x1 = umd_corner(LD(roi[1]) * s), y1 = umd_corner(LD(roi[2]) * s);
+    long long x2 = umd_corner(LD(roi[3]) * s), y2 = umd_corner(LD(roi[4]) * s);
     long long rh = y2 - y1 + 1 > 1 ? y2 - y1 + 1 : 1, rw = x2 - x1 + 1 > 1 ? x2 - x1 + 1 : 1;
     C bh = (C)rh / (C)PH, bw = (C)rw / (C)PW;
     long long hs = (long long)floor((C)ph * bh) + y1, ws = (long long)floor((C)pw * bw) + x1;
@@ -91,7 +100,7 @@ extern "C" __global__ void max_roi_pool_NAME(const T* __restrict__ x,
     ws = ws < 0 ? 0 : (ws > Ww ? Ww : ws); we = we < 0 ? 0 : (we > Ww ? Ww : we);
     if (he <= hs || we <= ws) { y[e] = ST((C)0); continue; }
     const T* img = x + ((unsigned long long)b * CH + c) * H * W;
-    C m = LD(img[hs * Ww + ws]);
+    C m = (C)UMD_LOWEST;
     for (long long i = hs; i < he; ++i)
       for (long long j = ws; j < we; ++j) { C v = LD(img[i * Ww + j]); if (v > m) m = v; }
     y[e] = ST(m);
@@ -102,7 +111,16 @@ extern "C" __global__ void max_roi_pool_NAME(const T* __restrict__ x,
 pub fn cuda(dt: umd_sdk::Dtype) -> Result<(String, Vec<String>), OpError> {
     let name = dtype::name(dt);
     Ok((
-        format!("{}{}", cuda_header(dt)?, CUDA.replace("NAME", name)),
+        format!(
+            "{}#define UMD_LOWEST {}\n{}",
+            cuda_header(dt)?,
+            if dt == umd_sdk::Dtype::F64 {
+                "(-1.7976931348623157e308)"
+            } else {
+                "(-3.402823466e38f)"
+            },
+            CUDA.replace("NAME", name)
+        ),
         vec![format!("max_roi_pool_{name}")],
     ))
 }
@@ -128,31 +146,48 @@ pub fn run_cpu(
         let (pw, ph) = (e % pw_n, (e / pw_n) % ph_n);
         let (cc, ri) = ((e / pw_n / ph_n) % ch, (e / pw_n / ph_n / ch) as usize);
         let roi = &rois[ri * 5..ri * 5 + 5];
+        if !(roi[0] >= 0.0 && roi[0] < n as f64) {
+            ys.push(0.0);
+            continue;
+        }
         let b = roi[0] as i64;
-        let corner = |v: f64| r(v * s).round() as i64;
+        // rounded half away from zero, NaN as 0, clamped to the i32 range
+        let corner = |v: f64| {
+            let c = r(v * s).round();
+            if c.is_nan() {
+                0
+            } else {
+                c.clamp(i32::MIN as f64, i32::MAX as f64) as i64
+            }
+        };
         let (x1, y1, x2, y2) = (
             corner(roi[1]),
             corner(roi[2]),
             corner(roi[3]),
             corner(roi[4]),
         );
-        if b < 0 || b as u64 >= n {
-            ys.push(0.0);
-            continue;
-        }
         let (rh, rw) = ((y2 - y1 + 1).max(1), (x2 - x1 + 1).max(1));
-        let (bh, bw) = (r(rh as f64 / ph_n as f64), r(rw as f64 / pw_n as f64));
+        // onnxruntime's float(size) / float(pooled)
+        let (bh, bw) = (
+            r(r(rh as f64) / r(ph_n as f64)),
+            r(r(rw as f64) / r(pw_n as f64)),
+        );
         let clip = |v: i64, hi: i64| v.clamp(0, hi);
-        let hs = clip(r(ph as f64 * bh).floor() as i64 + y1, hh);
-        let he = clip(r((ph + 1) as f64 * bh).ceil() as i64 + y1, hh);
-        let ws = clip(r(pw as f64 * bw).floor() as i64 + x1, ww);
-        let we = clip(r((pw + 1) as f64 * bw).ceil() as i64 + x1, ww);
+        let hs = clip(r(r(ph as f64) * bh).floor() as i64 + y1, hh);
+        let he = clip(r(r((ph + 1) as f64) * bh).ceil() as i64 + y1, hh);
+        let ws = clip(r(r(pw as f64) * bw).floor() as i64 + x1, ww);
+        let we = clip(r(r((pw + 1) as f64) * bw).ceil() as i64 + x1, ww);
         if he <= hs || we <= ws {
             ys.push(0.0);
             continue;
         }
         let img = &xs[((b as u64 * ch + cc) * h * w) as usize..];
-        let mut m = img[(hs * ww + ws) as usize];
+        // from the compute type's lowest value, as onnxruntime starts (a NaN never wins)
+        let mut m = if dt == umd_sdk::Dtype::F64 {
+            f64::MIN
+        } else {
+            f32::MIN as f64
+        };
         for i in hs..he {
             for j in ws..we {
                 let v = img[(i * ww + j) as usize];

@@ -207,7 +207,24 @@ pub fn plan_classifier(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         ));
     }
     let per_class = attr::ints_or(a, "vectors_per_class", &[])?;
-    let nv: i64 = per_class.iter().sum();
+    // counts summed checked: a wrapped sum would pass every size check below
+    let nv = per_class
+        .iter()
+        .try_fold(0i64, |sum, &v| {
+            (0..=MAX_VECTORS as i64)
+                .contains(&v)
+                .then(|| sum.checked_add(v))
+                .flatten()
+        })
+        .filter(|&n| n as u64 <= MAX_VECTORS)
+        .ok_or_else(|| {
+            bad(
+                req,
+                format!(
+                    "`vectors_per_class` {per_class:?}: counts ≥ 0, {MAX_VECTORS} vectors at most"
+                ),
+            )
+        })?;
     let svc = nv > 0;
     let pairs = k * (k - 1) / 2;
     let (pa, pb) = (

@@ -45,6 +45,30 @@ fn bins_borders_and_malformed_rois() {
     )
     .unwrap();
     assert_eq!(out[0], vec![16.0]);
+    // a NaN cell never wins (the max starts from the lowest float); infinite and NaN corners
+    // are clamped, not overflowed
+    let mut img = IMAGE.to_vec();
+    img[0] = f64::NAN;
+    let (_, out) = run(
+        &req(Dtype::F32, 2, &[1, 1], 1.0),
+        &[
+            img,
+            vec![
+                0.,
+                0.,
+                0.,
+                0.,
+                1.,
+                0.,
+                f64::NEG_INFINITY,
+                f64::NAN,
+                f64::INFINITY,
+                9.,
+            ],
+        ],
+    )
+    .unwrap();
+    assert_eq!(out[0], vec![5.0, 16.0]);
     // refusals
     let bad = PlanRequestExt::builder("MaxRoiPool")
         .input(desc(&[1, 1, 4, 4], Dtype::F32))
