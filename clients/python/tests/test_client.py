@@ -63,7 +63,7 @@ def test_translate_returns_a_command_buffer(client):
 
 def test_unsupported_op_is_status_2(client):
     with pytest.raises(UmdError) as e:
-        client.translate("Bernoulli", [pb.TensorDesc(shape=[1], dtype="f32")])
+        client.translate("NoSuchOnnxOp", [pb.TensorDesc(shape=[1], dtype="f32")])
     assert e.value.status == STATUS_UNSUPPORTED
 
 
