@@ -278,3 +278,43 @@ pub fn scorer_plan(
         workspace_bytes: blob.bytes(),
     })
 }
+
+/// An invalid-attribute error naming `req`'s op.
+pub fn bad(req: &PlanRequestExt, msg: String) -> OpError {
+    OpError::InvalidAttribute(format!("{}: {msg}", req.op))
+}
+
+/// The index in `options` of string attribute `name` (`default` when absent); an error listing
+/// the options otherwise.
+pub fn choice(
+    req: &PlanRequestExt,
+    name: &str,
+    default: &str,
+    options: &[&str],
+) -> Result<u32, OpError> {
+    let v = umd_sdk::attr::text_or(&req.attributes, name, default)?;
+    options
+        .iter()
+        .position(|o| *o == v)
+        .map(|p| p as u32)
+        .ok_or_else(|| {
+            let (last, rest) = options.split_last().unwrap_or((&"", &[]));
+            bad(
+                req,
+                format!("`{name}` = {v:?} must be {} or {last}", rest.join(", ")),
+            )
+        })
+}
+
+/// Refuses (status 2) a classifier given string class labels: string outputs are not served
+/// by this plugin; `ints` names its int64 label attribute.
+pub fn no_string_labels(req: &PlanRequestExt, ints: &str) -> Result<(), OpError> {
+    if umd_sdk::attr::has(&req.attributes, "classlabels_strings") {
+        return Err(OpError::UnsupportedOp(format!(
+            "{}: string class labels (`classlabels_strings`) are not served; int64 labels \
+             (`{ints}`) are",
+            req.op
+        )));
+    }
+    Ok(())
+}

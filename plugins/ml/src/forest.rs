@@ -31,7 +31,7 @@ use umd_sdk::{
 };
 
 use crate::blob::Blob;
-use crate::common::{self, Scorer, Val, get, put, scorer_plan, word};
+use crate::common::{self, Scorer, Val, bad, get, put, scorer_plan, word};
 use crate::prep::rows_of;
 
 /// Words of one node record: feature, mode, threshold, true, false, missing-tracks-true.
@@ -40,10 +40,6 @@ const NODE_WORDS: usize = 6;
 const MAX_NODES: usize = 1 << 18;
 /// Most targets or classes (the CUDA kernel keeps a bit per output of which leaves reached).
 pub const MAX_OUTPUTS: i64 = 4096;
-
-fn bad(req: &PlanRequestExt, msg: String) -> OpError {
-    OpError::InvalidAttribute(format!("{}: {msg}", req.op))
-}
 
 fn find<'a>(req: &'a PlanRequestExt, name: &str) -> Option<&'a AttrValueExt> {
     req.attributes
@@ -89,17 +85,12 @@ fn mode_code(req: &PlanRequestExt, m: &str) -> Result<i64, OpError> {
 
 /// The aggregate function code: 0 AVERAGE, 1 SUM, 2 MIN, 3 MAX.
 fn agg_code(req: &PlanRequestExt) -> Result<u32, OpError> {
-    let s = attr::text_or(&req.attributes, "aggregate_function", "SUM")?;
-    ["AVERAGE", "SUM", "MIN", "MAX"]
-        .iter()
-        .position(|x| *x == s)
-        .map(|p| p as u32)
-        .ok_or_else(|| {
-            bad(
-                req,
-                format!("`aggregate_function` = {s:?} must be AVERAGE, SUM, MIN or MAX"),
-            )
-        })
+    common::choice(
+        req,
+        "aggregate_function",
+        "SUM",
+        &["AVERAGE", "SUM", "MIN", "MAX"],
+    )
 }
 
 const COMMON_ATTRS: [&str; 13] = [
@@ -163,13 +154,7 @@ pub fn plan_classifier(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         "post_transform",
     ]);
     attr::only(&req.attributes, &known)?;
-    if attr::has(&req.attributes, "classlabels_strings") {
-        return Err(OpError::UnsupportedOp(
-            "TreeEnsembleClassifier: string class labels (`classlabels_strings`) are not \
-             served; int64 labels (`classlabels_int64s`) are"
-                .into(),
-        ));
-    }
+    common::no_string_labels(req, "classlabels_int64s")?;
     let labels = ints(req, "classlabels_int64s")?;
     if labels.len() < 2 || labels.len() as i64 > MAX_OUTPUTS {
         return Err(bad(

@@ -21,7 +21,7 @@ use umd_sdk::{
 };
 
 use crate::blob::Blob;
-use crate::common::{self, Scorer, Val, get, put, scorer_plan, word};
+use crate::common::{self, Scorer, Val, bad, get, put, scorer_plan, word};
 use crate::prep::rows_of;
 
 /// Most coefficients one model may carry (the blob's limit is checked too).
@@ -30,21 +30,12 @@ const MAX_COEFFICIENTS: usize = 1 << 18;
 /// The `post_transform` code of an ONNX-ML string: 0 NONE, 1 SOFTMAX, 2 LOGISTIC,
 /// 3 SOFTMAX_ZERO, 4 PROBIT.
 pub fn post_code(req: &PlanRequestExt) -> Result<u32, OpError> {
-    let s = attr::text_or(&req.attributes, "post_transform", "NONE")?;
-    ["NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"]
-        .iter()
-        .position(|p| *p == s)
-        .map(|p| p as u32)
-        .ok_or_else(|| {
-            OpError::InvalidAttribute(format!(
-                "{}: `post_transform` = {s:?} must be NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO or PROBIT",
-                req.op
-            ))
-        })
-}
-
-fn bad(req: &PlanRequestExt, msg: String) -> OpError {
-    OpError::InvalidAttribute(format!("{}: {msg}", req.op))
+    common::choice(
+        req,
+        "post_transform",
+        "NONE",
+        &["NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"],
+    )
 }
 
 pub fn plan_regressor(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
@@ -78,13 +69,7 @@ pub fn plan_classifier(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
             "post_transform",
         ],
     )?;
-    if attr::has(a, "classlabels_strings") {
-        return Err(OpError::UnsupportedOp(
-            "LinearClassifier: string class labels (`classlabels_strings`) are not served; \
-             int64 labels (`classlabels_ints`) are"
-                .into(),
-        ));
-    }
+    common::no_string_labels(req, "classlabels_ints")?;
     let labels = attr::ints_or(a, "classlabels_ints", &[])?;
     let intercepts = attr::floats_or(a, "intercepts", &[])?;
     let classes = intercepts.len() as u64;

@@ -22,7 +22,7 @@ use umd_sdk::{
 };
 
 use crate::blob::Blob;
-use crate::common::{self, Val, dtype_error, get, launch, put, word};
+use crate::common::{self, Val, bad, dtype_error, get, launch, put, word};
 
 /// Input dtypes of the classic ONNX-ML ops.
 pub const INPUTS: [Dtype; 4] = [Dtype::F32, Dtype::F64, Dtype::I64, Dtype::I32];
@@ -56,10 +56,6 @@ pub fn rows_of(req: &PlanRequestExt, slots: usize) -> Result<(&TensorDesc, u64, 
     };
     umd_sdk::shape::byte_size(&x.shape, x.dtype)?;
     Ok((x, rows, c))
-}
-
-fn bad(req: &PlanRequestExt, msg: String) -> OpError {
-    OpError::InvalidAttribute(format!("{}: {msg}", req.op))
 }
 
 /// A per-column table: one value, or one per column.
@@ -133,15 +129,11 @@ pub fn plan_scaler(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
 pub fn plan_normalizer(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     common::check_domain(req, &[common::ML_DOMAIN])?;
     attr::only(&req.attributes, &["norm"])?;
-    let norm = attr::text_or(&req.attributes, "norm", "MAX")?;
-    let code = ["MAX", "L1", "L2"]
-        .iter()
-        .position(|n| *n == norm)
-        .ok_or_else(|| bad(req, format!("`norm` = {norm:?} must be MAX, L1 or L2")))?;
+    let code = common::choice(req, "norm", "MAX", &["MAX", "L1", "L2"])?;
     let (x, rows, c) = rows_of(req, 1)?;
     let out = TensorDesc::new("Y", x.shape.clone(), Dtype::F32);
     one_launch(req, x, "normalizer", rows, &Blob::default(), out, |p| {
-        p.u64(rows).u64(c).u32(code as u32);
+        p.u64(rows).u64(c).u32(code);
     })
 }
 

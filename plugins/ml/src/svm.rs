@@ -28,7 +28,7 @@ use umd_sdk::{
 };
 
 use crate::blob::Blob;
-use crate::common::{self, Scorer, Val, get, put, scorer_plan, word};
+use crate::common::{self, Scorer, Val, bad, get, put, scorer_plan, word};
 use crate::prep::rows_of;
 
 /// Most classes of an SVMClassifier (the CUDA kernel keeps the coupling matrix per thread).
@@ -36,23 +36,14 @@ pub const MAX_CLASSES: usize = 32;
 /// Most support vectors.
 pub const MAX_VECTORS: u64 = 1 << 16;
 
-fn bad(req: &PlanRequestExt, msg: String) -> OpError {
-    OpError::InvalidAttribute(format!("{}: {msg}", req.op))
-}
-
 /// The kernel code: 0 LINEAR, 1 POLY, 2 RBF, 3 SIGMOID.
 fn kernel_code(req: &PlanRequestExt) -> Result<u32, OpError> {
-    let k = attr::text_or(&req.attributes, "kernel_type", "LINEAR")?;
-    ["LINEAR", "POLY", "RBF", "SIGMOID"]
-        .iter()
-        .position(|x| *x == k)
-        .map(|p| p as u32)
-        .ok_or_else(|| {
-            bad(
-                req,
-                format!("`kernel_type` = {k:?} must be LINEAR, POLY, RBF or SIGMOID"),
-            )
-        })
+    common::choice(
+        req,
+        "kernel_type",
+        "LINEAR",
+        &["LINEAR", "POLY", "RBF", "SIGMOID"],
+    )
 }
 
 /// What both ops share: the kernel, its parameters and the support vectors.
@@ -188,13 +179,7 @@ pub fn plan_classifier(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
             "vectors_per_class",
         ],
     )?;
-    if attr::has(a, "classlabels_strings") {
-        return Err(OpError::UnsupportedOp(
-            "SVMClassifier: string class labels (`classlabels_strings`) are not served; int64 \
-             labels (`classlabels_ints`) are"
-                .into(),
-        ));
-    }
+    common::no_string_labels(req, "classlabels_ints")?;
     let post = crate::linear::post_code(req)?;
     let c = common(req)?;
     let (x, rows, nf) = rows_of(req, 1)?;
