@@ -128,19 +128,18 @@ impl<'h> Interpreter<'h> {
         for (decl, v) in def.inputs.iter().zip(inputs) {
             env.insert(&decl.name, v);
         }
-        for c in def.constants.values() {
-            self.charge_copy(c.data.len())?;
-        }
+        // a constant an input shadows is not copied, nor charged
         for (name, c) in &def.constants {
-            env.entry(name).or_insert_with(|| {
-                Value::tensor(Tensor {
+            if let std::collections::hash_map::Entry::Vacant(slot) = env.entry(name) {
+                self.charge_copy(c.data.len())?;
+                slot.insert(Value::tensor(Tensor {
                     desc: TensorDesc {
                         name: name.clone(),
                         ..c.desc.clone()
                     },
                     data: c.data.to_vec(),
-                })
-            });
+                }));
+            }
         }
         for step in self.bodies.steps(def).iter() {
             let nodes = match step {
