@@ -28,7 +28,14 @@ fn main() {
             build.workspace().join(dir).display()
         );
     }
-    let built = match build.build() {
+    // UMD_PREBUILT_PLUGINS=DIR embeds the components another build of this tree already made
+    // (`<target>/wasm/components`) instead of building them again: CI's nightly fuzz build uses it.
+    println!("cargo:rerun-if-env-changed=UMD_PREBUILT_PLUGINS");
+    let built = match std::env::var_os("UMD_PREBUILT_PLUGINS") {
+        Some(dir) if !dir.is_empty() => build.prebuilt(dir),
+        _ => build.build(),
+    };
+    let built = match built {
         Ok(b) => b,
         Err(e) => panic!("building the bundled plugins failed: {e}"),
     };

@@ -134,6 +134,28 @@ impl PluginBuild {
         }
     }
 
+    /// Takes every added crate's component from `dir` (`<crate_name>.wasm`, as
+    /// [`PluginBuild::build`] writes them) instead of building: for a second toolchain's build of
+    /// the same tree (the nightly fuzz build reuses the stable build's components). Fails naming
+    /// the first crate whose component is missing; nothing is checked for staleness.
+    pub fn prebuilt(&self, dir: impl AsRef<Path>) -> Result<Vec<BuiltPlugin>, BuildError> {
+        let dir = dir.as_ref();
+        self.crates
+            .iter()
+            .map(|c| {
+                let name = crate_name(c)?;
+                let component = dir.join(format!("{}.wasm", name.replace('-', "_")));
+                if !component.is_file() {
+                    return Err(BuildError::Manifest(format!(
+                        "no prebuilt component for {name}: {} is missing",
+                        component.display()
+                    )));
+                }
+                Ok(BuiltPlugin { name, component })
+            })
+            .collect()
+    }
+
     /// Compiles every added crate and componentizes it.
     pub fn build(&self) -> Result<Vec<BuiltPlugin>, BuildError> {
         ensure_wasm_target()?;
