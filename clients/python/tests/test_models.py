@@ -782,3 +782,163 @@ def test_grpc_control_flow_and_sequences(server):
         # the server keeps serving
         np.testing.assert_array_equal(
             m.run({"m": np.array(1, np.int64), "x": x, "acc0": x})["acc"], x * 2)
+
+
+# --- maps (ai.onnx.ml): ZipMap, DictVectorizer, CastMap over gRPC, against onnxruntime ----------
+
+def seq_map_info(name, key):
+    return h.make_value_info(name, h.make_sequence_type_proto(
+        h.make_map_type_proto(key, h.make_tensor_type_proto(T.FLOAT, []))))
+
+
+def map_info(name, key, value):
+    return h.make_value_info(name, h.make_map_type_proto(key, h.make_tensor_type_proto(value, [])))
+
+
+def ort_session(model):
+    import onnxruntime as ort
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+@pytest.mark.parametrize("labels", [[3, 7, 11], ["setosa", "versicolor", "virginica"]])
+def test_grpc_classifier_with_zipmap_matches_onnxruntime(server, labels):
+    """What skl2onnx writes for a classifier: label and scores, the scores zipped into one map
+    per row (`output_probability`, a sequence of maps)."""
+    from umd_client import Client
+    c, k = 4, 3
+    strings = isinstance(labels[0], str)
+    zip_attr = {"classlabels_strings" if strings else "classlabels_int64s": labels}
+    m = ml_model(
+        [ml_node("LinearClassifier", ["x"], ["label", "proba"],
+                 coefficients=list(RNG.standard_normal(k * c)),
+                 intercepts=list(RNG.standard_normal(k)), classlabels_ints=[0, 1, 2],
+                 post_transform="SOFTMAX"),
+         ml_node("ZipMap", ["proba"], ["output_probability"], **zip_attr)],
+        [vi("x", T.FLOAT, [None, c])],
+        [vi("label", T.INT64, [None]),
+         seq_map_info("output_probability", T.STRING if strings else T.INT64)])
+    x = RNG.standard_normal((9, c)).astype(np.float32)
+    want = dict(zip(["label", "output_probability"], ort_session(m).run(None, {"x": x})))
+    with Client(server) as cl:
+        model = cl.load_model(m.SerializeToString())
+        got = model.run({"x": x})
+        model.unload()
+    np.testing.assert_array_equal(got["label"], want["label"])
+    assert len(got["output_probability"]) == len(want["output_probability"]) == 9
+    for g, w in zip(got["output_probability"], want["output_probability"]):
+        assert set(g) == set(w)
+        for key in w:
+            assert g[key] == pytest.approx(w[key], rel=1e-5, abs=1e-6), key
+
+
+# (onnxruntime's Python binding feeds a dict of floats as map(*, float) only: no double case)
+@pytest.mark.parametrize("key,value", [(T.STRING, T.FLOAT), (T.STRING, T.INT64),
+                                       (T.INT64, T.FLOAT), (T.INT64, T.STRING)])
+def test_grpc_dict_vectorizer_matches_onnxruntime(server, key, value):
+    from umd_client import Client
+    vocab = ["b", "a", "zz", "c", "a"] if key == T.STRING else [5, -1, 0, 42, 5]
+    vattr = {"string_vocabulary" if key == T.STRING else "int64_vocabulary": vocab}
+    m = ml_model([ml_node("DictVectorizer", ["x"], ["y"], **vattr)],
+                 [map_info("x", key, value)], [vi("y", value, [1, len(vocab)])])
+    keys = ["a", "zz", "q"] if key == T.STRING else [0, 5, 7]
+    vals = {T.FLOAT: [1.5, -2.0, 3.0], T.INT64: [4, -9, 2**40],
+            T.STRING: ["x", "", "yy"]}[value]
+    feed = dict(zip(keys, vals))
+    if value == T.FLOAT:
+        want = ort_session(m).run(None, {"x": feed})[0]
+    else:  # onnxruntime's Python binding feeds dicts of floats only: its kernel's rule
+        zero = "" if value == T.STRING else 0
+        want = np.array([[feed.get(v, zero) for v in vocab]],
+                        dtype=object if value == T.STRING else np.int64)
+    with Client(server) as cl:
+        model = cl.load_model(m.SerializeToString())
+        got = model.run({"x": feed})["y"]
+        model.unload()
+    assert got.shape == want.shape
+    if value == T.STRING:
+        assert got.tolist() == want.tolist()
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("value", [T.FLOAT, T.STRING])
+@pytest.mark.parametrize("cast_to", ["TO_FLOAT", "TO_INT64", "TO_STRING"])
+@pytest.mark.parametrize("form,max_map", [("DENSE", 1), ("SPARSE", 6)])
+def test_grpc_cast_map_matches_onnxruntime(server, value, cast_to, form, max_map):
+    from umd_client import Client
+    out_t = {"TO_FLOAT": T.FLOAT, "TO_INT64": T.INT64, "TO_STRING": T.STRING}[cast_to]
+    m = ml_model([ml_node("CastMap", ["x"], ["y"], cast_to=cast_to, map_form=form,
+                          max_map=max_map)],
+                 [map_info("x", T.INT64, value)], [vi("y", out_t, [1, None])])
+    nums = [2.5, -7.25, 1e6 + 0.5, 3.0]
+    vals = nums if value == T.FLOAT else ["2.5", "-7.25", " 1000000.5", "3"]
+    feed = dict(zip([4, 0, 9, 2], vals))
+    if value == T.FLOAT:
+        want = ort_session(m).run(None, {"x": feed})[0]
+    else:  # onnxruntime's Python binding feeds dicts of floats only: its kernel's rule
+        import re
+        cast = {"TO_FLOAT": lambda v: np.float32(float(v)),
+                "TO_INT64": lambda v: int(re.match(r"\s*[+-]?\d+", v).group()),
+                "TO_STRING": lambda v: v}[cast_to]
+        pad = {"TO_FLOAT": 0.0, "TO_INT64": 0, "TO_STRING": "0.f"}[cast_to]
+        row = [cast(feed[k]) for k in sorted(feed)] if form == "DENSE" else \
+            [cast(feed[i]) if i in feed else pad for i in range(max_map)]
+        want = np.array([row], dtype={"TO_FLOAT": np.float32, "TO_INT64": np.int64,
+                                      "TO_STRING": object}[cast_to])
+    with Client(server) as cl:
+        model = cl.load_model(m.SerializeToString())
+        got = model.run({"x": feed})["y"]
+        model.unload()
+    assert got.shape == want.shape
+    if out_t == T.STRING:
+        assert got.tolist() == want.tolist()
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def test_grpc_bad_maps_are_clear_errors(server):
+    from umd_client import Client, UmdError
+    m = ml_model([ml_node("DictVectorizer", ["x"], ["y"], string_vocabulary=["a", "b"])],
+                 [map_info("x", T.STRING, T.FLOAT)], [vi("y", T.FLOAT, [1, 2])])
+    zm = ml_model([ml_node("ZipMap", ["p"], ["z"], classlabels_int64s=[1, 2])],
+                  [vi("p", T.FLOAT, [None, None])], [seq_map_info("z", T.INT64)])
+    with Client(server) as cl:
+        model = cl.load_model(m.SerializeToString())
+        with pytest.raises(UmdError, match=r"holds map\(string, f32\); map\(i64, f32\)"):
+            model.run({"x": {1: 1.0}})
+        with pytest.raises(UmdError, match="declared a map"):
+            model.run({"x": np.zeros(2, np.float32)})
+        z = cl.load_model(zm.SerializeToString())
+        with pytest.raises(UmdError, match="3 scores per row for 2 class labels"):
+            z.run({"p": np.zeros((2, 3), np.float32)})
+        # the server keeps serving
+        assert model.run({"x": {"b": 2.0}})["y"].tolist() == [[0.0, 2.0]]
+
+
+def test_cli_writes_zipmap_probabilities_as_json(tmp_path):
+    """`umd run-model` on a classifier with ZipMap: the maps land in <name>.json, equal to
+    onnxruntime's; the label stays a .npy file."""
+    c = 3
+    m = ml_model(
+        [ml_node("LinearClassifier", ["x"], ["label", "proba"],
+                 coefficients=list(RNG.standard_normal(2 * c)), intercepts=[0.1, -0.2],
+                 classlabels_ints=[5, 9], post_transform="LOGISTIC"),
+         ml_node("ZipMap", ["proba"], ["output_probability"], classlabels_int64s=[5, 9])],
+        [vi("x", T.FLOAT, [4, c])],
+        [vi("label", T.INT64, [4]), seq_map_info("output_probability", T.INT64)])
+    path = tmp_path / "clf.onnx"
+    onnx.save(m, path)
+    x = RNG.standard_normal((4, c)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out"
+    r = subprocess.run([UMD_BIN, "run-model", str(path), "-i", f"x={tmp_path / 'x.npy'}",
+                        "--out", str(out), "--repeat", "1"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "2 maps" not in r.stdout and "4 maps, the first" in r.stdout
+    want = dict(zip(["label", "output_probability"], ort_session(m).run(None, {"x": x})))
+    np.testing.assert_array_equal(np.load(out / "label.npy"), want["label"])
+    got = json.loads((out / "output_probability.json").read_text())
+    assert len(got) == 4
+    for g, w in zip(got, want["output_probability"]):
+        assert {int(k): v for k, v in g.items()} == pytest.approx(w, rel=1e-6)

@@ -285,6 +285,35 @@ class Client:
         return Model(self, r.handle, list(r.inputs), list(r.outputs))
 
 
+def _map_value(m: dict, name: str, value_dtype: str) -> pb.MapValue:
+    """A dict as a map input: int keys as int64, str keys as strings; values in the model's
+    declared value type (as given when it declares none)."""
+    keys = list(m.keys())
+    if all(isinstance(k, str) for k in keys):
+        k = np.array(keys, dtype=object)
+    elif all(isinstance(k, (int, np.integer)) for k in keys):
+        k = np.array(keys, dtype=np.int64)
+    else:
+        raise UmdError(3, f"`{name}`: map keys must be all int or all str")
+    vals = list(m.values())
+    if value_dtype == "string" or (not value_dtype and all(isinstance(x, str) for x in vals)):
+        v = np.array(vals, dtype=object)
+    elif value_dtype:
+        v = np.array(vals, dtype=_np_dtype(value_dtype))
+    else:
+        v = np.array(vals)
+    return pb.MapValue(keys=pb.TensorValue(desc=desc(k, name=name), data=to_bytes(k)),
+                       values=pb.TensorValue(desc=desc(v, name=name), data=to_bytes(v)))
+
+
+def _map_from(m: pb.MapValue) -> dict:
+    """A map output as a dict of Python scalars (as onnxruntime returns maps)."""
+    k = from_bytes(m.keys.data, list(m.keys.desc.shape), m.keys.desc.dtype)
+    v = from_bytes(m.values.data, list(m.values.desc.shape), m.values.desc.dtype)
+    return {(kk if isinstance(kk, str) else int(kk)):
+            (vv if isinstance(vv, str) else vv.item()) for kk, vv in zip(k.tolist(), v)}
+
+
 class Model:
     """A model loaded on the server: :meth:`run` it with named arrays; :meth:`unload` frees it."""
 
@@ -296,11 +325,18 @@ class Model:
     def run(self, inputs: Dict[str, object]) -> Dict[str, object]:
         """Runs the model; returns every output by name. A tensor is an array; a sequence (or
         an optional's value, for inputs and outputs the model declares as sequences or
-        optionals) is a list of arrays; an optional without a value is ``None``."""
+        optionals) is a list of arrays; an optional without a value is ``None``; a map is a
+        ``dict`` of scalars, a sequence of maps a list of them (as onnxruntime gives them)."""
         values, lists = [], []
+        declared = {d.name: d.dtype for d in self.inputs}
         for name, v in inputs.items():
             if v is None:
                 lists.append(pb.ValueList(name=name, none=True))
+            elif isinstance(v, dict) or (isinstance(v, (list, tuple)) and v
+                                         and all(isinstance(m, dict) for m in v)):
+                maps = [v] if isinstance(v, dict) else v
+                lists.append(pb.ValueList(name=name, maps=[
+                    _map_value(m, name, declared.get(name, "")) for m in maps]))
             elif isinstance(v, (list, tuple)):
                 lists.append(pb.ValueList(name=name, items=[
                     pb.TensorValue(desc=desc(_c(a), name=name),
@@ -317,6 +353,10 @@ class Model:
         for t in r.outputs:
             out[t.desc.name] = from_bytes(t.data, list(t.desc.shape), t.desc.dtype)
         for v in r.list_outputs:
+            if v.maps:
+                maps = [_map_from(m) for m in v.maps]
+                out[v.name] = maps[0] if v.map else maps
+                continue
             out[v.name] = None if v.none else [
                 from_bytes(t.data, list(t.desc.shape), t.desc.dtype) for t in v.items]
         return out

@@ -28,6 +28,8 @@ use crate::Host;
 use crate::tensor::TensorDesc;
 pub use cases::case_requests;
 pub use figures::{Budget, Comparison, Figures, Throughput};
+/// JSON literals (the report's; `umd run-model` writes maps with them).
+pub use report::{esc as json_string, num as json_number};
 
 /// What `umd check` does.
 #[derive(Debug, Clone, PartialEq)]

@@ -132,7 +132,7 @@ fn figures_text(s: &mut String, f: &Figures) {
 }
 
 /// A JSON string literal.
-fn esc(v: &str) -> String {
+pub fn esc(v: &str) -> String {
     let mut out = String::with_capacity(v.len() + 2);
     out.push('"');
     for c in v.chars() {
@@ -153,7 +153,7 @@ fn esc(v: &str) -> String {
 }
 
 /// A JSON number, or `null` when not finite.
-fn num(v: f64) -> String {
+pub fn num(v: f64) -> String {
     if v.is_finite() {
         format!("{v:?}")
     } else {

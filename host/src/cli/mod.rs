@@ -13,6 +13,7 @@ mod plugins;
 mod run_model;
 mod serve;
 mod soak;
+mod values_out;
 
 use std::path::PathBuf;
 

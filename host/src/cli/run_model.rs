@@ -1,6 +1,7 @@
 //! `umd run-model`: loads an ONNX model, runs it on the device with given or random inputs,
 //! prints load time, first-run and steady-state latency, peak device memory and (`--profile`)
-//! a per-node table; writes each output as `DIR/<output>.npy`.
+//! a per-node table; writes each output as `DIR/<output>.npy` (sequences and maps: see
+//! [`super::values_out`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use umd::graph::{Dim, Model, Tensor, ValueDecl};
+use umd::graph::{Dim, Model, PlanStats, Tensor, Value, ValueDecl};
 use umd::{Host, TensorDesc, data};
 
 #[derive(Args)]
@@ -20,7 +21,8 @@ pub struct RunModelArgs {
     /// type and shape (dynamic dimensions need `-i`).
     #[arg(long = "input", short = 'i', value_name = "NAME=FILE.npy")]
     inputs: Vec<String>,
-    /// Write each output as `DIR/<output name>.npy`.
+    /// Write each output as `DIR/<output name>.npy` (a sequence as `DIR/<name>/<i>.npy`, maps
+    /// as `DIR/<name>.json`).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Steady-state runs after the first (their median is reported).
@@ -44,26 +46,49 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
         .with_context(|| format!("loading {}", args.model.display()))?;
     let load = t0.elapsed().as_secs_f64();
     let inputs = inputs(&model, args)?;
+    // A model with sequence, optional or map outputs (a classifier's ZipMap) runs by value.
+    let by_value = model
+        .outputs()
+        .iter()
+        .any(|o| model.graph().kinds.contains_key(&o.name));
+    let run_once = || -> anyhow::Result<(Vec<(String, Value)>, PlanStats)> {
+        if by_value {
+            let named: Vec<(String, Value)> = inputs
+                .iter()
+                .map(|t| (t.desc.name.clone(), Value::Tensor(Arc::new(t.clone()))))
+                .collect();
+            let stats = PlanStats {
+                nodes: model.graph().nodes.len(),
+                ..PlanStats::default()
+            };
+            return Ok((model.run_values(&named)?, stats));
+        }
+        let r = model.run(&inputs)?;
+        let named = r
+            .outputs
+            .into_iter()
+            .map(|t| (t.desc.name.clone(), Value::Tensor(Arc::new(t))))
+            .collect();
+        Ok((named, r.stats))
+    };
     let t1 = Instant::now();
-    let first = model.run(&inputs)?;
+    let (first, stats) = run_once()?;
     let first_s = t1.elapsed().as_secs_f64();
     let mut times = Vec::with_capacity(args.repeat);
     for _ in 0..args.repeat {
         let t = Instant::now();
-        model.run(&inputs)?;
+        run_once()?;
         times.push(t.elapsed().as_secs_f64());
     }
     times.sort_by(f64::total_cmp);
     let steady = times.get(times.len() / 2).copied().unwrap_or(first_s);
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        for t in &first.outputs {
-            let file = dir.join(format!("{}.npy", safe_name(&t.desc.name)));
-            umd::npy::write(&file, &t.desc, &t.data)
-                .with_context(|| format!("writing {}", file.display()))?;
+        for (name, v) in &first {
+            super::values_out::write(dir, &safe_name(name), v)?;
         }
     }
-    let s = &first.stats;
+    let s = &stats;
     let profile = if args.profile {
         Some(model.profile(&inputs)?)
     } else {
@@ -71,9 +96,14 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
     };
     if args.json {
         let outs: Vec<String> = first
-            .outputs
             .iter()
-            .map(|t| format!("{{\"name\":{:?},\"desc\":\"{}\"}}", t.desc.name, t.desc))
+            .map(|(name, v)| {
+                format!(
+                    "{{\"name\":{},\"desc\":{}}}",
+                    umd::check::json_string(name),
+                    umd::check::json_string(&super::values_out::describe(v))
+                )
+            })
             .collect();
         let prof = profile.as_ref().map_or(String::new(), |p| {
             let total: f64 = p.iter().map(|n| n.micros).sum();
@@ -97,10 +127,18 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("model       {}", args.model.display());
-    println!(
-        "nodes       {} ({} folded at load, {} views, {} with {} launches in {} submission(s))",
-        s.nodes, s.folded, s.views, s.launched, s.launches, s.submissions
-    );
+    if by_value {
+        println!(
+            "nodes       {} (run node by node on host values: the outputs are sequences, \
+             optionals or maps)",
+            s.nodes
+        );
+    } else {
+        println!(
+            "nodes       {} ({} folded at load, {} views, {} with {} launches in {} submission(s))",
+            s.nodes, s.folded, s.views, s.launched, s.launches, s.submissions
+        );
+    }
     println!("load        {:.3} ms", load * 1e3);
     println!(
         "first run   {:.3} ms (compiles this input signature)",
@@ -115,12 +153,16 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
         "peak memory {} bytes of intermediates and outputs (sum without reuse {}), {} of constants",
         s.peak_bytes, s.intermediate_bytes, s.constant_bytes
     );
-    for t in &first.outputs {
+    for (name, v) in &first {
+        let Value::Tensor(t) = v else {
+            println!("output      {name}: {}", super::values_out::describe(v));
+            continue;
+        };
         let v = data::decode(t.desc.dtype, &t.data);
         let head: Vec<String> = v.iter().take(6).map(|x| format!("{x:.4}")).collect();
         println!(
             "output      {} {}: [{}{}]",
-            t.desc.name,
+            name,
             t.desc,
             head.join(", "),
             if v.len() > 6 { ", …" } else { "" }
@@ -161,6 +203,14 @@ fn inputs(model: &Model, args: &RunModelArgs) -> anyhow::Result<Vec<Tensor>> {
         given.push(Tensor { desc, data });
     }
     for (i, decl) in model.inputs().iter().enumerate() {
+        if model.graph().kinds.contains_key(&decl.name) {
+            bail!(
+                "input `{}` is a sequence, an optional or a map: `umd run-model` gives tensors \
+                 only (run such a model through the gRPC umd.Graph service, the Python client's \
+                 Model.run or the Rust API's Model::run_values)",
+                decl.name
+            );
+        }
         if given.iter().any(|t| t.desc.name == decl.name) {
             continue;
         }

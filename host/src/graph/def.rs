@@ -183,6 +183,10 @@ pub enum ValueKind {
     OptionalTensor,
     /// A sequence or nothing.
     OptionalSequence,
+    /// A map with keys of this dtype (int64 or string; the declaration's dtype is the values').
+    Map(Dtype),
+    /// A sequence of maps with keys of this dtype.
+    MapSequence(Dtype),
 }
 
 /// A constant tensor: its description and little-endian bytes.
@@ -216,10 +220,10 @@ impl GraphDef {
     /// output is one.
     pub fn runs_interpreted(&self) -> bool {
         !self.kinds.is_empty()
-            || self.nodes.iter().any(|n| {
-                !n.subgraphs.is_empty()
-                    || (n.domain.is_empty() && super::interpret::HOST_OPS.contains(&n.op.as_str()))
-            })
+            || self
+                .nodes
+                .iter()
+                .any(|n| !n.subgraphs.is_empty() || super::interpret::host_runs(n))
     }
 
     /// The opset version a node of `domain` runs under (0 when the model imports none).

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use super::compile::{constant_attr, node_request};
 use super::def::{Dim, GraphDef, Node, Subgraph};
+use super::maps::MapValue;
 use super::segment::{Segment, Step};
 use super::{GraphError, Tensor};
 use crate::Host;
@@ -57,13 +58,24 @@ pub const HOST_OPS: [&str; 15] = [
     "OptionalGetElement",
 ];
 
-/// A value of an interpreted graph: a tensor, a sequence of tensors, or an optional without a
-/// value (an optional with one is its value).
+/// A value of an interpreted graph: a tensor, a sequence of tensors, a map or a sequence of
+/// maps (the ONNX-ML ops' [`MapValue`]s), or an optional without a value (an optional with one
+/// is its value).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     Tensor(Arc<Tensor>),
     Sequence(Vec<Arc<Tensor>>),
+    Map(Arc<MapValue>),
+    Maps(Vec<Arc<MapValue>>),
     None,
+}
+
+/// Whether the host runs `node` itself: the control-flow, sequence and optional ops of
+/// `ai.onnx` ([`HOST_OPS`]) and the map ops of `ai.onnx.ml` ([`super::maps::MAP_OPS`]).
+pub fn host_runs(node: &Node) -> bool {
+    let op = node.op.as_str();
+    (node.domain.is_empty() && HOST_OPS.contains(&op))
+        || (node.domain == super::maps::ML_DOMAIN && super::maps::MAP_OPS.contains(&op))
 }
 
 impl Value {
@@ -227,6 +239,7 @@ impl<'h> Interpreter<'h> {
             ))),
             "Constant" if onnx => Ok(vec![Value::tensor(constant_attr(node)?)]),
             op if onnx && HOST_OPS.contains(&op) => super::sequence::run(node, &inputs(env, node)?),
+            _ if host_runs(node) => super::maps::run(node, &inputs(env, node)?),
             // A value passed on as it is (tensors, sequences, optionals): no launch.
             "Identity" if onnx => Ok(vec![first(env, node)?.unwrap_or(Value::None)]),
             _ => self.op(def, node, env),
@@ -746,8 +759,12 @@ fn first(env: &HashMap<&str, Value>, node: &Node) -> Result<Option<Value>, Graph
 fn tensor(node: &Node, what: &str, v: &Value) -> Result<Arc<Tensor>, GraphError> {
     match v {
         Value::Tensor(t) => Ok(t.clone()),
-        Value::Sequence(_) => Err(GraphError::Unsupported(format!(
+        Value::Sequence(_) | Value::Maps(_) => Err(GraphError::Unsupported(format!(
             "node {}: `{what}` is a sequence where a tensor is needed",
+            node.label()
+        ))),
+        Value::Map(_) => Err(GraphError::Unsupported(format!(
+            "node {}: `{what}` is a map where a tensor is needed",
             node.label()
         ))),
         Value::None => Err(GraphError::Input(format!(

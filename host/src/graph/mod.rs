@@ -23,6 +23,7 @@ mod expand;
 mod functions;
 pub mod fuse;
 mod interpret;
+mod maps;
 pub mod onnx;
 mod place;
 mod segment;
@@ -43,6 +44,7 @@ pub use compile::PlanStats;
 pub use def::{Constant, Dim, GraphDef, Node, Subgraph, ValueDecl, ValueKind};
 pub use interpret::Value;
 pub use interpret::{MAX_ITERATIONS, MAX_STEPS};
+pub use maps::MapValue;
 
 /// Whether ONNX op `op` draws random numbers (RandomUniform, RandomNormal, their `Like` forms,
 /// Bernoulli, Multinomial): its outputs differ between runs unless seeded, so the graph never
@@ -378,7 +380,28 @@ impl Model {
             );
             match v {
                 Value::None if optional => {}
-                Value::Tensor(t) if !sequence => check_value(decl, &t.desc, t.data.len(), kind)?,
+                Value::Tensor(t)
+                    if !sequence
+                        && !matches!(kind, Some(ValueKind::Map(_) | ValueKind::MapSequence(_))) =>
+                {
+                    check_value(decl, &t.desc, t.data.len(), kind)?
+                }
+                Value::Map(m) if matches!(kind, Some(ValueKind::Map(_))) => {
+                    check_map(decl, kind, m)?
+                }
+                Value::Maps(maps) if matches!(kind, Some(ValueKind::MapSequence(_))) => {
+                    if maps.len() > maps::MAX_MAPS {
+                        return Err(GraphError::Limit(format!(
+                            "input `{}`: {} maps; at most {}",
+                            decl.name,
+                            maps.len(),
+                            maps::MAX_MAPS
+                        )));
+                    }
+                    for m in maps {
+                        check_map(decl, kind, m)?;
+                    }
+                }
                 Value::Sequence(items) if sequence => {
                     if items.len() > interpret::MAX_SEQUENCE {
                         return Err(GraphError::Limit(format!(
@@ -401,6 +424,8 @@ impl Model {
                             Some(ValueKind::Sequence) => "a sequence",
                             Some(ValueKind::OptionalTensor) => "an optional tensor",
                             Some(ValueKind::OptionalSequence) => "an optional sequence",
+                            Some(ValueKind::Map(_)) => "a map",
+                            Some(ValueKind::MapSequence(_)) => "a sequence of maps",
                         }
                     )));
                 }
@@ -892,6 +917,24 @@ fn check_value(
             "input `{}` {desc} needs {bytes} bytes (at most {}), {len} given",
             decl.name,
             onnx::MAX_TENSOR_BYTES
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a given map of input `decl` (of `kind` Map or MapSequence): its key and value
+/// dtypes are the declared ones.
+fn check_map(decl: &ValueDecl, kind: Option<ValueKind>, m: &MapValue) -> Result<(), GraphError> {
+    let key = match kind {
+        Some(ValueKind::Map(k) | ValueKind::MapSequence(k)) => k,
+        _ => unreachable!("called for map kinds"),
+    };
+    let (k, v) = (m.keys().desc.dtype, m.values().desc.dtype);
+    if k != key || decl.dtype.is_some_and(|d| d != v) {
+        return Err(GraphError::Input(format!(
+            "input `{}` holds map({key}, {}); map({k}, {v}) is given",
+            decl.name,
+            decl.dtype.map_or("any".to_string(), |d| d.to_string())
         )));
     }
     Ok(())

@@ -229,10 +229,32 @@ fn value_decl_kind(
         Some(Value::TensorType(t)) => Some(t.elem_type()),
         _ => None,
     };
-    let wrapped = match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
-        Some(Value::SequenceType(s)) => {
-            Some((ValueKind::Sequence, tensor_of(s.elem_type.as_deref())))
+    // map(K, tensor(V)): its kind (with K's dtype) and V's element type
+    let map_of = |t: Option<&proto::TypeProto>, seq: bool| match t.and_then(|t| t.value.as_ref()) {
+        Some(Value::MapType(m)) => {
+            let key = dtype_of(m.key_type()).filter(|k| matches!(k, Dtype::I64 | Dtype::Str));
+            let key = key.ok_or_else(|| {
+                GraphError::Unsupported(format!(
+                    "graph value `{}`: map keys of type {} (umd's maps have int64 or string keys)",
+                    v.name(),
+                    type_name(m.key_type())
+                ))
+            })?;
+            let kind = if seq {
+                ValueKind::MapSequence(key)
+            } else {
+                ValueKind::Map(key)
+            };
+            Ok::<_, GraphError>(Some((kind, tensor_of(m.value_type.as_deref()))))
         }
+        _ => Ok(None),
+    };
+    let wrapped = match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(Value::MapType(_)) => map_of(v.r#type.as_ref(), false)?,
+        Some(Value::SequenceType(s)) => match map_of(s.elem_type.as_deref(), true)? {
+            Some(m) => Some(m),
+            None => Some((ValueKind::Sequence, tensor_of(s.elem_type.as_deref()))),
+        },
         Some(Value::OptionalType(o)) => match o.elem_type.as_deref().and_then(|t| t.value.as_ref())
         {
             Some(Value::TensorType(t)) => Some((ValueKind::OptionalTensor, Some(t.elem_type()))),
@@ -247,7 +269,8 @@ fn value_decl_kind(
     if let Some((kind, elem)) = wrapped {
         let elem = elem.ok_or_else(|| {
             GraphError::Unsupported(format!(
-                "graph value `{}`: only sequences and optionals of tensors are supported",
+                "graph value `{}`: only sequences and optionals of tensors, maps of scalars and \
+                 sequences of maps are supported",
                 v.name()
             ))
         })?;

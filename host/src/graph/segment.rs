@@ -18,7 +18,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::def::{GraphDef, ValueDecl};
-use super::interpret::HOST_OPS;
+use super::interpret::host_runs;
 
 /// Fewest consecutive plain nodes made one compiled segment.
 pub const MIN_RUN: usize = 2;
@@ -49,7 +49,7 @@ pub(super) fn steps(def: &GraphDef, lone: &HashSet<usize>) -> Vec<Step> {
         let n = &def.nodes[j];
         !lone.contains(&j)
             && n.subgraphs.is_empty()
-            && !(n.domain.is_empty() && HOST_OPS.contains(&n.op.as_str()))
+            && !host_runs(n)
             && n.inputs.iter().all(|i| !opaque.contains(i.as_str()))
     };
     let mut steps = Vec::new();
@@ -82,14 +82,19 @@ const OPAQUE_OUTPUTS: [&str; 7] = [
     "Optional",
 ];
 
-/// Values of `def` that hold a sequence or an optional: inputs declared so, the outputs of the
-/// ops that make them, and what Identity or OptionalGetElement passes on from them. (An If's
+/// Values of `def` that hold a sequence, an optional or maps: inputs declared so, the outputs of
+/// the ops that make them, and what Identity or OptionalGetElement passes on from them. (An If's
 /// or Loop's outputs may be either: a segment reading one checks at run time.)
 fn maybe_opaque(def: &GraphDef) -> HashSet<&str> {
     let mut opaque: HashSet<&str> = def.kinds.keys().map(String::as_str).collect();
-    for n in def.nodes.iter().filter(|n| n.domain.is_empty()) {
-        let makes = OPAQUE_OUTPUTS.contains(&n.op.as_str());
-        let passes = matches!(n.op.as_str(), "Identity" | "OptionalGetElement")
+    for n in &def.nodes {
+        let makes = if n.domain.is_empty() {
+            OPAQUE_OUTPUTS.contains(&n.op.as_str())
+        } else {
+            n.domain == super::maps::ML_DOMAIN && n.op == "ZipMap"
+        };
+        let passes = n.domain.is_empty()
+            && matches!(n.op.as_str(), "Identity" | "OptionalGetElement")
             && n.inputs
                 .first()
                 .is_some_and(|i| opaque.contains(i.as_str()));

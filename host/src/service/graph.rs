@@ -499,27 +499,70 @@ fn list_values(
     tensors: Vec<Tensor>,
     lists: Vec<ValueList>,
 ) -> Result<Vec<(String, crate::graph::Value)>, String> {
-    use crate::graph::{Value, ValueKind};
+    use crate::graph::{MapValue, Value, ValueKind};
     let mut out: Vec<(String, Value)> = tensors
         .into_iter()
         .map(|t| (t.desc.name.clone(), Value::Tensor(Arc::new(t))))
         .collect();
     for l in lists {
+        let tensor = |t: TensorValue| -> Result<Tensor, String> {
+            let desc = t
+                .desc
+                .as_ref()
+                .ok_or_else(|| format!("`{}`: an item without a description", l.name))?;
+            let desc = tensor_from_proto(desc)
+                .and_then(|d| d.sized(t.data.len() as u64))
+                .map_err(|e| format!("`{}`: {e}", l.name))?;
+            Ok(Tensor { desc, data: t.data })
+        };
+        let kind = model.graph().kinds.get(&l.name);
+        if !l.maps.is_empty() || matches!(kind, Some(ValueKind::Map(_) | ValueKind::MapSequence(_)))
+        {
+            let single = matches!(kind, Some(ValueKind::Map(_)));
+            if !matches!(kind, Some(ValueKind::Map(_) | ValueKind::MapSequence(_)))
+                || !l.items.is_empty()
+                || l.none
+                || (single && l.maps.len() != 1)
+            {
+                return Err(format!(
+                    "`{}` is {}: give it as `maps`{}",
+                    l.name,
+                    if single {
+                        "a map"
+                    } else {
+                        "not a map input of this model"
+                    },
+                    if single { " with one entry" } else { "" }
+                ));
+            }
+            let name = l.name.clone();
+            let maps = l
+                .maps
+                .into_iter()
+                .map(|m| {
+                    let (Some(k), Some(v)) = (m.keys, m.values) else {
+                        return Err(format!("`{name}`: a map without keys or values"));
+                    };
+                    MapValue::new(tensor(k)?, tensor(v)?)
+                        .map(Arc::new)
+                        .map_err(|e| format!("`{name}`: {e}"))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            let v = if single {
+                Value::Map(maps.into_iter().next().expect("one map"))
+            } else {
+                Value::Maps(maps)
+            };
+            out.push((name, v));
+            continue;
+        }
         let items = l
             .items
+            .clone()
             .into_iter()
-            .map(|t| {
-                let desc = t
-                    .desc
-                    .as_ref()
-                    .ok_or_else(|| format!("`{}`: an item without a description", l.name))?;
-                let desc = tensor_from_proto(desc)
-                    .and_then(|d| d.sized(t.data.len() as u64))
-                    .map_err(|e| format!("`{}`: {e}", l.name))?;
-                Ok(Arc::new(Tensor { desc, data: t.data }))
-            })
+            .map(|t| tensor(t).map(Arc::new))
             .collect::<Result<Vec<_>, String>>()?;
-        let v = match model.graph().kinds.get(&l.name) {
+        let v = match kind {
             _ if l.none => Value::None,
             Some(ValueKind::OptionalTensor) if items.len() == 1 => {
                 Value::Tensor(items.into_iter().next().expect("one item"))
@@ -543,18 +586,28 @@ fn list_values(
     Ok(out)
 }
 
+/// Tensor `t` of output `name` on the wire.
+fn tensor_value(t: &Tensor, name: &str) -> TensorValue {
+    let mut desc = tensor_to_proto(&t.desc);
+    desc.name = name.to_string();
+    TensorValue {
+        desc: Some(desc),
+        data: t.data.clone(),
+    }
+}
+
+/// Map `m` of output `name` on the wire.
+fn map_value(m: &crate::graph::MapValue, name: &str) -> super::proto::MapValue {
+    super::proto::MapValue {
+        keys: Some(tensor_value(m.keys(), name)),
+        values: Some(tensor_value(m.values(), name)),
+    }
+}
+
 /// A by-value run's response: tensor outputs in `outputs`, sequences and optionals in
 /// `list_outputs`, as the model declares each output.
 fn values_response(model: &Model, outs: Vec<(String, crate::graph::Value)>) -> RunModelResponse {
     use crate::graph::Value;
-    let value = |t: &Tensor, name: &str| {
-        let mut desc = tensor_to_proto(&t.desc);
-        desc.name = name.to_string();
-        TensorValue {
-            desc: Some(desc),
-            data: t.data.clone(),
-        }
-    };
     let mut r = RunModelResponse {
         status: status::OK,
         ..Default::default()
@@ -562,21 +615,32 @@ fn values_response(model: &Model, outs: Vec<(String, crate::graph::Value)>) -> R
     for (name, v) in outs {
         let listed = model.graph().kinds.contains_key(&name);
         match v {
-            Value::Tensor(t) if !listed => r.outputs.push(value(&t, &name)),
+            Value::Tensor(t) if !listed => r.outputs.push(tensor_value(&t, &name)),
             Value::Tensor(t) => r.list_outputs.push(ValueList {
-                items: vec![value(&t, &name)],
+                items: vec![tensor_value(&t, &name)],
                 name,
-                none: false,
+                ..Default::default()
             }),
             Value::Sequence(items) => r.list_outputs.push(ValueList {
-                items: items.iter().map(|t| value(t, &name)).collect(),
+                items: items.iter().map(|t| tensor_value(t, &name)).collect(),
                 name,
-                none: false,
+                ..Default::default()
             }),
             Value::None => r.list_outputs.push(ValueList {
                 name,
-                items: Vec::new(),
                 none: true,
+                ..Default::default()
+            }),
+            Value::Map(m) => r.list_outputs.push(ValueList {
+                maps: vec![map_value(&m, &name)],
+                map: true,
+                name,
+                ..Default::default()
+            }),
+            Value::Maps(maps) => r.list_outputs.push(ValueList {
+                maps: maps.iter().map(|m| map_value(m, &name)).collect(),
+                name,
+                ..Default::default()
             }),
         }
     }
