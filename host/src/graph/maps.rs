@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::def::Node;
-use super::interpret::{MAX_SEQUENCE, Value};
+use super::interpret::Value;
 use super::onnx::MAX_TENSOR_BYTES;
 use super::{GraphError, Tensor};
 use crate::tensor::{AttrValue, Dtype, TensorDesc};
@@ -17,10 +17,12 @@ use crate::tensor::{AttrValue, Dtype, TensorDesc};
 pub const MAP_OPS: [&str; 3] = ["ZipMap", "DictVectorizer", "CastMap"];
 /// The domain of [`MAP_OPS`].
 pub const ML_DOMAIN: &str = "ai.onnx.ml";
-/// Most maps one ZipMap makes (one per row of its input).
-pub const MAX_MAPS: usize = 1 << 20;
+/// Most maps one ZipMap makes (one per row of its input) or one input gives.
+pub const MAX_MAPS: usize = 1 << 18;
 /// Most entries of one map.
 pub const MAX_ENTRIES: usize = 1 << 20;
+/// Largest SPARSE `max_map` of a CastMap (its output's width).
+pub const MAX_CAST_MAP: i64 = 1 << 20;
 
 /// A map with scalar values (ONNX `map(K, V)` as the ONNX-ML ops use it): `keys` and `values`
 /// are two 1-D tensors of one length, the keys int64 or string, unique and ascending (int64 by
@@ -152,6 +154,13 @@ fn zip_map(node: &Node, x: &Tensor) -> Result<Value, GraphError> {
             "{width} scores per row for {keys_len} class labels"
         )));
     }
+    if x.data.len() as u64 != rows.saturating_mul(width).saturating_mul(4) {
+        return Err(bad(format!(
+            "{} bytes for a float tensor of shape {:?}",
+            x.data.len(),
+            x.desc.shape
+        )));
+    }
     let per_map = labels.data.len() as u64 + 4 * width;
     if rows > MAX_MAPS as u64 || rows.saturating_mul(per_map) > MAX_TENSOR_BYTES {
         return Err(GraphError::Limit(format!(
@@ -160,20 +169,19 @@ fn zip_map(node: &Node, x: &Tensor) -> Result<Value, GraphError> {
             node.label()
         )));
     }
-    // One ordering of the labels serves every row.
+    // One ordering of the labels serves every row; a repeated label keeps its last column's
+    // score (onnxruntime assigns each column in turn).
     let lab = elements(&labels).map_err(bad)?;
     let mut order: Vec<usize> = (0..lab.len()).collect();
-    order.sort_by(|&a, &b| key_order(labels.desc.dtype, lab[a], lab[b]));
-    if let Some(w) = order
-        .windows(2)
-        .find(|w| key_order(labels.desc.dtype, lab[w[0]], lab[w[1]]) == Ordering::Equal)
-    {
-        // onnxruntime keeps the last score of a repeated label
-        return Err(bad(format!(
-            "class label {} is given twice",
-            show(&labels, w[0])
-        )));
+    order.sort_by(|&a, &b| key_order(labels.desc.dtype, lab[a], lab[b]).then(a.cmp(&b)));
+    let mut last: Vec<usize> = Vec::with_capacity(order.len());
+    for &j in &order {
+        match last.last_mut() {
+            Some(l) if key_order(labels.desc.dtype, lab[*l], lab[j]) == Ordering::Equal => *l = j,
+            _ => last.push(j),
+        }
     }
+    let order = last;
     let keys = Arc::new(gather(&labels, &lab, &order));
     let width = width as usize;
     let maps = (0..rows as usize)
@@ -186,7 +194,7 @@ fn zip_map(node: &Node, x: &Tensor) -> Result<Value, GraphError> {
             Arc::new(MapValue {
                 keys: keys.clone(),
                 values: Tensor {
-                    desc: TensorDesc::new("", vec![width as u64], Dtype::F32),
+                    desc: TensorDesc::new("", vec![order.len() as u64], Dtype::F32),
                     data,
                 },
             })
@@ -281,14 +289,11 @@ fn cast_map(node: &Node, map: &MapValue) -> Result<Value, GraphError> {
         _ => vec![0u8; 8],
     };
     let out: Vec<Vec<u8>> = if sparse {
-        if max_map <= 0 || max_map as u64 * 8 > MAX_TENSOR_BYTES {
+        if !(1..=MAX_CAST_MAP).contains(&max_map) {
             return Err(attr_error(
                 node,
                 "max_map",
-                &format!(
-                    "must be in 1..={} for SPARSE, not {max_map}",
-                    MAX_TENSOR_BYTES / 8
-                ),
+                &format!("must be in 1..={MAX_CAST_MAP} for SPARSE, not {max_map}"),
             ));
         }
         if keys.first().is_some_and(|&k| k < 0) {
@@ -327,35 +332,78 @@ fn cast_value(from: Dtype, to: Dtype, v: &[u8]) -> Result<Vec<u8>, String> {
         }
         (Dtype::F32, Dtype::F32) => Ok([v, &[0; 4]].concat()),
         (Dtype::F32, _) => {
+            // x86's cvttss2si: NaN and out-of-range values give i64::MIN
             let x = f32::from_le_bytes(v.try_into().expect("4 bytes"));
-            Ok((x as i64).to_le_bytes().to_vec())
+            let i = if x.is_nan() || !(-9.223_372e18..9.223_372e18).contains(&x) {
+                i64::MIN
+            } else {
+                x as i64
+            };
+            Ok(i.to_le_bytes().to_vec())
         }
         (_, Dtype::Str) => Ok(v.to_vec()),
         (_, to) => {
             let s = std::str::from_utf8(v).map_err(|_| "a map value is not UTF-8".to_string())?;
-            let t = s.trim_start();
-            let parsed = if to == Dtype::F32 {
-                longest_prefix(t, |p| p.parse::<f32>().ok())
-                    .map(|x| [x.to_le_bytes(), [0; 4]].concat())
-            } else {
-                longest_prefix(t, |p| p.parse::<i64>().ok()).map(|x| x.to_le_bytes().to_vec())
-            };
-            parsed.ok_or_else(|| format!("map value `{s}` is not a number"))
+            let not_number = || format!("map value `{s}` is not a number");
+            let out_of_range = || format!("map value `{s}` is out of range");
+            let t = s.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+            if to == Dtype::I64 {
+                let n = c_number_len(t, false).ok_or_else(not_number)?;
+                let x: i64 = t[..n].parse().map_err(|_| out_of_range())?;
+                return Ok(x.to_le_bytes().to_vec());
+            }
+            let n = c_number_len(t, true).ok_or_else(not_number)?;
+            let x: f32 = t[..n].parse().map_err(|_| not_number())?;
+            let numeric = t[..n].bytes().any(|b| b.is_ascii_digit());
+            let nonzero = t[..n]
+                .split(['e', 'E'])
+                .next()
+                .is_some_and(|m| m.bytes().any(|b| (b'1'..=b'9').contains(&b)));
+            // std::stof throws out_of_range where strtof overflows or underflows to zero
+            if numeric && (x.is_infinite() || (x == 0.0 && nonzero)) {
+                return Err(out_of_range());
+            }
+            Ok([x.to_le_bytes(), [0; 4]].concat())
         }
     }
 }
 
-/// The value of the longest prefix of `s` that `parse` accepts (C's `strto*` read a number
-/// from the start of a string and ignore what follows).
-fn longest_prefix<T>(s: &str, parse: impl Fn(&str) -> Option<T>) -> Option<T> {
-    let ends = s.char_indices().map(|(i, c)| i + c.len_utf8());
-    let mut best = None;
-    for end in ends.take(64) {
-        if let Some(v) = parse(&s[..end]) {
-            best = Some(v);
+/// The length of the number C's `strtoll` (`float`: `strtof`, its decimal forms) reads at the
+/// start of `s` (whitespace skipped already): sign, digits, for floats a fraction, an exponent,
+/// `inf`, `infinity` or `nan`. `None` when no number starts there.
+fn c_number_len(s: &str, float: bool) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut i = usize::from(matches!(b.first(), Some(b'+' | b'-')));
+    if float {
+        let rest = b[i..].to_ascii_lowercase();
+        for word in ["infinity", "inf", "nan"] {
+            if rest.starts_with(word.as_bytes()) {
+                return Some(i + word.len());
+            }
         }
     }
-    best
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while b.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i - start
+    };
+    let mut n = digits(&mut i);
+    if float && b.get(i) == Some(&b'.') {
+        i += 1;
+        n += digits(&mut i);
+    }
+    if n == 0 {
+        return None;
+    }
+    if float && matches!(b.get(i), Some(b'e' | b'E')) {
+        let mut j = i + 1 + usize::from(matches!(b.get(i + 1), Some(b'+' | b'-')));
+        if digits(&mut j) > 0 {
+            i = j;
+        }
+    }
+    Some(i)
 }
 
 /// `x` as C's `printf("%f")` writes it (six decimals; `inf`, `nan`).
@@ -372,7 +420,15 @@ fn c_fixed(x: f64) -> String {
 /// The label list of `node`: its int64 attribute `ints` or its string attribute `strings`,
 /// exactly one of them, as a 1-D tensor.
 fn labels(node: &Node, ints: &str, strings: &str) -> Result<Tensor, GraphError> {
-    let get = |n: &str| node.attributes.iter().find(|(k, _)| k == n).map(|(_, v)| v);
+    // an empty list counts as absent (onnxruntime reads both and wants exactly one non-empty)
+    let get = |n: &str| {
+        node.attributes
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| v)
+            .filter(|v| !matches!(v, AttrValue::Ints(l) if l.is_empty()))
+            .filter(|v| !matches!(v, AttrValue::Texts(l) if l.is_empty()))
+    };
     let t = match (get(ints), get(strings)) {
         (Some(AttrValue::Ints(v)), None) if !v.is_empty() => Tensor {
             desc: TensorDesc::new("", vec![v.len() as u64], Dtype::I64),
@@ -482,7 +538,7 @@ fn build(dt: Dtype, shape: Vec<u64>, items: &[&[u8]]) -> Tensor {
 /// The `[1, n]` tensor of `items`, within the host's tensor bound.
 fn tensor_of(node: &Node, dt: Dtype, items: &[&[u8]]) -> Result<Value, GraphError> {
     let bytes: usize = items.iter().map(|i| i.len() + 8).sum();
-    if bytes as u64 > MAX_TENSOR_BYTES || items.len() > MAX_SEQUENCE * 16 {
+    if bytes as u64 > MAX_TENSOR_BYTES || items.len() > MAX_ENTRIES {
         return Err(GraphError::Limit(format!(
             "node {}: a result of {} elements ({bytes} bytes)",
             node.label(),
@@ -573,7 +629,11 @@ mod tests {
         let x = f32s(vec![1, 3], &[1.0, 2.0, 3.0]);
         let err = |n: &Node, x: Tensor| run(n, &[Some(Value::tensor(x))]).unwrap_err().to_string();
         assert!(err(&ints(vec![0, 1]), x.clone()).contains("3 scores per row for 2 class labels"));
-        assert!(err(&ints(vec![0, 1, 0]), x.clone()).contains("class label 0 is given twice"));
+        // a repeated label keeps its last column's score
+        let dup = run(&ints(vec![0, 1, 0]), &[Some(Value::tensor(x.clone()))]).unwrap();
+        let Value::Maps(m) = &dup[0] else { panic!() };
+        assert_eq!(int64s(&m[0].keys().data), [0, 1]);
+        assert_eq!(floats(m[0].values()), [3.0, 2.0]);
         let both = node(
             "ZipMap",
             vec![
@@ -685,6 +745,34 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("`abc` is not a number"), "{e}");
+    }
+
+    #[test]
+    fn strings_read_as_c_reads_them() {
+        let f = |s: &str| cast_value(Dtype::Str, Dtype::F32, s.as_bytes());
+        let i = |s: &str| cast_value(Dtype::Str, Dtype::I64, s.as_bytes());
+        let as_f = |v: Vec<u8>| f32::from_le_bytes(v[..4].try_into().unwrap());
+        let as_i = |v: Vec<u8>| i64::from_le_bytes(v[..8].try_into().unwrap());
+        assert_eq!(as_f(f(" \t+3.5e+1xyz").unwrap()), 35.0);
+        assert_eq!(as_f(f("-.5e").unwrap()), -0.5);
+        assert_eq!(as_f(f(&format!("{}5", "0".repeat(70))).unwrap()), 5.0);
+        assert_eq!(as_f(f("-Infinity").unwrap()), f32::NEG_INFINITY);
+        assert!(f("1e40").unwrap_err().contains("out of range"));
+        assert!(f("1e-50").unwrap_err().contains("out of range"));
+        assert!(f(".e1").unwrap_err().contains("not a number"));
+        assert_eq!(as_i(i("-42.9").unwrap()), -42);
+        assert!(
+            i("9223372036854775808")
+                .unwrap_err()
+                .contains("out of range")
+        );
+        assert_eq!(as_i(i("9223372036854775807").unwrap()), i64::MAX);
+        assert!(
+            i("\u{a0}7").unwrap_err().contains("not a number"),
+            "C skips ASCII space only"
+        );
+        let g = |x: f32| as_i(cast_value(Dtype::F32, Dtype::I64, &x.to_le_bytes()).unwrap());
+        assert_eq!((g(-2.9), g(f32::NAN), g(1e20)), (-2, i64::MIN, i64::MIN));
     }
 
     #[test]

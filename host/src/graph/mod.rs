@@ -44,7 +44,7 @@ pub use compile::PlanStats;
 pub use def::{Constant, Dim, GraphDef, Node, Subgraph, ValueDecl, ValueKind};
 pub use interpret::Value;
 pub use interpret::{MAX_ITERATIONS, MAX_STEPS};
-pub use maps::MapValue;
+pub use maps::{MAX_MAPS, MapValue};
 
 /// Whether ONNX op `op` draws random numbers (RandomUniform, RandomNormal, their `Like` forms,
 /// Bernoulli, Multinomial): its outputs differ between runs unless seeded, so the graph never
@@ -332,8 +332,8 @@ impl Model {
             .map(|(v, o)| match v {
                 Value::Tensor(t) => Ok(Arc::unwrap_or_clone(t)),
                 _ => Err(GraphError::Input(format!(
-                    "output `{}` is a sequence or an optional: run the model with \
-                     `Model::run_values`",
+                    "output `{}` is a sequence, an optional or maps: run the model with \
+                     `Model::run_values` (umd.Graph does so for the outputs a model declares so)",
                     o.name
                 ))),
             })
@@ -370,6 +370,9 @@ impl Model {
                 )));
             }
             let kind = self.def.kinds.get(&decl.name).copied();
+            // An empty map has no keys to tell their type (a client's `{}`): it is the declared one.
+            let retyped = empty_map_as_declared(v, kind, decl);
+            let v = retyped.as_ref().unwrap_or(v);
             let optional = matches!(
                 kind,
                 Some(ValueKind::OptionalTensor | ValueKind::OptionalSequence)
@@ -920,6 +923,32 @@ fn check_value(
         )));
     }
     Ok(())
+}
+
+/// Empty maps of input `decl` (of `kind`), remade with the declared key and value dtypes;
+/// `None` when `v` holds none.
+fn empty_map_as_declared(v: &Value, kind: Option<ValueKind>, decl: &ValueDecl) -> Option<Value> {
+    let Some(ValueKind::Map(key) | ValueKind::MapSequence(key)) = kind else {
+        return None;
+    };
+    let empty = |m: &Arc<MapValue>| {
+        if !m.is_empty() {
+            return m.clone();
+        }
+        let t = |dt| Tensor {
+            desc: TensorDesc::new("", vec![0], dt),
+            data: Vec::new(),
+        };
+        let value = decl.dtype.unwrap_or(m.values().desc.dtype);
+        MapValue::new(t(key), t(value)).map_or_else(|_| m.clone(), Arc::new)
+    };
+    match v {
+        Value::Map(m) if m.is_empty() => Some(Value::Map(empty(m))),
+        Value::Maps(ms) if ms.iter().any(|m| m.is_empty()) => {
+            Some(Value::Maps(ms.iter().map(empty).collect()))
+        }
+        _ => None,
+    }
 }
 
 /// Checks a given map of input `decl` (of `kind` Map or MapSequence): its key and value

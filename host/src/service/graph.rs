@@ -535,6 +535,14 @@ fn list_values(
                     if single { " with one entry" } else { "" }
                 ));
             }
+            if l.maps.len() > crate::graph::MAX_MAPS {
+                return Err(format!(
+                    "`{}`: {} maps; at most {}",
+                    l.name,
+                    l.maps.len(),
+                    crate::graph::MAX_MAPS
+                ));
+            }
             let name = l.name.clone();
             let maps = l
                 .maps
@@ -558,7 +566,6 @@ fn list_values(
         }
         let items = l
             .items
-            .clone()
             .into_iter()
             .map(|t| tensor(t).map(Arc::new))
             .collect::<Result<Vec<_>, String>>()?;
@@ -596,11 +603,12 @@ fn tensor_value(t: &Tensor, name: &str) -> TensorValue {
     }
 }
 
-/// Map `m` of output `name` on the wire.
-fn map_value(m: &crate::graph::MapValue, name: &str) -> super::proto::MapValue {
+/// Map `m` on the wire (its tensors unnamed: the `ValueList` names the output, and a long name
+/// repeated in each of many maps would multiply the response).
+fn map_value(m: &crate::graph::MapValue) -> super::proto::MapValue {
     super::proto::MapValue {
-        keys: Some(tensor_value(m.keys(), name)),
-        values: Some(tensor_value(m.values(), name)),
+        keys: Some(tensor_value(m.keys(), "")),
+        values: Some(tensor_value(m.values(), "")),
     }
 }
 
@@ -632,13 +640,13 @@ fn values_response(model: &Model, outs: Vec<(String, crate::graph::Value)>) -> R
                 ..Default::default()
             }),
             Value::Map(m) => r.list_outputs.push(ValueList {
-                maps: vec![map_value(&m, &name)],
+                maps: vec![map_value(&m)],
                 map: true,
                 name,
                 ..Default::default()
             }),
             Value::Maps(maps) => r.list_outputs.push(ValueList {
-                maps: maps.iter().map(|m| map_value(m, &name)).collect(),
+                maps: maps.iter().map(|m| map_value(m)).collect(),
                 name,
                 ..Default::default()
             }),

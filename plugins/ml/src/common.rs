@@ -318,3 +318,18 @@ pub fn no_string_labels(req: &PlanRequestExt, ints: &str) -> Result<(), OpError>
     }
     Ok(())
 }
+
+/// String-list attribute `name` (empty when absent; a single string is a list of one).
+pub fn strings(req: &PlanRequestExt, name: &str) -> Result<Vec<String>, OpError> {
+    match req
+        .attributes
+        .iter()
+        .find(|a| a.name == name)
+        .map(|a| &a.value)
+    {
+        None => Ok(Vec::new()),
+        Some(umd_sdk::AttrValueExt::Texts(v)) => Ok(v.clone()),
+        Some(umd_sdk::AttrValueExt::Text(v)) => Ok(vec![v.clone()]),
+        Some(_) => Err(bad(req, format!("`{name}` must be a list of strings"))),
+    }
+}

@@ -35,7 +35,8 @@ fn table(req: &PlanRequestExt, kind: &str) -> Result<(Dtype, Vec<u64>), OpError>
     let a = &req.attributes;
     if attr::has(a, &format!("{kind}_strings")) {
         return Err(OpError::dtype(format!(
-            "LabelEncoder: `{kind}_strings` needs string tensors, which umd does not have"
+            "LabelEncoder: `{kind}_strings`: string tables are the text plugin's (this plugin \
+             maps numbers to numbers)"
         )));
     }
     let given: Vec<&str> = ["int64s", "floats", "tensor"]

@@ -59,6 +59,12 @@ fn unknown_module(id: &str) -> OpError {
 }
 
 impl Plugin for MlPlugin {
+    /// OneHotEncoder's `cats_strings` categorize string tensors (the other ops refuse a string
+    /// input by its dtype).
+    fn serves_strings(op: &str) -> bool {
+        op.eq_ignore_ascii_case("OneHotEncoder")
+    }
+
     fn describe() -> PluginInfo {
         umd_sdk::plugin_info("ml", env!("CARGO_PKG_VERSION"), OPS)
     }
@@ -171,6 +177,8 @@ impl Plugin for MlPlugin {
         };
         if e == "fill_words" {
             blob::run_cpu(&call)
+        } else if e == "onehot_string" {
+            prep::run_cpu(&call, "onehot", Dtype::String)
         } else if e.starts_with("afe_") {
             simple::run_afe(&call)
         } else if e.starts_with("binarizer_") {

@@ -197,11 +197,7 @@ pub fn plan_onehot(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     let a = &req.attributes;
     attr::only(a, &["cats_int64s", "cats_strings", "zeros"])?;
     if attr::has(a, "cats_strings") {
-        return Err(OpError::UnsupportedOp(
-            "OneHotEncoder: string categories (`cats_strings`) are not served; int64 ones \
-             (`cats_int64s`) are"
-                .into(),
-        ));
+        return plan_onehot_strings(req);
     }
     let cats = attr::ints_or(a, "cats_int64s", &[])?;
     if cats.is_empty() || cats.len() > MAX_TABLE {
@@ -231,6 +227,99 @@ pub fn plan_onehot(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     one_launch(req, x, "onehot", n, &blob, out, |p| {
         p.u64(n).u64(k).u32((zeros != 0) as u32);
     })
+}
+
+/// OneHotEncoder over string categories (`cats_strings`): X is a string tensor, whose value
+/// the host gives at plan time (ABI 1.5), so each element's category is found when planning
+/// and the launch writes the rows from that index list (CPU device only: string tensors live
+/// on the host).
+fn plan_onehot_strings(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
+    let a = &req.attributes;
+    if attr::has(a, "cats_int64s") {
+        return Err(bad(
+            req,
+            "give `cats_int64s` or `cats_strings`, not both".into(),
+        ));
+    }
+    let cats = common::strings(req, "cats_strings")?;
+    if cats.is_empty() || cats.len() > MAX_TABLE {
+        return Err(bad(
+            req,
+            format!(
+                "`cats_strings` has {} categories; 1..={MAX_TABLE} expected",
+                cats.len()
+            ),
+        ));
+    }
+    let zeros = attr::int_or(a, "zeros", 1)?;
+    if req.slots() != 1 {
+        return Err(OpError::shape("OneHotEncoder: takes one input X"));
+    }
+    let x = req.required(0)?;
+    if x.dtype != Dtype::String {
+        return Err(OpError::UnsupportedDtype(format!(
+            "OneHotEncoder: `cats_strings` categorize string tensors; X is {}",
+            dtype::name(x.dtype)
+        )));
+    }
+    if !req.target.name.eq_ignore_ascii_case("cpu") {
+        return Err(OpError::UnsupportedTarget(format!(
+            "OneHotEncoder on strings runs on the CPU device only (target `{}`)",
+            req.target.name
+        )));
+    }
+    let n = umd_sdk::shape::numel(&x.shape)?;
+    let bytes = req.value(0).ok_or_else(|| {
+        OpError::UnsupportedDtype(
+            "OneHotEncoder: X's strings were not given when planning (more than the host \
+             passes)"
+                .into(),
+        )
+    })?;
+    let items = umd_sdk::strings::decode(bytes, n as usize)?;
+    // the last equal category only (onnxruntime 1.32 keeps the last of repeated strings, the
+    // first of repeated integers)
+    let index: std::collections::HashMap<&str, i64> = cats
+        .iter()
+        .enumerate()
+        .map(|(j, c)| (c.as_str(), j as i64))
+        .collect();
+    let mut blob = Blob::default();
+    for s in &items {
+        match index.get(s) {
+            Some(&j) => blob.i64(j),
+            None if zeros != 0 => blob.i64(-1),
+            None => {
+                return Err(bad(
+                    req,
+                    format!("`{s}` is not one of the categories and `zeros` = 0"),
+                ));
+            }
+        }
+    }
+    let mut shape = x.shape.clone();
+    shape.push(cats.len() as u64);
+    let out = TensorDesc::new("Y", shape, Dtype::F32);
+    one_launch(req, x, "onehot", n, &blob, out, |p| {
+        p.u64(n).u64(cats.len() as u64);
+    })
+}
+
+/// `onehot_string`: row `i` gets a 1 at the category index the plan found (`-1`: none).
+fn onehot_strings(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
+    let bufs = umd_sdk::cpu::Buffers::new(call);
+    let mut r = ParamReader::new(&call.params, &call.relocations);
+    let (_, tb, yb) = (r.ptr()?, r.ptr()?, r.ptr()?);
+    let (n, k) = (r.u64()? as usize, r.u64()? as usize);
+    let tab = bufs.input(tb, (8 * n) as u64)?;
+    let mut y = bufs.output(yb, (n * k * 4) as u64)?;
+    for i in 0..n {
+        let j = word(tab, i) as i64;
+        if (0..k as i64).contains(&j) {
+            put::<f32>(&mut y.data, i * k + j as usize, 1.0);
+        }
+    }
+    Ok(vec![y])
 }
 
 pub fn plan_feature_vectorizer(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
@@ -535,6 +624,7 @@ pub fn run_cpu(call: &CpuCall, kind: &str, dt: Dtype) -> Result<Vec<CpuWrite>, O
         "scaler" => crate::by_dtype!(dt, scaler, err(), call),
         "normalizer" => crate::by_dtype!(dt, normalizer, err(), call),
         "imputer" => crate::by_dtype!(dt, imputer, err(), call),
+        "onehot" if dt == Dtype::String => onehot_strings(call),
         "onehot" => crate::by_dtype!(dt, onehot, err(), call),
         "fv" => crate::by_dtype!(dt, feature_vectorizer, err(), call),
         _ => Err(err()),

@@ -99,8 +99,8 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     )?;
     if attr::has(a, "pool_strings") {
         return Err(OpError::dtype(
-            "TfIdfVectorizer: `pool_strings` needs string tensors, which umd does not have; \
-             int32/int64 tokens with `pool_int64s` are served",
+            "TfIdfVectorizer: `pool_strings` (string tokens) is not served; int32/int64 tokens \
+             with `pool_int64s` are",
         ));
     }
     let need = |n: &str| {
