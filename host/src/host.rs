@@ -545,10 +545,45 @@ impl Host {
         }
         self.translator()
             .fill_values(&mut req, |i, _| Ok::<_, Error>(data[i].clone()))?;
-        let t = self.translate(&req)?;
+        let t = match self.translate(&req) {
+            Ok(t) => t,
+            Err(e @ Error::Unsupported { .. }) => {
+                self.translate_on_values(&req, data).ok_or(e)??
+            }
+            Err(e) => return Err(e),
+        };
         let data: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
         let outputs = crate::device::run_once_on(&**self.device(), stream, &t.cmdbuf, &data)?;
         Ok(t.outputs.iter().cloned().zip(outputs).collect())
+    }
+}
+
+impl Host {
+    /// `req` (declined by every plugin) translated again with the value of every present input
+    /// (`data`), within [`crate::translate::MAX_VALUE_BYTES`] in all: a plugin may compute an
+    /// op when planning (a string result sized by run-time numbers: a classifier's string
+    /// labels, numbers mapped to strings) and then needs what it will run on. `None` when every
+    /// input already had its value or they do not fit; otherwise the second answer (its error
+    /// when declined again, as the caller reports the first).
+    fn translate_on_values(
+        &self,
+        req: &OpRequest,
+        data: &[Vec<u8>],
+    ) -> Option<Result<Arc<Translation>>> {
+        let total: usize = data.iter().map(Vec::len).sum();
+        if req.values.len() == req.inputs.len() || total > crate::translate::MAX_VALUE_BYTES {
+            return None;
+        }
+        let mut all = req.clone();
+        all.values = data
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (i as u32, d.clone()))
+            .collect();
+        match self.translate(&all) {
+            Err(Error::Unsupported { .. }) => None,
+            other => Some(other),
+        }
     }
 }
 

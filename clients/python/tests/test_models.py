@@ -67,6 +67,9 @@ def check_against_ort(model, feeds, tmp_path, rtol=1e-3, atol=1e-4):
     assert set(got) == set(want)
     for name, w in want.items():
         assert got[name].shape == w.shape, name
+        if w.dtype.kind in "OSU":
+            assert got[name].astype(str).tolist() == w.astype(str).tolist(), name
+            continue
         np.testing.assert_allclose(got[name], w, rtol=rtol, atol=atol, err_msg=name)
     return figures
 
@@ -490,6 +493,77 @@ def test_svm_regressor(tmp_path, kernel, vectors, one_class):
                  [vi("x", T.FLOAT, [None, nf])], [vi("y", T.FLOAT, [None, 1])])
     x = rng.normal(size=(30, nf)).astype(np.float32)
     check_against_ort(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-5)
+
+
+NAMES = ["setosa", "versicolor", "virginica", "", "x y"]
+
+
+@pytest.mark.parametrize("case", [
+    # (intercepts, labels, post): multiclass; one score column with two labels (binary rules)
+    (3, 3, "SOFTMAX"), (1, 2, "LOGISTIC"), (1, 2, "NONE")])
+def test_linear_classifier_string_labels(tmp_path, case):
+    """String class labels (a scikit-learn classifier fit on string targets): computed on the
+    CPU device when the node runs, from X's value; the scores stay numbers, then a ZipMap."""
+    k, n_labels, post = case
+    c = 4
+    labels = NAMES[:n_labels]
+    width = 2 if (k == 1 and n_labels == 2) else k
+    m = ml_model(
+        [ml_node("LinearClassifier", ["x"], ["label", "proba"],
+                 coefficients=list(RNG.standard_normal(k * c)),
+                 intercepts=list(RNG.standard_normal(k) * 0.1), classlabels_strings=labels,
+                 post_transform=post)],
+        [vi("x", T.FLOAT, [None, c])],
+        [vi("label", T.STRING, [None]), vi("proba", T.FLOAT, [None, width])])
+    x = RNG.standard_normal((11, c)).astype(np.float32)
+    check_against_ort(m, {"x": x}, tmp_path, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", [
+    ([0, 1, 2], True, "NONE"), ([0, 1, 2], False, "SOFTMAX"), ([1], False, "LOGISTIC"),
+    ([0, 1], True, "NONE")])
+def test_tree_ensemble_classifier_string_labels(tmp_path, case):
+    ids, positive, post = case
+    labels = NAMES[:3] if len(ids) == 3 else NAMES[:2]
+    rng = np.random.default_rng(len(ids) * 7 + len(post))
+    a = random_forest(rng, 6, 3, 4, len(labels), class_ids=ids, positive=positive)
+    m = ml_model([forest_node(a, "TreeEnsembleClassifier", classlabels_strings=labels,
+                              post_transform=post)],
+                 [vi("x", T.FLOAT, [None, 4])],
+                 [vi("label", T.STRING, [None]), vi("proba", T.FLOAT, [None, len(labels)])])
+    check_against_ort(m, {"x": forest_input(rng, T.FLOAT)}, tmp_path, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("classes,per_class,proba", [
+    (3, [2, 3, 1], True), (2, [3, 2], False), (3, [], False)])
+def test_svm_classifier_string_labels(tmp_path, classes, per_class, proba):
+    rng = np.random.default_rng(classes * 13 + len(per_class) + proba)
+    nf = 3
+    attrs = random_svm(rng, "RBF", classes, per_class, nf, proba)
+    attrs.update(classlabels_strings=NAMES[:classes])
+    width = classes if (proba or not per_class) else (
+        2 if classes == 2 else classes * (classes - 1) // 2)
+    m = ml_model([ml_node("SVMClassifier", ["x"], ["label", "scores"], **attrs)],
+                 [vi("x", T.FLOAT, [None, nf])],
+                 [vi("label", T.STRING, [None]), vi("scores", T.FLOAT, [None, width])])
+    x = rng.normal(size=(30, nf)).astype(np.float32)
+    check_against_ort(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-5)
+
+
+def test_numbers_to_strings_at_run_time(tmp_path):
+    """Ops that make strings from numbers computed in the run (ArgMax → LabelEncoder, Cast to
+    string) run on their inputs' values."""
+    m = h.make_model(h.make_graph(
+        [h.make_node("ArgMax", ["x"], ["i"], axis=1, keepdims=0),
+         h.make_node("LabelEncoder", ["i"], ["s"], domain="ai.onnx.ml", keys_int64s=[0, 1, 2],
+                     values_strings=["a", "b", "c"], default_string="?"),
+         h.make_node("Mul", ["x", "x"], ["sq"]),
+         h.make_node("Cast", ["i"], ["istr"], to=T.STRING)], "g",
+        [vi("x", T.FLOAT, [None, 3])],
+        [vi("s", T.STRING, [None]), vi("sq", T.FLOAT, [None, 3]), vi("istr", T.STRING, [None])]),
+        opset_imports=[h.make_opsetid("", 17), h.make_opsetid("ai.onnx.ml", 2)], ir_version=8)
+    x = RNG.standard_normal((7, 3)).astype(np.float32)
+    check_against_ort(m, {"x": x}, tmp_path, rtol=1e-6, atol=1e-6)
 
 
 def test_category_mapper_onehot_pipeline_on_strings(tmp_path):

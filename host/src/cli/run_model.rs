@@ -158,14 +158,24 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
             println!("output      {name}: {}", super::values_out::describe(v));
             continue;
         };
-        let v = data::decode(t.desc.dtype, &t.data);
-        let head: Vec<String> = v.iter().take(6).map(|x| format!("{x:.4}")).collect();
+        let n = t.desc.numel().unwrap_or(0) as usize;
+        let head: Vec<String> = if t.desc.dtype == umd::Dtype::Str {
+            umd::text::decode(&t.data, n)
+                .unwrap_or_default()
+                .iter()
+                .take(6)
+                .map(|s| format!("{:?}", String::from_utf8_lossy(s)))
+                .collect()
+        } else {
+            let v = data::decode(t.desc.dtype, &t.data);
+            v.iter().take(6).map(|x| format!("{x:.4}")).collect()
+        };
         println!(
             "output      {} {}: [{}{}]",
             name,
             t.desc,
             head.join(", "),
-            if v.len() > 6 { ", …" } else { "" }
+            if n > 6 { ", …" } else { "" }
         );
     }
     if let Some(p) = profile {

@@ -614,7 +614,35 @@ impl<'a> Builder<'a> {
                         .unwrap_or_default(),
                 }),
             })?;
-        let t = self.host.translate(&req).map_err(at)?;
+        let t = match self.host.translate(&req) {
+            Ok(t) => t,
+            // Declined by every plugin while an input's value is computed at run time: the
+            // node may be one a plugin plans on its inputs' values (string results from
+            // numbers), which a run on host values gives it (`Host::run_request_on`), so it
+            // runs on its own there; if it is not, that run reports why.
+            Err(e @ crate::Error::Unsupported { .. }) => {
+                let total: u64 = present
+                    .iter()
+                    .map(|&v| self.vals[v].desc.byte_size().unwrap_or(u64::MAX))
+                    .fold(0, u64::saturating_add);
+                let computed = node
+                    .inputs
+                    .iter()
+                    .filter(|n| !n.is_empty())
+                    .zip(&present)
+                    .find(|(_, v)| !matches!(self.vals[**v].kind, Kind::Const(_)));
+                return match computed {
+                    Some((input, _)) if total <= crate::translate::MAX_VALUE_BYTES as u64 => {
+                        Err(GraphError::NotConstant {
+                            node: node.label(),
+                            input: input.clone(),
+                        })
+                    }
+                    _ => Err(at(e)),
+                };
+            }
+            Err(e) => return Err(at(e)),
+        };
         let src = present.first().copied();
         let is_view = VIEW_OPS.iter().any(|v| v.eq_ignore_ascii_case(&node.op))
             && node.domain.is_empty()

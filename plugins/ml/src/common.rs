@@ -306,19 +306,6 @@ pub fn choice(
         })
 }
 
-/// Refuses (status 2) a classifier given string class labels: string outputs are not served
-/// by this plugin; `ints` names its int64 label attribute.
-pub fn no_string_labels(req: &PlanRequestExt, ints: &str) -> Result<(), OpError> {
-    if umd_sdk::attr::has(&req.attributes, "classlabels_strings") {
-        return Err(OpError::UnsupportedOp(format!(
-            "{}: string class labels (`classlabels_strings`) are not served; int64 labels \
-             (`{ints}`) are",
-            req.op
-        )));
-    }
-    Ok(())
-}
-
 /// String-list attribute `name` (empty when absent; a single string is a list of one).
 pub fn strings(req: &PlanRequestExt, name: &str) -> Result<Vec<String>, OpError> {
     match req

@@ -154,7 +154,9 @@ pub fn plan_classifier(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         "post_transform",
     ]);
     attr::only(&req.attributes, &known)?;
-    common::no_string_labels(req, "classlabels_int64s")?;
+    if crate::string_labels::wanted(req) {
+        return crate::string_labels::plan(req, "classlabels_int64s");
+    }
     let labels = ints(req, "classlabels_int64s")?;
     if labels.len() < 2 || labels.len() as i64 > MAX_OUTPUTS {
         return Err(bad(

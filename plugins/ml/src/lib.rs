@@ -10,6 +10,7 @@
 //!   OneHotEncoder, FeatureVectorizer; [`forest`]: TreeEnsembleRegressor,
 //!   TreeEnsembleClassifier; [`svm`]: SVMRegressor, SVMClassifier;
 //! - [`tfidf`]: TfIdfVectorizer; [`tree`]: TreeEnsemble; [`label`]: LabelEncoder;
+//! - [`string_labels`]: the classifiers' string class labels (CPU, computed when planning);
 //! - [`blob`]: attribute tables copied into the workspace before the op's launch;
 //! - [`common`]: domain checks, launches, CUDA heads, the CPU element trait.
 //!
@@ -23,6 +24,7 @@ pub mod label;
 pub mod linear;
 pub mod prep;
 pub mod simple;
+pub mod string_labels;
 pub mod svm;
 pub mod tfidf;
 pub mod tree;
@@ -59,10 +61,18 @@ fn unknown_module(id: &str) -> OpError {
 }
 
 impl Plugin for MlPlugin {
-    /// OneHotEncoder's `cats_strings` categorize string tensors (the other ops refuse a string
-    /// input by its dtype).
+    /// OneHotEncoder's `cats_strings` categorize string tensors; the classifiers' string class
+    /// labels make string outputs ([`string_labels`]). (The other ops refuse a string input by
+    /// its dtype.)
     fn serves_strings(op: &str) -> bool {
-        op.eq_ignore_ascii_case("OneHotEncoder")
+        [
+            "OneHotEncoder",
+            "LinearClassifier",
+            "SVMClassifier",
+            "TreeEnsembleClassifier",
+        ]
+        .iter()
+        .any(|o| o.eq_ignore_ascii_case(op))
     }
 
     fn describe() -> PluginInfo {
@@ -177,6 +187,8 @@ impl Plugin for MlPlugin {
         };
         if e == "fill_words" {
             blob::run_cpu(&call)
+        } else if e == string_labels::COPY_ENTRY {
+            string_labels::run_cpu(&call)
         } else if e == "onehot_string" {
             prep::run_cpu(&call, "onehot", Dtype::String)
         } else if e.starts_with("afe_") {

@@ -69,7 +69,9 @@ pub fn plan_classifier(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
             "post_transform",
         ],
     )?;
-    common::no_string_labels(req, "classlabels_ints")?;
+    if crate::string_labels::wanted(req) {
+        return crate::string_labels::plan(req, "classlabels_ints");
+    }
     let labels = attr::ints_or(a, "classlabels_ints", &[])?;
     let intercepts = attr::floats_or(a, "intercepts", &[])?;
     let classes = intercepts.len() as u64;

@@ -179,7 +179,9 @@ pub fn plan_classifier(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
             "vectors_per_class",
         ],
     )?;
-    common::no_string_labels(req, "classlabels_ints")?;
+    if crate::string_labels::wanted(req) {
+        return crate::string_labels::plan(req, "classlabels_ints");
+    }
     let post = crate::linear::post_code(req)?;
     let c = common(req)?;
     let (x, rows, nf) = rows_of(req, 1)?;

@@ -382,7 +382,7 @@ fn bad_attributes_shapes_and_dtypes_are_refused_by_name() {
     );
     assert!(matches!(
         MlPlugin::plan_ext(&strings),
-        Err(OpError::UnsupportedOp(_))
+        Err(OpError::UnsupportedDtype(m)) if m.contains("computed when planning, from X's value")
     ));
     refuse(
         req("Normalizer", &[(vec![1, 2, 3], Dtype::F32)], vec![]),
@@ -542,7 +542,7 @@ fn tree_ensemble_classifier_labels_and_binary_rules() {
     let out = binary(0);
     assert_eq!(out[0], vec![9.0, 9.0, 9.0, 9.0]);
     assert_eq!(out[1], vec![-1.5, 1.5, -1.5, 1.5, -1.5, 1.5, -3.5, 3.5]);
-    // refusals: string labels (status 2), a weight on a branch, a missing child
+    // refusals: string labels without X's value (status 2), a weight on a branch, a missing child
     let mut bad = forest_attrs("class", [0, 1, 0, 1, 0]);
     bad.push((
         "classlabels_strings",
@@ -551,7 +551,7 @@ fn tree_ensemble_classifier_labels_and_binary_rules() {
     let r = req("TreeEnsembleClassifier", &[(vec![4, 2], Dtype::F32)], bad);
     assert!(matches!(
         MlPlugin::plan_ext(&r),
-        Err(OpError::UnsupportedOp(_))
+        Err(OpError::UnsupportedDtype(m)) if m.contains("computed when planning, from X's value")
     ));
     let mut on_branch = forest_attrs("target", [0, 0, 0, 0, 0]);
     on_branch[9] = ("target_nodeids", A::Ints(vec![2, 3, 3, 4, 0]));
@@ -768,6 +768,57 @@ fn svms_by_hand_and_their_refusals() {
     );
     assert!(matches!(
         MlPlugin::plan_ext(&strings),
-        Err(OpError::UnsupportedOp(_))
+        Err(OpError::UnsupportedDtype(m)) if m.contains("computed when planning, from X's value")
+    ));
+}
+
+/// String class labels: planned on X's value, they are the int64 run's labels by index (and
+/// the scores the int64 run's); on CUDA, or without the value, they are refused.
+#[test]
+fn string_class_labels_follow_the_integer_run() {
+    let x = values(Dtype::F32, 12, 5);
+    let xb = enc(Dtype::F32, &x);
+    let attrs = |labels: A, name: &'static str| {
+        vec![
+            (
+                "coefficients",
+                floats(&[
+                    0.5, -1.0, 0.25, 1.0, 0.0, -0.5, 2.0, 0.1, -0.3, 0.7, 0.2, -1.5,
+                ]),
+            ),
+            ("intercepts", floats(&[0.1, -0.2, 0.05])),
+            ("post_transform", A::Text("SOFTMAX".into())),
+            (name, labels),
+        ]
+    };
+    let ints = req(
+        "LinearClassifier",
+        &[(vec![3, 4], Dtype::F32)],
+        attrs(A::Ints(vec![0, 1, 2]), "classlabels_ints"),
+    );
+    let (_, want) = run(&ints, std::slice::from_ref(&xb)).unwrap();
+    let names = ["zero", "", "two and more"];
+    let mut strs = req(
+        "LinearClassifier",
+        &[(vec![3, 4], Dtype::F32)],
+        attrs(
+            A::Texts(names.iter().map(|s| s.to_string()).collect()),
+            "classlabels_strings",
+        ),
+    );
+    strs.inputs[0].as_mut().unwrap().value = Some(xb.clone());
+    let (plan, got) = run(&strs, &[xb]).unwrap();
+    assert_eq!(plan.outputs[0].dtype, Dtype::String);
+    let labels = umd_sdk::strings::decode(&got[0], 3).unwrap();
+    let idx: Vec<usize> = want[0]
+        .chunks_exact(8)
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as usize)
+        .collect();
+    assert_eq!(labels, idx.iter().map(|&i| names[i]).collect::<Vec<_>>());
+    assert_eq!(got[1], want[1], "scores");
+    strs.target = testing::cuda_target("sm_90");
+    assert!(matches!(
+        MlPlugin::plan_ext(&strs),
+        Err(OpError::UnsupportedTarget(m)) if m.contains("CPU device only")
     ));
 }
