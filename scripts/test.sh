@@ -15,7 +15,9 @@ fi
 # ml_dtypes (onnx's dependency) < 0.7: 0.7 turned out-of-range float -> int4/int2 conversions
 # into 0, which changes the expected data onnx 1.23's generators build for the sub-byte Cast
 # tests (ONNX's Cast wraps them); pinned so the reference is the one onnx was released with.
-"$venv/bin/pip" install -q grpcio grpcio-tools numpy pytest onnx onnxruntime 'ml_dtypes<0.7'
+# scikit-learn and skl2onnx: real trained models (tests/test_sklearn.py).
+"$venv/bin/pip" install -q grpcio grpcio-tools numpy pytest onnx onnxruntime 'ml_dtypes<0.7' \
+    scikit-learn skl2onnx
 PYTHON="$venv/bin/python" clients/python/generate.sh
 UMD_BIN="$umd" "$venv/bin/python" -m pytest -q -rs clients/python/tests
 

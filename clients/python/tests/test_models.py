@@ -750,30 +750,6 @@ def test_onnx_model_tests(case, tmp_path):
 
 # --- the same engine over gRPC (umd.Graph) ------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def server():
-    import socket
-    import sys
-    import time
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([UMD_BIN, "serve", "--addr", f"127.0.0.1:{port}", "--log-interval", "0"],
-                            stderr=subprocess.DEVNULL)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            assert proc.poll() is None, "umd serve exited"
-            time.sleep(0.05)
-    sys.path.insert(0, str(HERE.parent))
-    yield f"127.0.0.1:{port}"
-    proc.terminate()
-    assert proc.wait(timeout=20) == 0
-
-
 def test_grpc_load_run_unload(server, tmp_path):
     from umd_client import Client, UmdError
     model = encoder_layer()

@@ -15,6 +15,7 @@ pub mod binary;
 pub mod cast;
 pub mod category_mapper;
 pub mod common;
+pub mod feature_extractor;
 pub mod label_encoder;
 pub mod normalizer;
 pub mod regex_match;
@@ -145,6 +146,8 @@ pub const OPS: &[(&str, &str)] = &[
     ("LabelEncoder", "ai.onnx.ml"),
     ("Cast", ""),
     ("CategoryMapper", "ai.onnx.ml"),
+    ("ArrayFeatureExtractor", "ai.onnx.ml"),
+    ("Gather", ""),
 ];
 
 /// For each op of [`OPS`], in the same order: (name, min inputs, max inputs, outputs).
@@ -157,6 +160,8 @@ pub const OP_IO: &[(&str, usize, usize, usize)] = &[
     ("LabelEncoder", 1, 1, 1),
     ("Cast", 1, 1, 1),
     ("CategoryMapper", 1, 1, 1),
+    ("ArrayFeatureExtractor", 2, 2, 1),
+    ("Gather", 2, 2, 1),
 ];
 
 /// Entry point: run op `op` (ONNX name, exact case) with inputs (None = absent optional input)
@@ -185,6 +190,10 @@ pub fn run(
         "LabelEncoder" => label_encoder::label_encoder(ins[0], attrs),
         "Cast" => cast::cast(ins[0], attrs),
         "CategoryMapper" => category_mapper::category_mapper(ins[0], attrs),
+        "ArrayFeatureExtractor" => {
+            feature_extractor::array_feature_extractor(ins[0], ins[1], attrs)
+        }
+        "Gather" => feature_extractor::gather(ins[0], ins[1], attrs),
         _ => Err(OpError::Unsupported(format!(
             "op {op:?} has no dispatch entry"
         ))),

@@ -1,0 +1,142 @@
+"""Real trained models: scikit-learn estimators fit here on synthetic data, converted by
+skl2onnx as users convert them (ZipMap probabilities, string class labels, pipelines with
+categorical string columns, DictVectorizer), run through `umd serve` (`umd.Graph`, the Python
+client's `Model.run`) and compared with onnxruntime on the same model and inputs."""
+
+import numpy as np
+import pytest
+
+ort = pytest.importorskip("onnxruntime")
+sklearn = pytest.importorskip("sklearn")
+skl2onnx = pytest.importorskip("skl2onnx")
+
+from skl2onnx import to_onnx  # noqa: E402
+from skl2onnx.common.data_types import (  # noqa: E402
+    DictionaryType, FloatTensorType, StringTensorType)
+from sklearn import ensemble, linear_model, neighbors, neural_network, svm, tree  # noqa: E402
+from sklearn.compose import ColumnTransformer  # noqa: E402
+from sklearn.datasets import make_classification, make_regression  # noqa: E402
+from sklearn.feature_extraction import DictVectorizer  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import OneHotEncoder, StandardScaler  # noqa: E402
+
+NAMES = np.array(["setosa", "versicolor", "virginica", "other"])
+
+
+def data(n_classes, n=120, seed=0):
+    x, y = make_classification(n_samples=n, n_features=6, n_informative=4, n_redundant=0,
+                               n_classes=n_classes, random_state=seed)
+    return x.astype(np.float32), y
+
+
+def same(got, want, name, rtol=1e-4, atol=1e-5):
+    """One output of umd against onnxruntime's: arrays (numbers or strings), or a list of maps."""
+    if isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), name
+        for g, w in zip(got, want):
+            assert set(g) == set(w), name
+            for k in w:
+                assert g[k] == pytest.approx(w[k], rel=rtol, abs=atol), f"{name}[{k}]"
+        return
+    want = np.asarray(want)
+    assert got.shape == want.shape, name
+    if want.dtype.kind in "OSU":
+        assert got.astype(str).tolist() == want.astype(str).tolist(), name
+    else:
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=name)
+
+
+def check(server, onx, feeds, rtol=1e-4, atol=1e-5):
+    from umd_client import Client
+    sess = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    want = dict(zip(names, sess.run(None, feeds)))
+    with Client(server) as c:
+        model = c.load_model(onx.SerializeToString())
+        got = model.run(feeds)
+        model.unload()
+    assert set(got) == set(want)
+    for name in names:
+        same(got[name], want[name], name, rtol, atol)
+
+
+CLASSIFIERS = {
+    "logistic": lambda: linear_model.LogisticRegression(max_iter=500),
+    "forest": lambda: ensemble.RandomForestClassifier(n_estimators=12, max_depth=5,
+                                                      random_state=0),
+    "boosting": lambda: ensemble.GradientBoostingClassifier(n_estimators=15, max_depth=3,
+                                                           random_state=0),
+    "tree": lambda: tree.DecisionTreeClassifier(max_depth=6, random_state=0),
+    "svc": lambda: svm.SVC(probability=True, random_state=0),
+    "mlp": lambda: neural_network.MLPClassifier(hidden_layer_sizes=(16,), max_iter=300,
+                                                random_state=0),
+    "knn": lambda: neighbors.KNeighborsClassifier(n_neighbors=5),
+}
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("kind", list(CLASSIFIERS))
+@pytest.mark.parametrize("n_classes,labels", [(3, "strings"), (2, "ints"), (3, "ints")])
+def test_classifier_with_zipmap(server, kind, n_classes, labels):
+    x, y = data(n_classes, seed=n_classes)
+    if labels == "strings":
+        y = NAMES[y]
+    est = CLASSIFIERS[kind]().fit(x, y)
+    onx = to_onnx(est, x[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+    check(server, onx, {"X": x[:40]})
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("kind", ["linear", "forest", "boosting", "svr", "mlp"])
+def test_regressor(server, kind):
+    est = {
+        "linear": lambda: linear_model.Ridge(alpha=0.5),
+        "forest": lambda: ensemble.RandomForestRegressor(n_estimators=10, max_depth=5,
+                                                         random_state=0),
+        "boosting": lambda: ensemble.GradientBoostingRegressor(n_estimators=20, random_state=0),
+        "svr": lambda: svm.SVR(C=2.0),
+        "mlp": lambda: neural_network.MLPRegressor(hidden_layer_sizes=(16,), max_iter=300,
+                                                   random_state=0),
+    }[kind]()
+    x, y = make_regression(n_samples=100, n_features=5, noise=0.1, random_state=1)
+    x = x.astype(np.float32)
+    est.fit(x, y)
+    onx = to_onnx(est, x[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+    check(server, onx, {"X": x[:30]}, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_pipeline_with_a_categorical_string_column(server):
+    """StandardScaler on the numbers, OneHotEncoder on a string column (an unseen category at
+    run time), then LogisticRegression with string labels: two inputs of two types."""
+    rng = np.random.default_rng(3)
+    n = 150
+    num = rng.normal(size=(n, 3)).astype(np.float32)
+    colour = rng.choice(["red", "green", "blue"], size=(n, 1))
+    y = NAMES[(num[:, 0] + (colour[:, 0] == "red") > 0.3).astype(int)]
+    pre = ColumnTransformer([("num", StandardScaler(), [0, 1, 2]),
+                             ("cat", OneHotEncoder(handle_unknown="ignore"), [3])])
+    frame = np.concatenate([num.astype(object), colour.astype(object)], axis=1)
+    pipe = make_pipeline(pre, linear_model.LogisticRegression(max_iter=300)).fit(frame, y)
+    onx = to_onnx(pipe, initial_types=[("num", FloatTensorType([None, 3])),
+                                       ("cat", StringTensorType([None, 1]))],
+                  target_opset={"": 17, "ai.onnx.ml": 3})
+    colour_test = colour[:20].copy()
+    colour_test[3, 0] = "mauve"
+    check(server, onx, {"num": num[:20], "cat": colour_test.astype(object)})
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_dict_vectorizer_pipeline(server):
+    """A dict of features (one map per call, as skl2onnx types it) through DictVectorizer."""
+    rng = np.random.default_rng(4)
+    keys = ["a", "b", "c", "d"]
+    rows = [{k: float(rng.normal()) for k in keys if rng.uniform() < 0.8} for _ in range(80)]
+    y = np.array([r.get("a", 0.0) - r.get("c", 0.0) for r in rows])
+    pipe = make_pipeline(DictVectorizer(sparse=False), linear_model.LinearRegression())
+    pipe.fit(rows, y)
+    onx = to_onnx(pipe, initial_types=[("X", DictionaryType(StringTensorType([]),
+                                                             FloatTensorType([])))],
+                  target_opset={"": 17, "ai.onnx.ml": 3})
+    for r in rows[:5]:
+        check(server, onx, {"X": r}, rtol=1e-4, atol=1e-4)
