@@ -140,3 +140,86 @@ def test_dict_vectorizer_pipeline(server):
                   target_opset={"": 17, "ai.onnx.ml": 3})
     for r in rows[:5]:
         check(server, onx, {"X": r}, rtol=1e-4, atol=1e-4)
+
+
+def _more():
+    from sklearn import (calibration, cluster, cross_decomposition, decomposition,
+                         discriminant_analysis, feature_selection, impute, mixture, multiclass,
+                         naive_bayes, preprocessing, random_projection)
+    return {
+        # classifiers (string labels)
+        "LinearSVC": lambda: svm.LinearSVC(),
+        "SGDClassifier": lambda: linear_model.SGDClassifier(random_state=0),
+        "GaussianNB": lambda: naive_bayes.GaussianNB(),
+        "MultinomialNB": lambda: naive_bayes.MultinomialNB(),
+        "BernoulliNB": lambda: naive_bayes.BernoulliNB(),
+        "LDA": lambda: discriminant_analysis.LinearDiscriminantAnalysis(),
+        "RidgeClassifier": lambda: linear_model.RidgeClassifier(),
+        "Perceptron": lambda: linear_model.Perceptron(random_state=0),
+        "ExtraTrees": lambda: ensemble.ExtraTreesClassifier(n_estimators=5, random_state=0),
+        "AdaBoost": lambda: ensemble.AdaBoostClassifier(n_estimators=5, random_state=0),
+        "Bagging": lambda: ensemble.BaggingClassifier(n_estimators=3, random_state=0),
+        "SoftVoting": lambda: ensemble.VotingClassifier(
+            [("a", linear_model.LogisticRegression()), ("b", naive_bayes.GaussianNB())],
+            voting="soft", flatten_transform=False),
+        "Stacking": lambda: ensemble.StackingClassifier(
+            [("a", linear_model.LogisticRegression()), ("b", naive_bayes.GaussianNB())]),
+        "OneVsRest": lambda: multiclass.OneVsRestClassifier(linear_model.LogisticRegression()),
+        "Calibrated": lambda: calibration.CalibratedClassifierCV(svm.LinearSVC(), cv=3),
+        "ScalePCALogistic": lambda: make_pipeline(StandardScaler(), decomposition.PCA(3),
+                                                  linear_model.LogisticRegression()),
+        # transformers and unsupervised models (no labels)
+        "KMeans": lambda: cluster.KMeans(n_clusters=3, n_init=2, random_state=0),
+        "PCA": lambda: decomposition.PCA(n_components=3),
+        "TruncatedSVD": lambda: decomposition.TruncatedSVD(n_components=3, random_state=0),
+        "MinMaxScaler": lambda: preprocessing.MinMaxScaler(),
+        "RobustScaler": lambda: preprocessing.RobustScaler(),
+        "PolynomialFeatures": lambda: preprocessing.PolynomialFeatures(2),
+        "Binarizer": lambda: preprocessing.Binarizer(),
+        "Normalizer": lambda: preprocessing.Normalizer(),
+        "KBinsDiscretizer": lambda: preprocessing.KBinsDiscretizer(n_bins=3, encode="ordinal"),
+        "SimpleImputer": lambda: impute.SimpleImputer(),
+        "IsolationForest": lambda: ensemble.IsolationForest(n_estimators=5, random_state=0),
+        "GaussianMixture": lambda: mixture.GaussianMixture(n_components=2, random_state=0),
+        "RandomProjection": lambda: random_projection.GaussianRandomProjection(
+            n_components=3, random_state=0),
+        "SelectKBest": lambda: feature_selection.SelectKBest(k=3),
+        # regressors
+        "KNNRegressor": lambda: neighbors.KNeighborsRegressor(),
+        "Lasso": lambda: linear_model.Lasso(alpha=0.1),
+        "ElasticNet": lambda: linear_model.ElasticNet(),
+        "ExtraTreesRegressor": lambda: ensemble.ExtraTreesRegressor(n_estimators=5,
+                                                                    random_state=0),
+        "AdaBoostRegressor": lambda: ensemble.AdaBoostRegressor(n_estimators=5, random_state=0),
+        "LinearSVR": lambda: svm.LinearSVR(),
+        "PLSRegression": lambda: cross_decomposition.PLSRegression(n_components=2),
+    }
+
+
+UNSUPERVISED = {"KMeans", "PCA", "TruncatedSVD", "MinMaxScaler", "RobustScaler",
+                "PolynomialFeatures", "Binarizer", "Normalizer", "KBinsDiscretizer",
+                "SimpleImputer", "IsolationForest", "GaussianMixture", "RandomProjection"}
+REGRESSORS = {"KNNRegressor", "Lasso", "ElasticNet", "ExtraTreesRegressor", "AdaBoostRegressor",
+              "LinearSVR", "PLSRegression"}
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name", list(_more()))
+def test_more_estimators(server, name):
+    """Further estimators as users convert them: every classifier with string labels, the
+    transformers and unsupervised models, regressors."""
+    est = _more()[name]()
+    if name in REGRESSORS:
+        x, y = make_regression(n_samples=100, n_features=6, random_state=1)
+        x = x.astype(np.float32)
+    else:
+        x, y = data(3)
+        y = NAMES[y]
+    if name == "MultinomialNB":
+        x = np.abs(x)
+    if name in UNSUPERVISED:
+        est.fit(x)
+    else:
+        est.fit(x, y)
+    onx = to_onnx(est, x[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+    check(server, onx, {"X": x[:30]}, rtol=1e-4, atol=1e-4)
