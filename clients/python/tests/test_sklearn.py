@@ -223,3 +223,37 @@ def test_more_estimators(server, name):
         est.fit(x, y)
     onx = to_onnx(est, x[:1], target_opset={"": 17, "ai.onnx.ml": 3})
     check(server, onx, {"X": x[:30]}, rtol=1e-4, atol=1e-4)
+
+
+DOCS = np.array(["the cat sat on the mat", "dogs and cats living together", "a mat for the dog",
+                 "cats sat quietly", "the end of the story", "Dog eat dog", "THE CAT, the hat",
+                 "story time for cats and dogs"] * 4)
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("vectorizer,model", [
+    ("tfidf", "logistic"), ("tfidf-bigrams", "logistic"), ("count", "naive-bayes")])
+def test_text_pipeline(server, vectorizer, model):
+    """Text classification as users build it: CountVectorizer/TfidfVectorizer (skl2onnx writes
+    StringNormalizer, com.microsoft Tokenizer and TfIdfVectorizer over string tokens), then a
+    classifier. Checked against scikit-learn itself: onnxruntime's StringNormalizer needs the
+    en_US.UTF-8 locale, which a bare machine lacks."""
+    from sklearn import feature_extraction, naive_bayes
+    from umd_client import Client
+    vec = {"tfidf": lambda: feature_extraction.text.TfidfVectorizer(),
+           "tfidf-bigrams": lambda: feature_extraction.text.TfidfVectorizer(ngram_range=(1, 2)),
+           "count": lambda: feature_extraction.text.CountVectorizer()}[vectorizer]()
+    clf = {"logistic": lambda: linear_model.LogisticRegression(max_iter=300),
+           "naive-bayes": lambda: naive_bayes.MultinomialNB()}[model]()
+    y = NAMES[np.arange(len(DOCS)) % 3]
+    pipe = make_pipeline(vec, clf).fit(DOCS, y)
+    onx = to_onnx(pipe, initial_types=[("text", StringTensorType([None]))],
+                  options={id(pipe): {"zipmap": False}})
+    test = np.array(list(DOCS[:6]) + ["an unseen sentence", ""], dtype=object)
+    with Client(server) as c:
+        m = c.load_model(onx.SerializeToString())
+        got = m.run({"text": test})
+        m.unload()
+    assert got["label"].astype(str).tolist() == pipe.predict(test).tolist()
+    np.testing.assert_allclose(got["probabilities"], pipe.predict_proba(test), rtol=1e-4,
+                               atol=1e-5)

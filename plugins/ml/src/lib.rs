@@ -61,8 +61,9 @@ fn unknown_module(id: &str) -> OpError {
 }
 
 impl Plugin for MlPlugin {
-    /// OneHotEncoder's `cats_strings` categorize string tensors; the classifiers' string class
-    /// labels make string outputs ([`string_labels`]). (The other ops refuse a string input by
+    /// OneHotEncoder's `cats_strings` categorize string tensors, TfIdfVectorizer's
+    /// `pool_strings` count string tokens; the classifiers' string class labels make string
+    /// outputs ([`string_labels`]). (The other ops refuse a string input by
     /// its dtype.)
     fn serves_strings(op: &str) -> bool {
         [
@@ -70,6 +71,7 @@ impl Plugin for MlPlugin {
             "LinearClassifier",
             "SVMClassifier",
             "TreeEnsembleClassifier",
+            "TfIdfVectorizer",
         ]
         .iter()
         .any(|o| o.eq_ignore_ascii_case(op))
@@ -195,6 +197,8 @@ impl Plugin for MlPlugin {
             simple::run_afe(&call)
         } else if e.starts_with("binarizer_") {
             simple::run_binarizer(&call, suffix_dt("binarizer_")?)
+        } else if e == "tfidf_string" {
+            tfidf::run_cpu(&call, Dtype::String)
         } else if e.starts_with("tfidf_") {
             tfidf::run_cpu(&call, suffix_dt("tfidf_")?)
         } else if e.starts_with("tree_") {

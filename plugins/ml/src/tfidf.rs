@@ -1,5 +1,7 @@
-//! TfIdfVectorizer (default domain, opset 9) on i32/i64 token ids, 1-D `[C]` or 2-D `[B, C]`,
-//! every mode (TF, IDF, TFIDF), n-gram lengths, skips, pools and weights; f32 output.
+//! TfIdfVectorizer (default domain, opset 9) on i32/i64 token ids or (CPU device) string
+//! tokens, 1-D `[C]` or 2-D `[B, C]`, every mode (TF, IDF, TFIDF), n-gram lengths, skips, pools
+//! and weights; f32 output. String pools become ids when planning (each distinct string one),
+//! the strings themselves ride in the table and the CPU kernel maps X's strings to them.
 //!
 //! The plan turns the pool into a table (a [`Blob`] in the workspace): for every output index
 //! `j`, the n-grams counted into it (`csr[j]..csr[j+1]`, entries `(pool offset, n)`), the pool
@@ -97,11 +99,9 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
             "weights",
         ],
     )?;
-    if attr::has(a, "pool_strings") {
-        return Err(OpError::dtype(
-            "TfIdfVectorizer: `pool_strings` (string tokens) is not served; int32/int64 tokens \
-             with `pool_int64s` are",
-        ));
+    let strings = attr::has(a, "pool_strings");
+    if strings && attr::has(a, "pool_int64s") {
+        return Err(bad("give `pool_int64s` or `pool_strings`, not both".into()));
     }
     let need = |n: &str| {
         if attr::has(a, n) {
@@ -129,7 +129,24 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     };
     let counts = attr::ints_or(a, "ngram_counts", &[])?;
     let indexes = attr::ints_or(a, "ngram_indexes", &[])?;
-    let pool = attr::ints_or(a, "pool_int64s", &[])?;
+    // String tokens: each distinct pool string gets an id; the kernel maps X's strings to them.
+    let (pool, words) = if strings {
+        let pool_strings = common::strings(req, "pool_strings")?;
+        let mut ids = std::collections::HashMap::new();
+        let mut words: Vec<String> = Vec::new();
+        let pool = pool_strings
+            .iter()
+            .map(|w| {
+                *ids.entry(w.as_str()).or_insert_with(|| {
+                    words.push(w.clone());
+                    words.len() as i64 - 1
+                })
+            })
+            .collect();
+        (pool, words)
+    } else {
+        (attr::ints_or(a, "pool_int64s", &[])?, Vec::new())
+    };
     let weights = attr::floats_or(a, "weights", &[])?;
     if indexes.is_empty() {
         return Err(bad("`ngram_indexes` is required".into()));
@@ -158,7 +175,17 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         return Err(OpError::shape("TfIdfVectorizer: takes one input X"));
     }
     let x = req.required(0)?;
-    if !DTYPES.contains(&x.dtype) {
+    if strings {
+        if x.dtype != Dtype::String {
+            return Err(dtype_error(req, "X", x.dtype, &[Dtype::String]));
+        }
+        if !req.target.name.eq_ignore_ascii_case("cpu") {
+            return Err(OpError::UnsupportedTarget(format!(
+                "TfIdfVectorizer on strings runs on the CPU device only (target `{}`)",
+                req.target.name
+            )));
+        }
+    } else if !DTYPES.contains(&x.dtype) {
         return Err(dtype_error(req, "X", x.dtype, &DTYPES));
     }
     let (rows, c, shape) = match x.shape.as_slice() {
@@ -203,6 +230,19 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
             blob.f64(w);
         }
     }
+    // the pool's distinct strings: count, then each one's length and bytes (whole words)
+    let dict = blob.len();
+    if strings {
+        blob.i64(words.len() as i64);
+        for w in &words {
+            blob.i64(w.len() as i64);
+            for chunk in w.as_bytes().chunks(8) {
+                let mut word = [0u8; 8];
+                word[..chunk.len()].copy_from_slice(chunk);
+                blob.words.push(u64::from_le_bytes(word));
+            }
+        }
+    }
     let ws = req.output_binding(1);
     let mut launches = blob.launches(req, ws)?;
     let mut p = ParamPacker::new();
@@ -216,6 +256,9 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         .u64(if weights.is_empty() { 0 } else { wts })
         .u32(mode)
         .u32(skip as u32);
+    if strings {
+        p.u64(dict);
+    }
     let name = dtype::name(x.dtype);
     launches.push(launch(
         req,
@@ -275,17 +318,85 @@ pub fn cuda() -> ModuleSource {
     crate::simple::module(code, entries)
 }
 
+/// The parameters every `tfidf_*` entry starts with.
+struct Params {
+    xb: u32,
+    tb: u32,
+    yb: u32,
+    rows: usize,
+    c: usize,
+    outs: usize,
+    ent: usize,
+    wts: usize,
+    mode: u32,
+    skip: usize,
+}
+
+fn params(r: &mut ParamReader) -> Result<Params, OpError> {
+    Ok(Params {
+        xb: r.ptr()?,
+        tb: r.ptr()?,
+        yb: r.ptr()?,
+        rows: r.u64()? as usize,
+        c: r.u64()? as usize,
+        outs: r.u64()? as usize,
+        ent: r.u64()? as usize,
+        wts: r.u64()? as usize,
+        mode: r.u32()?,
+        skip: r.u32()? as usize,
+    })
+}
+
 fn tfidf<T: common::Val>(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     let bufs = umd_sdk::cpu::Buffers::new(call);
+    let p = params(&mut ParamReader::new(&call.params, &call.relocations))?;
+    let x = bufs.input(p.xb, (p.rows * p.c * std::mem::size_of::<T>()) as u64)?;
+    let xs: Vec<i64> = (0..p.rows * p.c).map(|i| get::<T>(x, i).to_i64()).collect();
+    weigh(&bufs, &p, &xs)
+}
+
+/// `tfidf_string`: X's strings become the pool's ids (`-1`, matching nothing, where a string is
+/// not in the pool), then as for integer tokens.
+fn tfidf_strings(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
+    let bufs = umd_sdk::cpu::Buffers::new(call);
     let mut r = ParamReader::new(&call.params, &call.relocations);
-    let (xb, tb, yb) = (r.ptr()?, r.ptr()?, r.ptr()?);
-    let (rows, c, outs) = (r.u64()? as usize, r.u64()? as usize, r.u64()? as usize);
-    let (ent, wts) = (r.u64()? as usize, r.u64()? as usize);
-    let (mode, skip) = (r.u32()?, r.u32()? as usize);
-    let x = bufs.input(xb, (rows * c * std::mem::size_of::<T>()) as u64)?;
-    let tab = bufs.input(tb, 8 * (ent as u64))?;
-    let mut y = bufs.output(yb, (rows * outs * 4) as u64)?;
-    let xs: Vec<i64> = (0..rows * c).map(|i| get::<T>(x, i).to_i64()).collect();
+    let p = params(&mut r)?;
+    let dict = r.u64()? as usize;
+    let n = p.rows * p.c;
+    let x = umd_sdk::strings::decode(bufs.input(p.xb, 8 * n as u64)?, n)?;
+    let tab = bufs.input(p.tb, 8 * (dict as u64 + 1))?;
+    let count = word(tab, dict) as usize;
+    let mut ids = std::collections::HashMap::with_capacity(count);
+    let mut at = dict + 1;
+    for id in 0..count {
+        if (at + 1) * 8 > tab.len() {
+            return Err(OpError::internal(
+                "tfidf_string: the pool overruns the table",
+            ));
+        }
+        let len = word(tab, at) as usize;
+        let words = len.div_ceil(8);
+        let end = (at + 1 + words) * 8;
+        if end > tab.len() {
+            return Err(OpError::internal(
+                "tfidf_string: the pool overruns the table",
+            ));
+        }
+        ids.insert(&tab[(at + 1) * 8..(at + 1) * 8 + len], id as i64);
+        at += 1 + words;
+    }
+    let xs: Vec<i64> = x
+        .iter()
+        .map(|s| ids.get(s.as_bytes()).copied().unwrap_or(-1))
+        .collect();
+    weigh(&bufs, &p, &xs)
+}
+
+/// Counts and weighs every output of every row of token ids `xs`.
+fn weigh(bufs: &umd_sdk::cpu::Buffers, p: &Params, xs: &[i64]) -> Result<Vec<CpuWrite>, OpError> {
+    let (rows, c, outs, ent, wts, mode, skip) = (p.rows, p.c, p.outs, p.ent, p.wts, p.mode, p.skip);
+    let tab = bufs.input(p.tb, 8 * (ent as u64))?;
+    let mut y = bufs.output(p.yb, (rows * outs * 4) as u64)?;
     let mut gram = Vec::new();
     for j in 0..outs {
         let w = if wts != 0 {
@@ -341,5 +452,8 @@ fn tfidf<T: common::Val>(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
 }
 
 pub fn run_cpu(call: &CpuCall, dt: Dtype) -> Result<Vec<CpuWrite>, OpError> {
+    if dt == Dtype::String {
+        return tfidf_strings(call);
+    }
     crate::by_dtype!(dt, tfidf, OpError::internal("tfidf: unknown dtype"), call)
 }

@@ -8,7 +8,7 @@
 //! Served ops ([`ops::OPS`]): StringNormalizer, StringConcat, StringSplit, RegexFullMatch,
 //! Equal (string inputs only), ai.onnx.ml LabelEncoder (whenever the input or the values are
 //! strings), ai.onnx.ml CategoryMapper and Cast with a string on either side, ai.onnx.ml
-//! ArrayFeatureExtractor and Gather of strings. CPU device only.
+//! ArrayFeatureExtractor and Gather of strings, com.microsoft Tokenizer. CPU device only.
 
 pub mod ops;
 pub mod plan;

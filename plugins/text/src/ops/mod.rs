@@ -20,6 +20,7 @@ pub mod label_encoder;
 pub mod normalizer;
 pub mod regex_match;
 pub mod split;
+pub mod tokenizer;
 
 use std::fmt;
 
@@ -148,6 +149,7 @@ pub const OPS: &[(&str, &str)] = &[
     ("CategoryMapper", "ai.onnx.ml"),
     ("ArrayFeatureExtractor", "ai.onnx.ml"),
     ("Gather", ""),
+    ("Tokenizer", "com.microsoft"),
 ];
 
 /// For each op of [`OPS`], in the same order: (name, min inputs, max inputs, outputs).
@@ -162,6 +164,7 @@ pub const OP_IO: &[(&str, usize, usize, usize)] = &[
     ("CategoryMapper", 1, 1, 1),
     ("ArrayFeatureExtractor", 2, 2, 1),
     ("Gather", 2, 2, 1),
+    ("Tokenizer", 1, 1, 1),
 ];
 
 /// Entry point: run op `op` (ONNX name, exact case) with inputs (None = absent optional input)
@@ -194,6 +197,7 @@ pub fn run(
             feature_extractor::array_feature_extractor(ins[0], ins[1], attrs)
         }
         "Gather" => feature_extractor::gather(ins[0], ins[1], attrs),
+        "Tokenizer" => tokenizer::tokenizer(ins[0], attrs),
         _ => Err(OpError::Unsupported(format!(
             "op {op:?} has no dispatch entry"
         ))),
