@@ -570,7 +570,13 @@ impl Host {
         req: &OpRequest,
         data: &[Vec<u8>],
     ) -> Option<Result<Arc<Translation>>> {
-        let total: usize = data.iter().map(Vec::len).sum();
+        // what validation counts: the values and the attributes
+        let total: usize = data.iter().map(Vec::len).sum::<usize>()
+            + req
+                .attributes
+                .iter()
+                .map(|(n, v)| n.len() + v.byte_len())
+                .sum::<usize>();
         if req.values.len() == req.inputs.len() || total > crate::translate::MAX_VALUE_BYTES {
             return None;
         }
@@ -580,9 +586,10 @@ impl Host {
             .enumerate()
             .map(|(i, d)| (i as u32, d.clone()))
             .collect();
-        match self.translate(&all) {
-            Err(Error::Unsupported { .. }) => None,
-            other => Some(other),
+        // Not cached: its key holds run-time values, new on every run.
+        match self.translator().translate_uncached_checked(&all) {
+            Err(Error::Unsupported { .. } | Error::Request(_)) => None,
+            other => Some(other.map(Arc::new)),
         }
     }
 }

@@ -337,6 +337,15 @@ impl Translator {
             .peek(req, target, self.registry.snapshot().generation)
     }
 
+    /// Translates one request without looking it up in the cache or storing it there: for a
+    /// request holding run-time values, whose key would be new on every run.
+    pub fn translate_uncached_checked(&self, req: &OpRequest) -> Result<Translation> {
+        req.validate()?;
+        let snapshot = self.registry.snapshot();
+        let target = req.target.as_ref().unwrap_or(&self.default_target);
+        self.translate_uncached(req, target, &snapshot)
+    }
+
     /// Translates one request.
     pub fn translate(&self, req: &OpRequest) -> Result<Arc<Translation>> {
         let snapshot = self.registry.snapshot();

@@ -616,11 +616,13 @@ impl<'a> Builder<'a> {
             })?;
         let t = match self.host.translate(&req) {
             Ok(t) => t,
-            // Declined by every plugin while an input's value is computed at run time: the
-            // node may be one a plugin plans on its inputs' values (string results from
-            // numbers), which a run on host values gives it (`Host::run_request_on`), so it
-            // runs on its own there; if it is not, that run reports why.
-            Err(e @ crate::Error::Unsupported { .. }) => {
+            // Declined by every plugin while an input's value is computed at run time, on the
+            // CPU device (where plans made from values run: string results of numbers): run on
+            // host values, the node gets every input's value (`Host::run_request_on`), so it
+            // runs on its own there; if that is not it either, that run reports why.
+            Err(e @ crate::Error::Unsupported { .. })
+                if self.host.device().target().name == crate::target::CPU_ARCH =>
+            {
                 let total: u64 = present
                     .iter()
                     .map(|&v| self.vals[v].desc.byte_size().unwrap_or(u64::MAX))
@@ -632,10 +634,10 @@ impl<'a> Builder<'a> {
                     .zip(&present)
                     .find(|(_, v)| !matches!(self.vals[**v].kind, Kind::Const(_)));
                 return match computed {
-                    Some((input, _)) if total <= crate::translate::MAX_VALUE_BYTES as u64 => {
-                        Err(GraphError::NotConstant {
+                    Some(_) if total <= crate::translate::MAX_VALUE_BYTES as u64 => {
+                        Err(GraphError::RunValues {
                             node: node.label(),
-                            input: input.clone(),
+                            source: Box::new(e),
                         })
                     }
                     _ => Err(at(e)),

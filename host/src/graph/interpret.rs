@@ -331,7 +331,7 @@ impl<'h> Interpreter<'h> {
         };
         let bodies = self.bodies;
         self.compiled(&s.graph, &given, |e| {
-            if let GraphError::NotConstant { node, .. } = e
+            if let GraphError::NotConstant { node, .. } | GraphError::RunValues { node, .. } = e
                 && let Some(i) = s.nodes.clone().find(|&i| def.nodes[i].label() == *node)
             {
                 bodies.isolate(def, i);

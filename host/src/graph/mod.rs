@@ -99,6 +99,15 @@ pub enum GraphError {
         "node {node}: input `{input}` must be a constant (its value is needed to plan the op) but is computed at run time"
     )]
     NotConstant { node: String, input: String },
+    /// Every plugin declined the node (`source`) while an input of it is computed at run time:
+    /// run on host values, with every input's value, it may plan (a plan made from its inputs'
+    /// values: string results of numbers). The model runs interpreted, that node on its own.
+    #[error("node {node}: {source}")]
+    RunValues {
+        node: String,
+        #[source]
+        source: Box<crate::Error>,
+    },
     #[error("node {node}: {source}")]
     Node {
         node: String,
@@ -127,6 +136,7 @@ impl GraphError {
         match self {
             GraphError::Unsupported(_) | GraphError::NodeAttribute { .. } => status::UNSUPPORTED,
             GraphError::Node { source, .. } => source.status(),
+            GraphError::RunValues { source, .. } => source.status(),
             GraphError::Run { .. } | GraphError::Device(_) => status::DEVICE,
             GraphError::CommandBuffer(_) => status::INVALID_COMMAND_BUFFER,
             GraphError::Io(_) => status::INTERNAL,
@@ -680,7 +690,7 @@ impl Model {
         }
         match self.plan_for(inputs) {
             Ok(p) => Ok(Some(p)),
-            Err(GraphError::NotConstant { .. }) if !self.nested => {
+            Err(GraphError::NotConstant { .. } | GraphError::RunValues { .. }) if !self.nested => {
                 self.interpreted
                     .store(true, std::sync::atomic::Ordering::Relaxed);
                 Ok(None)

@@ -70,6 +70,14 @@ pub fn plan_classifier(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
         ],
     )?;
     if crate::string_labels::wanted(req) {
+        // onnxruntime 1.32 refuses a single score column without exactly two string labels
+        let n = common::strings(req, "classlabels_strings")?.len();
+        if attr::floats_or(a, "intercepts", &[])?.len() == 1 && n != 2 {
+            return Err(bad(
+                req,
+                format!("one score column takes exactly 2 `classlabels_strings`, not {n}"),
+            ));
+        }
         return crate::string_labels::plan(req, "classlabels_ints");
     }
     let labels = attr::ints_or(a, "classlabels_ints", &[])?;

@@ -24,9 +24,9 @@ const BASE: i64 = 1 << 40;
 /// The launch copying a range of the workspace into an output.
 pub const COPY_ENTRY: &str = "copy_bytes";
 
-/// Whether `req` asks for string class labels.
+/// Whether `req` asks for string class labels (an empty list does not, as in onnxruntime).
 pub fn wanted(req: &PlanRequestExt) -> bool {
-    umd_sdk::attr::has(&req.attributes, "classlabels_strings")
+    common::strings(req, "classlabels_strings").is_ok_and(|l| !l.is_empty())
 }
 
 /// Plans classifier `req` (string labels; `ints` names its int64 label attribute).
@@ -63,7 +63,7 @@ pub fn plan(req: &PlanRequestExt, ints: &str) -> Result<OpPlan, OpError> {
         slot.value = None;
     }
     let (int_plan, outs) = umd_sdk::testing::run::<crate::MlPlugin>(&int_req, &[x.to_vec()])?;
-    let text: Vec<String> = outs[0]
+    let text: Vec<std::borrow::Cow<str>> = outs[0]
         .chunks_exact(8)
         .map(|b| {
             let v = i64::from_le_bytes(b.try_into().expect("8 bytes"));
@@ -73,10 +73,23 @@ pub fn plan(req: &PlanRequestExt, ints: &str) -> Result<OpPlan, OpError> {
             let index = if v >= BASE { v - BASE } else { v };
             usize::try_from(index)
                 .ok()
-                .and_then(|j| labels.get(j).cloned())
-                .unwrap_or_else(|| v.to_string())
+                .and_then(|j| labels.get(j))
+                .map_or_else(|| v.to_string().into(), |l| l.as_str().into())
         })
         .collect();
+    // What the plan carries, checked before it is built.
+    let rows = text.len() as u64;
+    let label_len: u64 = text.iter().map(|t| 8 + t.len() as u64).sum();
+    let score_len = outs.get(1).map_or(0, |s| s.len() as u64);
+    let carried = (crate::blob::CHUNK * crate::blob::MAX_CHUNKS * 8) as u64;
+    if label_len.div_ceil(8) * 8 + score_len > carried {
+        return Err(OpError::InvalidShape(format!(
+            "{}: the string labels and scores of {rows} rows take {} bytes, more than the \
+             {carried} a plan carries: send fewer rows per call",
+            req.op,
+            label_len + score_len
+        )));
+    }
     let label_bytes = umd_sdk::strings::encode(&text);
     let mut outputs = int_plan.outputs.clone();
     outputs[0] = TensorDesc {
@@ -90,7 +103,8 @@ pub fn plan(req: &PlanRequestExt, ints: &str) -> Result<OpPlan, OpError> {
     // The results, each from a word boundary of the workspace, then copied out.
     let mut blob = Blob::default();
     let mut at = Vec::new();
-    for bytes in [&label_bytes, &outs[1]].into_iter().take(outputs.len()) {
+    let results = std::iter::once(&label_bytes).chain(outs.get(1));
+    for bytes in results.take(outputs.len()) {
         at.push((blob.len() * 8, bytes.len() as u64));
         for w in bytes.chunks(8) {
             let mut word = [0u8; 8];

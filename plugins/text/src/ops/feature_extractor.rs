@@ -45,6 +45,9 @@ pub fn array_feature_extractor(
     shape.push(indices.len() as u64);
     let mut budget = Budget::default();
     let mut out = Vec::new();
+    if shape.contains(&0) {
+        return Ok(vec![Value::Str(Tensor::new(shape, out))]);
+    }
     for r in 0..outer as usize {
         for &i in &indices {
             let s = &x.data[r * c as usize + i as usize];
@@ -131,6 +134,9 @@ pub fn gather(x: &Value, y: &Value, attrs: &[(String, Attr)]) -> OpResult<Vec<Va
     shape.extend_from_slice(&x.shape[axis + 1..]);
     let mut budget = Budget::default();
     let mut out = Vec::new();
+    if shape.contains(&0) {
+        return Ok(vec![Value::Str(Tensor::new(shape, out))]);
+    }
     for o in 0..outer {
         for &j in &picked {
             for i in 0..inner {
