@@ -570,13 +570,7 @@ impl Host {
         req: &OpRequest,
         data: &[Vec<u8>],
     ) -> Option<Result<Arc<Translation>>> {
-        // what validation counts: the values and the attributes
-        let total: usize = data.iter().map(Vec::len).sum::<usize>()
-            + req
-                .attributes
-                .iter()
-                .map(|(n, v)| n.len() + v.byte_len())
-                .sum::<usize>();
+        let total: usize = data.iter().map(Vec::len).sum();
         if req.values.len() == req.inputs.len() || total > crate::translate::MAX_VALUE_BYTES {
             return None;
         }

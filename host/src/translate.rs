@@ -22,8 +22,11 @@ pub const MAX_WORKSPACE_BYTES: u64 = 16 << 30;
 pub const MAX_TEXT_BYTES: u64 = 1 << 30;
 /// Most outputs one op may produce.
 pub const MAX_OUTPUTS: usize = 64;
-/// Most bytes of constant input values and attribute values one request may carry.
+/// Most bytes of constant input values one request may carry.
 pub const MAX_VALUE_BYTES: usize = 1 << 20;
+/// Most bytes of attribute values one request may carry: a trained model's tree ensemble or
+/// support vectors (a 100-tree forest of depth 8 takes ~3 MB).
+pub const MAX_ATTRIBUTE_BYTES: usize = 64 << 20;
 /// Most input slots (present or absent) one request may have.
 pub const MAX_INPUTS: usize = 64;
 
@@ -169,7 +172,7 @@ impl OpRequest {
                 self.absent
             )));
         }
-        let mut bytes = 0usize;
+        let (mut bytes, mut attr_bytes) = (0usize, 0usize);
         for (i, v) in &self.values {
             let desc = self.inputs.get(*i as usize).ok_or_else(|| {
                 RequestError::Other(format!(
@@ -214,11 +217,16 @@ impl OpRequest {
                         .map_err(|e| RequestError::Attribute(format!("`{name}`: {e}")))?;
                 }
             }
-            bytes += name.len() + v.byte_len();
+            attr_bytes += name.len() + v.byte_len();
         }
         if bytes > MAX_VALUE_BYTES {
             return Err(RequestError::Other(format!(
-                "constant and attribute values of {bytes} bytes; at most {MAX_VALUE_BYTES}"
+                "constant input values of {bytes} bytes; at most {MAX_VALUE_BYTES}"
+            )));
+        }
+        if attr_bytes > MAX_ATTRIBUTE_BYTES {
+            return Err(RequestError::Other(format!(
+                "attribute values of {attr_bytes} bytes; at most {MAX_ATTRIBUTE_BYTES}"
             )));
         }
         Ok(())

@@ -257,3 +257,15 @@ def test_text_pipeline(server, vectorizer, model):
     assert got["label"].astype(str).tolist() == pipe.predict(test).tolist()
     np.testing.assert_allclose(got["probabilities"], pipe.predict_proba(test), rtol=1e-4,
                                atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_forest_of_realistic_size(server):
+    """100 trees of depth 10 (~1.7 MB of attributes, more than one request's constant-value
+    budget: attributes have their own, 64 MiB; the table reaches the kernel in hundreds of chunks)."""
+    x, y = data(3, n=2000)
+    est = ensemble.RandomForestClassifier(n_estimators=100, max_depth=10,
+                                          random_state=0).fit(x, NAMES[y])
+    onx = to_onnx(est, x[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+    assert onx.ByteSize() > 1 << 20
+    check(server, onx, {"X": x[:50]})

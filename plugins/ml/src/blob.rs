@@ -11,8 +11,8 @@ use crate::common::{self, launch};
 pub const MODULE: &str = "ml_blob";
 /// Words one `fill_words` launch carries.
 pub const CHUNK: usize = 500;
-/// Most `fill_words` launches of one plan (a blob of up to 2 MB).
-pub const MAX_CHUNKS: usize = 512;
+/// Most `fill_words` launches of one plan (a blob of up to 4 MB; a command buffer holds at most 1024 launches).
+pub const MAX_CHUNKS: usize = 1000;
 
 /// A growing blob of words.
 #[derive(Default, Clone, Debug)]
@@ -95,6 +95,28 @@ pub fn cuda() -> ModuleSource {
         entry_points: vec!["fill_words".into()],
         options: vec!["--std=c++17".into()],
     }
+}
+
+/// `fill_words` in place (ABI 1.3 kernels): its chunk is written into the buffer where it
+/// goes, nothing else read or written (a whole-buffer round trip per chunk made a 3 MB forest
+/// table cost gigabytes of copies per run).
+pub fn run_in_place(
+    call: &umd_sdk::KernelCall,
+    memory: &mut dyn umd_sdk::kernel::Memory,
+) -> Result<(), OpError> {
+    let mut r = ParamReader::new(&call.params, &call.relocations);
+    let dst = r.ptr()?;
+    let off = r.u64()?;
+    let n = r.u64()? as usize;
+    let w: [u64; CHUNK] = r.u64_array()?;
+    if n > CHUNK {
+        return Err(OpError::internal("fill_words: more words than a chunk"));
+    }
+    let bytes: Vec<u8> = w[..n].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let at = off
+        .checked_mul(8)
+        .ok_or_else(|| OpError::internal("fill_words: the offset overflows"))?;
+    memory.write(dst, at, &bytes)
 }
 
 /// The CPU `fill_words`.

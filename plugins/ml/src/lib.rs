@@ -180,6 +180,17 @@ impl Plugin for MlPlugin {
         Err(unknown_module(module_id))
     }
 
+    /// `fill_words` writes its chunk in place; every other kernel runs as a `run-cpu` call.
+    fn run_kernel(
+        call: &umd_sdk::KernelCall,
+        memory: &mut dyn umd_sdk::kernel::Memory,
+    ) -> Result<(), OpError> {
+        if call.entry_point == "fill_words" && call.is_whole() {
+            return blob::run_in_place(call, memory);
+        }
+        umd_sdk::kernel::run_via_cpu_call::<Self>(call, memory)
+    }
+
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
         let e = call.entry_point.as_str();
         let suffix_dt = |prefix: &str| {
