@@ -2,10 +2,8 @@
 MatMul with numpy-checked results, and the torch example where torch is installed."""
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,33 +15,6 @@ sys.path.insert(0, str(HERE.parent))
 from umd_client import STATUS_UNSUPPORTED, Client, UmdError  # noqa: E402
 from umd_client import umd_pb2 as pb  # noqa: E402
 
-ROOT = HERE.parents[2]
-UMD_BIN = os.environ.get("UMD_BIN", str(ROOT / "target" / "debug" / "umd"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server():
-    port = free_port()
-    proc = subprocess.Popen([UMD_BIN, "serve", "--addr", f"127.0.0.1:{port}", "--log-interval", "0"],
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(f"umd serve exited: {proc.stderr.read()}")
-            time.sleep(0.05)
-    yield f"127.0.0.1:{port}"
-    proc.terminate()
-    assert proc.wait(timeout=20) == 0, "SIGTERM drains and exits 0"
 
 
 @pytest.fixture()
@@ -91,6 +62,36 @@ def test_execute_add_and_matmul_match_numpy(client):
     big = rng.standard_normal((1 << 20,), dtype=np.float32)  # 4 MiB: several chunks
     (r,) = client.run("Relu", big)
     np.testing.assert_array_equal(r, np.maximum(big, 0))
+
+
+def test_download_resumes_a_stream_that_ends_early(client):
+    """grpcio may end a server stream early without an error when a message fails to decode
+    (grpc/grpc#34670): the client resumes the read where it stopped, and fails loudly when the
+    stream keeps ending early, never returning a truncated tensor."""
+    big = np.arange(5 << 18, dtype=np.float32)  # 5 MiB: five 1 MiB chunks
+    h = client.upload(big)
+    real = client.device_stub.ReadBuffer
+    calls = []
+
+    def first_chunk_only(request):
+        calls.append(request.offset)
+        for c in real(request):
+            yield c
+            return
+
+    client.device_stub.ReadBuffer = first_chunk_only
+    try:
+        three = client.download(h, (3 << 18,), "f32")  # the first 3 MiB: three streams
+        np.testing.assert_array_equal(three, big[:3 << 18])
+        assert calls == [0, 1 << 20, 2 << 20]
+        calls.clear()
+        with pytest.raises(UmdError) as e:
+            client.download(h, big.shape, "f32")  # 5 streams needed, 4 allowed
+        assert e.value.status == 7 and "stopped at 4194304 of 5242880" in e.value.msg
+        assert len(calls) == 4
+    finally:
+        client.device_stub.ReadBuffer = real
+        client.free(h)
 
 
 def test_torch_example_where_installed(server):

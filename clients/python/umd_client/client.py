@@ -13,6 +13,7 @@ from . import umd_pb2_grpc as rpc
 
 STATUS_OK = 0
 STATUS_UNSUPPORTED = 2
+STATUS_INTERNAL = 7
 
 _NP_DTYPES = {
     "float32": "f32",
@@ -136,6 +137,17 @@ def from_bytes(data: bytes, shape: Sequence[int], umd_dtype: str) -> np.ndarray:
 
 #: Bytes per WriteBuffer message (well under gRPC's 4 MiB default).
 CHUNK = 1 << 20
+#: Tries of one buffer read that the stream ended early (each resumes where the last stopped).
+READ_ATTEMPTS = 4
+
+
+def _byte_len(shape: Sequence[int], umd_dtype: str) -> int:
+    """Bytes a tensor of a fixed-size dtype takes in a umd buffer (packed dtypes rounded up)."""
+    n = int(np.prod(shape)) if len(shape) else 1
+    bits = PACKED_BITS.get(umd_dtype)
+    if bits is not None:
+        return (n * bits + 7) // 8
+    return n * _np_dtype(umd_dtype).itemsize
 
 
 class UmdError(RuntimeError):
@@ -235,10 +247,24 @@ class Client:
         return r.handle
 
     def download(self, handle: str, shape: Sequence[int], dtype: str) -> np.ndarray:
-        """Reads a device buffer into an array of `shape` and umd dtype name `dtype`."""
-        data = b"".join(c.data for c in self.device_stub.ReadBuffer(
-            pb.ReadRequest(device=self.device, handle=handle)))
-        return from_bytes(data, shape, dtype)
+        """Reads a device buffer into an array of `shape` and umd dtype name `dtype`.
+
+        The bytes a fixed-size dtype needs are read explicitly and counted: grpcio can end a
+        server stream early without raising when one message fails to decode (grpc/grpc#34670),
+        so a short read resumes from the offset reached (a few times) and then fails loudly
+        instead of returning a truncated tensor."""
+        need = None if dtype == "string" else _byte_len(shape, dtype)
+        data = bytearray()
+        for _ in range(READ_ATTEMPTS):
+            want = 0 if need is None else need - len(data)
+            for c in self.device_stub.ReadBuffer(pb.ReadRequest(
+                    device=self.device, handle=handle, offset=len(data), length=want,
+                    chunk_bytes=CHUNK)):
+                data += c.data
+            if need is None or len(data) >= need:
+                return from_bytes(bytes(data), shape, dtype)
+        raise UmdError(STATUS_INTERNAL, f"read of buffer {handle} stopped at {len(data)} of "
+                                        f"{need} bytes after {READ_ATTEMPTS} attempts")
 
     def free(self, handle: str) -> None:
         self.device_stub.FreeBuffer(pb.BufferRequest(device=self.device, handle=handle))
