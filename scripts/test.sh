@@ -4,9 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Also builds target/debug/umd (host/tests/cli.rs is an integration test of the `umd` package):
+# the binary the Python tests and the conformance run use. A separate `cargo build -p umd` would
+# resolve the dependencies' features without the test crates' and rebuild them (~5 min in CI).
 cargo test --workspace
-cargo build -p umd
 umd="${CARGO_TARGET_DIR:-$PWD/target}/debug/umd"
+[ -x "$umd" ] || { echo "FAIL: cargo test did not build $umd"; exit 1; }
 
 venv=clients/python/.venv
 if [ ! -x "$venv/bin/python" ]; then
