@@ -1111,3 +1111,74 @@ fn hostile_models_are_refused_by_their_bounds_before_they_allocate() {
         .run(&[tensor("x", vec![4], &[1.0, -2.0, 3.0, -4.0])])
         .unwrap();
 }
+
+/// y = x · w + 0.5 through `ai.onnx.ml` LinearRegressor over `features` columns: its
+/// coefficients reach the kernel as a table the plan's setup launches write (ABI 1.7).
+fn linear_regressor(features: usize) -> (GraphDef, Vec<f64>) {
+    let w: Vec<f64> = (0..features).map(|i| (i % 7) as f64 - 3.0).collect();
+    let mut n = Node::new(
+        "LinearRegressor",
+        &["x"],
+        &["y"],
+        vec![
+            ("coefficients".into(), AttrValue::Floats(w.clone())),
+            ("intercepts".into(), AttrValue::Floats(vec![0.5])),
+        ],
+    );
+    n.domain = "ai.onnx.ml".into();
+    let g = GraphDef {
+        nodes: vec![n],
+        inputs: vec![decl(
+            "x",
+            vec![Dim::Dynamic("n".into()), Dim::Fixed(features as u64)],
+        )],
+        outputs: vec![decl("y", vec![Dim::Dynamic("n".into()), Dim::Fixed(1)])],
+        opsets: HashMap::from([(String::new(), 17), ("ai.onnx.ml".into(), 3)]),
+        ..Default::default()
+    };
+    (g, w)
+}
+
+#[test]
+fn setup_launches_fill_a_kept_workspace_once_and_every_run_reads_it() {
+    let features = 1200; // 1201 table words: three setup launches of 500
+    let (g, w) = linear_regressor(features);
+    let h = host();
+    let model = Model::new(h.clone(), g).unwrap();
+    let expect = |x: &[f32]| -> Vec<f32> {
+        x.chunks(features)
+            .map(|r| (r.iter().zip(&w).map(|(a, b)| *a as f64 * b).sum::<f64>() + 0.5) as f32)
+            .collect()
+    };
+    for seed in 0..3 {
+        let x: Vec<f32> = (0..2 * features)
+            .map(|i| ((i * 31 + seed * 17) % 13) as f32 - 6.0)
+            .collect();
+        let run = model
+            .run(&[tensor("x", vec![2, features as u64], &x)])
+            .unwrap();
+        let y = data::decode(Dtype::F32, &run.outputs[0].data);
+        let want = expect(&x);
+        for (a, b) in y.iter().zip(&want) {
+            assert!(
+                (*a as f32 - b).abs() <= 1e-3 * b.abs().max(1.0),
+                "{y:?} != {want:?}"
+            );
+        }
+        let s = &run.stats;
+        assert_eq!((s.setup_launches, s.launches), (3, 1), "{s:?}");
+        assert!(s.constant_bytes >= 1201 * 8, "{s:?}");
+        // the same op on its own (no kept workspace) runs all four launches, to the same bytes
+        let mut req = umd::OpRequest::new(
+            "LinearRegressor",
+            vec![TensorDesc::new("x", vec![2, features as u64], Dtype::F32)],
+        )
+        .attr("coefficients", AttrValue::Floats(w.clone()))
+        .attr("intercepts", AttrValue::Floats(vec![0.5]));
+        req.domain = "ai.onnx.ml".into();
+        let t = h.translate(&req).unwrap();
+        assert_eq!((t.setup_launches, t.cmdbuf.launches.len()), (3, 4));
+        let single = h.run_request(req, &[f32s(&x)]).unwrap();
+        assert_eq!(single[0].1, run.outputs[0].data);
+    }
+}

@@ -56,7 +56,7 @@ fn a_panicking_plugin_fails_its_call_with_its_message() {
             matches!(
                 fault,
                 PluginFault::Trap {
-                    call: "planner3.plan",
+                    call: "planner4.plan",
                     ..
                 }
             ),
@@ -105,7 +105,7 @@ fn a_looping_plugin_is_interrupted_at_its_deadline() {
         matches!(
             fault,
             PluginFault::Deadline {
-                call: "planner3.plan",
+                call: "planner4.plan",
                 deadline_ms: 1000
             }
         ),
@@ -151,7 +151,7 @@ fn a_memory_hog_hits_its_limit() {
         matches!(
             fault,
             PluginFault::Memory {
-                call: "planner3.plan",
+                call: "planner4.plan",
                 limit_mib: 1024
             }
         ),
@@ -171,6 +171,16 @@ fn invalid_plans_are_refused_with_the_rule_they_break() {
         ("BigParams", "5000 bytes"),
         ("WritesInput", "writes input binding 0"),
         ("UnwrittenOutput", "never written"),
+        (
+            "SetupBindsOutput",
+            "a setup launch binds only the workspace",
+        ),
+        ("SetupTooMany", "3 setup launches of a plan with 2 launches"),
+        ("SetupNoWorkspace", "no workspace to fill"),
+        (
+            "SetupThenWrite",
+            "writes the workspace its plan's setup launches fill",
+        ),
     ];
     for (op, expect) in cases {
         let err = host
@@ -208,7 +218,7 @@ fn a_plugin_for_another_major_is_refused_naming_both_versions() {
         .expect("abi2 listed");
     let msg = refused.status.clone().unwrap_err();
     assert!(
-        msg.contains("umd:plugin@2.0.0") && msg.contains("umd:plugin@1.6.0"),
+        msg.contains("umd:plugin@2.0.0") && msg.contains("umd:plugin@1.7.0"),
         "{msg}"
     );
     // Its Add (priority 1000) is not offered: the bundled plugin serves Add.
@@ -221,7 +231,7 @@ fn a_plugin_for_another_major_is_refused_naming_both_versions() {
             host_abi,
             ..
         } => {
-            assert_eq!((plugin_abi.as_str(), host_abi.as_str()), ("2.0.0", "1.6.0"));
+            assert_eq!((plugin_abi.as_str(), host_abi.as_str()), ("2.0.0", "1.7.0"));
         }
         other => panic!("expected an ABI mismatch, got {other}"),
     }

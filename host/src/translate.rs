@@ -258,9 +258,54 @@ pub struct Translation {
     pub kernel_name: String,
     /// Registry generation it was made under.
     pub generation: u64,
+    /// (ABI 1.7) How many leading launches are setup: they only fill the workspace from their
+    /// parameters (checked at plan validation), so a run of the same plan on the same workspace
+    /// may skip them ([`Translation::split_setup`]); 0 for most plans.
+    pub setup_launches: usize,
     /// The plugin version that planned it, kept alive so the translation can run on it even
     /// after a hot reload replaced it.
     pub planner: Arc<LoadedPlugin>,
+}
+
+impl Translation {
+    /// For a plan with setup launches: the setup alone, as a command buffer with the workspace
+    /// as its one binding, and the rest of the plan as a translation without them. A caller
+    /// that keeps one workspace buffer for every run of the plan runs the setup once on it.
+    pub fn split_setup(&self) -> Option<(CommandBuffer, Translation)> {
+        let n = self.setup_launches;
+        if n == 0 {
+            return None;
+        }
+        let cb = &self.cmdbuf;
+        let ws = cb.bindings.iter().position(|b| b.role == Role::Workspace)?;
+        let mut launches = cb.launches[..n].to_vec();
+        for r in launches.iter_mut().flat_map(|l| &mut l.relocations) {
+            r.binding = 0; // checked at plan validation: setup launches bind only the workspace
+        }
+        let setup = CommandBuffer {
+            target: cb.target.clone(),
+            bindings: vec![cb.bindings[ws].clone()],
+            launches,
+        };
+        let rest = CommandBuffer {
+            target: cb.target.clone(),
+            bindings: cb.bindings.clone(),
+            launches: cb.launches[n..].to_vec(),
+        };
+        Some((
+            setup,
+            Translation {
+                bytes: rest.encode().into(),
+                cmdbuf: Arc::new(rest),
+                outputs: self.outputs.clone(),
+                plugin: self.plugin.clone(),
+                kernel_name: self.kernel_name.clone(),
+                generation: self.generation,
+                setup_launches: 0,
+                planner: self.planner.clone(),
+            },
+        ))
+    }
 }
 
 /// Translates requests against a registry, with a cache in front.
@@ -696,7 +741,15 @@ fn plan_on(
         plugin: p.label().to_string(),
         fault,
     };
-    let planned = if p.has_planner3() {
+    let mut setup = 0;
+    let planned = if p.has_planner4() {
+        p.plan4(wit_req.v3()).expect("has planner4").map(|r| {
+            r.map(|p| {
+                setup = p.setup_launches;
+                p.plan
+            })
+        })
+    } else if p.has_planner3() {
         p.plan3(wit_req.v3()).expect("has planner3")
     } else if p.has_planner2() {
         match wit_req.v2() {
@@ -743,7 +796,8 @@ fn plan_on(
         Ok(plan) => {
             let hash = |module: &str| crate::registry::module_hash(p, module, &target.arch);
             let cb = build_command_buffer(p.label(), &hash, req, target, plan).map_err(fault)?;
-            Ok(Ok(finish(cb, p.clone(), generation)))
+            let setup = check_setup(&cb, setup).map_err(fault)?;
+            Ok(Ok(finish(cb, setup, p.clone(), generation)))
         }
         Err(e) => match convert::op_error(e) {
             Declined::Unsupported(m) => Ok(Err(m)),
@@ -756,7 +810,12 @@ fn plan_on(
     }
 }
 
-fn finish(cb: CommandBuffer, planner: Arc<LoadedPlugin>, generation: u64) -> Translation {
+fn finish(
+    cb: CommandBuffer,
+    setup_launches: usize,
+    planner: Arc<LoadedPlugin>,
+    generation: u64,
+) -> Translation {
     let bytes: Arc<[u8]> = cb.encode().into();
     let outputs = cb
         .bindings
@@ -764,9 +823,11 @@ fn finish(cb: CommandBuffer, planner: Arc<LoadedPlugin>, generation: u64) -> Tra
         .filter(|b| b.role == Role::Output)
         .map(|b| b.desc.clone())
         .collect();
+    // The op's own kernel, not a setup launch filling a table.
     let kernel_name = cb
         .launches
-        .first()
+        .get(setup_launches)
+        .or(cb.launches.first())
         .map(|l| l.entry_point.clone())
         .unwrap_or_default();
     Translation {
@@ -776,8 +837,47 @@ fn finish(cb: CommandBuffer, planner: Arc<LoadedPlugin>, generation: u64) -> Tra
         plugin: planner.label().to_string(),
         kernel_name,
         generation,
+        setup_launches,
         planner,
     }
+}
+
+/// Checks a 1.7 plan's `setup` launches (the first ones): they name only the workspace, and no
+/// later launch writes it — so the workspace a setup filled can be kept and the setup skipped on
+/// the next run of the same plan on the same buffers. Returns the count.
+fn check_setup(cb: &CommandBuffer, setup: u32) -> Result<usize, PluginFault> {
+    let setup = setup as usize;
+    if setup == 0 {
+        return Ok(0);
+    }
+    let invalid = |m: String| Err(PluginFault::InvalidPlan(m));
+    if setup > cb.launches.len() {
+        return invalid(format!(
+            "{setup} setup launches of a plan with {} launches",
+            cb.launches.len()
+        ));
+    }
+    let Some(ws) = cb.bindings.iter().position(|b| b.role == Role::Workspace) else {
+        return invalid(format!("{setup} setup launches but no workspace to fill"));
+    };
+    for (i, l) in cb.launches.iter().enumerate() {
+        for r in &l.relocations {
+            if i < setup && r.binding as usize != ws {
+                return invalid(format!(
+                    "setup launch {i} (`{}`) binds binding {}: a setup launch binds only the \
+                     workspace",
+                    l.entry_point, r.binding
+                ));
+            }
+            if i >= setup && r.binding as usize == ws && r.access.writes() {
+                return invalid(format!(
+                    "launch {i} (`{}`) writes the workspace its plan's setup launches fill",
+                    l.entry_point
+                ));
+            }
+        }
+    }
+    Ok(setup)
 }
 
 /// Plan validation alone, as for a plan from a plugin labelled `fuzz@0.0.0` (for the fuzzer in

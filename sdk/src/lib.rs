@@ -31,10 +31,10 @@ pub mod simd;
 pub mod strings;
 pub mod testing;
 
-/// Generated bindings of `umd:plugin@1.6.0` (the world `plugin`).
+/// Generated bindings of `umd:plugin@1.7.0` (the world `plugin`).
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "wit/umd-plugin-1.6.0",
+        path: "wit/umd-plugin-1.7.0",
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "export_plugin_world",
@@ -51,6 +51,7 @@ pub use bindings::exports::umd::plugin::operator::Guest;
 pub use bindings::exports::umd::plugin::planner::Guest as PlannerGuest;
 pub use bindings::exports::umd::plugin::planner2::Guest as Planner2Guest;
 pub use bindings::exports::umd::plugin::planner3::Guest as Planner3Guest;
+pub use bindings::exports::umd::plugin::planner4::Guest as Planner4Guest;
 pub use bindings::exports::umd::plugin::self_test::Guest as SelfTestGuest;
 pub use bindings::umd::plugin::host::LogLevel;
 // The 1.5 forms are the SDK's primary names (`Dtype` has every 1.5 element type, packed
@@ -61,15 +62,15 @@ pub use bindings::umd::plugin::types::{
     Access, AttrValue, AttrValue3 as AttrValueExt, Attribute, Attribute3 as AttributeExt,
     CpuBuffer, CpuCall, CpuWrite, Dim3, Dtype as LegacyDtype, Dtype3 as Dtype, ExpandRequest,
     Expansion, ExpansionNode, InputSlot3 as InputSlot, Launch, ModuleSource, OpError, OpInfo,
-    OpPlan as LegacyOpPlan, OpPlan3 as OpPlan, OpSignature, OpTolerance as Tolerance, PlanRequest,
-    PlanRequest3 as PlanRequestExt, PluginInfo, Relocation, SourceLanguage, Target, TargetLimits,
-    TensorDesc as LegacyTensorDesc, TensorDesc3 as TensorDesc, TensorValue3 as TensorValue,
-    TestCase, TuningHint,
+    OpPlan as LegacyOpPlan, OpPlan3 as OpPlan, OpPlan4 as SetupPlan, OpSignature,
+    OpTolerance as Tolerance, PlanRequest, PlanRequest3 as PlanRequestExt, PluginInfo, Relocation,
+    SourceLanguage, Target, TargetLimits, TensorDesc as LegacyTensorDesc,
+    TensorDesc3 as TensorDesc, TensorValue3 as TensorValue, TestCase, TuningHint,
 };
 pub use half;
 
 /// ABI version of the WIT package this SDK is generated from.
-pub const ABI_VERSION: &str = "1.6.0";
+pub const ABI_VERSION: &str = "1.7.0";
 
 /// What a plugin implements. [`export_plugin!`] turns it into the component's exports.
 pub trait Plugin {
@@ -104,6 +105,14 @@ pub trait Plugin {
     /// then declines a request with a string input and refuses a plan with a string output.
     fn serves_strings(_op: &str) -> bool {
         false
+    }
+    /// (ABI 1.7) How many leading launches of `plan` (planned for `request`) are *setup*:
+    /// launches that bind only the workspace and write into it what depends only on their
+    /// parameters — a table built from the attributes — while no later launch writes the
+    /// workspace. A host running the plan again on the same workspace (a compiled model, run
+    /// after run) runs them once. The host refuses a plan that breaks the rule. Default: 0.
+    fn setup_launches(_request: &PlanRequestExt, _plan: &OpPlan) -> u32 {
+        0
     }
     /// (ABI 1.2) Per-op signatures: which inputs' values a plan needs. Default: none.
     fn signatures() -> Vec<OpSignature> {
@@ -384,6 +393,20 @@ macro_rules! export_plugin {
                     <$plugin as $crate::Plugin>::tolerance(&op, dtype)
                 }
             }
+            impl $crate::Planner4Guest for __UmdExport {
+                fn plan(
+                    request: $crate::PlanRequestExt,
+                ) -> Result<$crate::SetupPlan, $crate::OpError> {
+                    $crate::install_panic_hook();
+                    let plan = $crate::plan_checked::<$plugin>(&request)?;
+                    let setup_launches =
+                        <$plugin as $crate::Plugin>::setup_launches(&request, &plan);
+                    Ok($crate::SetupPlan {
+                        plan,
+                        setup_launches,
+                    })
+                }
+            }
             impl $crate::CpuKernelGuest for __UmdExport {
                 fn splittable(module_id: String, entry_point: String) -> bool {
                     <$plugin as $crate::Plugin>::splittable(&module_id, &entry_point)
@@ -523,11 +546,11 @@ mod wit_copy {
     #[test]
     fn sdk_wit_is_the_published_abi() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let ours = std::fs::read(root.join("wit/umd-plugin-1.6.0/plugin.wit")).unwrap();
-        let published = std::fs::read(root.join("../wit/umd-plugin-1.6.0/plugin.wit")).unwrap();
+        let ours = std::fs::read(root.join("wit/umd-plugin-1.7.0/plugin.wit")).unwrap();
+        let published = std::fs::read(root.join("../wit/umd-plugin-1.7.0/plugin.wit")).unwrap();
         assert!(
             ours == published,
-            "sdk/wit/umd-plugin-1.6.0 differs from wit/umd-plugin-1.6.0: copy the published WIT"
+            "sdk/wit/umd-plugin-1.7.0 differs from wit/umd-plugin-1.7.0: copy the published WIT"
         );
     }
 }

@@ -30,7 +30,11 @@ pub struct PlanStats {
     pub views: usize,
     /// Nodes with launches.
     pub launched: usize,
+    /// Launches one run makes.
     pub launches: usize,
+    /// (ABI 1.7) Setup launches run once, before the first run, into workspaces the plan keeps
+    /// (their bytes count in `constant_bytes`).
+    pub setup_launches: usize,
     /// Command buffers one run submits.
     pub submissions: usize,
     /// Bytes of the pooled blocks the intermediates and outputs are placed in.
@@ -85,9 +89,19 @@ pub(super) struct Compiled {
     inputs: Vec<(TensorDesc, BufferId)>,
     outputs: Vec<(String, Source)>,
     segments: Vec<Segment>,
+    /// Setup launches not yet run, each with its node and the workspace it fills (kept by this
+    /// plan): run before the next run, then dropped.
+    setup: parking_lot::Mutex<Vec<Setup>>,
     pub steps: Vec<Step>,
     pub stats: PlanStats,
     pub lock: parking_lot::Mutex<()>,
+}
+
+/// A node's setup launches (ABI 1.7) and the workspace buffer they fill, kept for every run.
+struct Setup {
+    node: String,
+    cmd: Arc<CommandBuffer>,
+    workspace: BufferId,
 }
 
 impl Drop for Compiled {
@@ -127,6 +141,7 @@ struct Builder<'a> {
     owned: Vec<BufferId>,
     /// Per step: label, op, translation, value of each binding.
     steps: Vec<(String, String, Arc<Translation>, Vec<usize>)>,
+    setup: Vec<Setup>,
     stats: PlanStats,
 }
 
@@ -149,6 +164,7 @@ impl Compiled {
             stores: Vec::new(),
             owned: Vec::new(),
             steps: Vec::new(),
+            setup: Vec::new(),
             stats: PlanStats {
                 nodes: def.nodes.len(),
                 ..Default::default()
@@ -174,6 +190,7 @@ impl Compiled {
     /// once and reads the outputs.
     pub fn run(&self, stream: StreamId, inputs: &[&[u8]]) -> Result<Vec<Tensor>, GraphError> {
         let _guard = self.lock.lock();
+        self.run_setup(stream)?;
         for ((_, buf), data) in self.inputs.iter().zip(inputs) {
             self.dev.write(*buf, 0, data)?;
         }
@@ -207,6 +224,7 @@ impl Compiled {
         outputs: &[BufferId],
     ) -> Result<(), GraphError> {
         let _guard = self.lock.lock();
+        self.run_setup(stream)?;
         let mut subst: Vec<(BufferId, BufferId)> = Vec::new();
         for ((_, buf), feed) in self.inputs.iter().zip(inputs) {
             match feed {
@@ -237,6 +255,22 @@ impl Compiled {
         }
         for f in fences {
             f.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Runs the setup launches not run yet (the first run's), each into its kept workspace. A
+    /// failed setup stays pending: the next run tries it again.
+    fn run_setup(&self, stream: StreamId) -> Result<(), GraphError> {
+        let mut pending = self.setup.lock();
+        while let Some(s) = pending.first() {
+            self.dev
+                .submit_wait(stream, s.cmd.clone(), &[s.workspace])
+                .map_err(|e| GraphError::Run {
+                    node: s.node.clone(),
+                    source: e,
+                })?;
+            pending.remove(0);
         }
         Ok(())
     }
@@ -303,6 +337,7 @@ impl Compiled {
     /// Runs node by node, waiting after each: per-node wall time in µs (the `--profile` table).
     pub fn profile(&self, stream: StreamId, inputs: &[&[u8]]) -> Result<Vec<f64>, GraphError> {
         let _guard = self.lock.lock();
+        self.run_setup(stream)?;
         for ((_, buf), data) in self.inputs.iter().zip(inputs) {
             self.dev.write(*buf, 0, data)?;
         }
@@ -495,6 +530,7 @@ impl<'a> Builder<'a> {
             inputs: input_bufs,
             outputs,
             segments,
+            setup: parking_lot::Mutex::new(std::mem::take(&mut self.setup)),
             steps,
             stats: self.stats.clone(),
             lock: parking_lot::Mutex::new(()),
@@ -661,6 +697,11 @@ impl<'a> Builder<'a> {
             self.stats.views += 1;
             return self.check_outputs(node);
         }
+        // A plan with setup launches (ABI 1.7) keeps its workspace: the setup runs once.
+        let (t, setup) = match t.split_setup() {
+            Some((setup, rest)) => (Arc::new(rest), Some(setup)),
+            None => (t, None),
+        };
         let step = self.steps.len();
         let mut bindings = Vec::with_capacity(t.cmdbuf.bindings.len());
         for &v in &present {
@@ -675,7 +716,11 @@ impl<'a> Builder<'a> {
             bindings.push(id);
         }
         if let Some(w) = t.cmdbuf.bindings.iter().find(|b| b.role == Role::Workspace) {
-            bindings.push(self.computed(w.desc.clone(), step));
+            let id = match setup {
+                Some(setup) => self.kept_workspace(node, w.desc.clone(), setup)?,
+                None => self.computed(w.desc.clone(), step),
+            };
+            bindings.push(id);
         }
         self.stats.launched += 1;
         self.stats.launches += t.cmdbuf.launches.len();
@@ -731,6 +776,30 @@ impl<'a> Builder<'a> {
             desc,
             data: dims.iter().flat_map(|d| d.to_le_bytes()).collect(),
         })
+    }
+
+    /// The workspace of a node with setup launches: a buffer of its own for the plan's life (not
+    /// pooled: no other node may overwrite what the setup wrote), filled before the first run.
+    fn kept_workspace(
+        &mut self,
+        node: &Node,
+        desc: TensorDesc,
+        setup: CommandBuffer,
+    ) -> Result<usize, GraphError> {
+        let bytes = desc.byte_size().unwrap_or(0);
+        let buf = self.host.device().alloc(bytes.max(1))?;
+        self.owned.push(buf);
+        self.stats.setup_launches += setup.launches.len();
+        self.stats.constant_bytes += bytes;
+        self.setup.push(Setup {
+            node: node.label(),
+            cmd: Arc::new(setup),
+            workspace: buf,
+        });
+        let id = self.push(desc, Kind::Computed);
+        self.vals[id].storage = Some(self.stores.len());
+        self.stores.push(Store::Fixed(buf));
+        Ok(id)
     }
 
     /// A new computed value with its own storage, written at `step`.

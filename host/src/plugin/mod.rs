@@ -37,9 +37,9 @@ use sandbox::StoreState;
 use crate::error::{LoadError, PluginFault};
 use crate::tensor::Dtype;
 
-/// The ABI this host implements: `umd:plugin@1.6.0`. Plugins of the same major load (1.0–1.5
+/// The ABI this host implements: `umd:plugin@1.7.0`. Plugins of the same major load (1.0–1.6
 /// plugins without the later additions).
-pub const HOST_ABI: semver::Version = semver::Version::new(1, 6, 0);
+pub const HOST_ABI: semver::Version = semver::Version::new(1, 7, 0);
 /// Most op signatures a plugin may declare, and constant inputs per signature.
 const MAX_SIGNATURES: usize = 1024;
 const MAX_CONSTANT_INPUTS: usize = 64;
@@ -194,6 +194,9 @@ impl Runtime {
         let expander = component
             .get_export_index(None, &*format!("{PACKAGE}/expander@{abi}"))
             .and_then(|iface| component.get_export_index(Some(&iface), "expand"));
+        let planner4 = component
+            .get_export_index(None, &*format!("{PACKAGE}/planner4@{abi}"))
+            .and_then(|iface| component.get_export_index(Some(&iface), "plan"));
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -216,6 +219,7 @@ impl Runtime {
             planner,
             planner2,
             planner3,
+            planner4,
             cpu_kernel,
             device_module,
             expander,
@@ -410,6 +414,8 @@ pub struct LoadedPlugin {
     planner2: Option<planner::Exports2>,
     /// The 1.5 `planner3` export, when the plugin has it.
     planner3: Option<planner::Exports3>,
+    /// The 1.7 `planner4.plan` export (plans with setup launches), when the plugin has it.
+    planner4: Option<ComponentExportIndex>,
     /// The 1.3 `cpu-kernel` export, when the plugin has it.
     cpu_kernel: Option<kernel_io::Exports>,
     /// The 1.3 `device-code.device-module` export, when the plugin has it.
@@ -642,6 +648,20 @@ impl LoadedPlugin {
     ) -> Option<Result<Result<wit::OpPlan3, wit::OpError>, PluginFault>> {
         let index = self.planner3?.plan;
         Some(self.call_planning("planner3.plan", index, req))
+    }
+
+    /// Whether the plugin has the ABI 1.7 `planner4` (plans with setup launches).
+    pub fn has_planner4(&self) -> bool {
+        self.planner4.is_some()
+    }
+
+    /// (1.7) `planner4.plan` under the plan deadline; `None` for a plugin without it.
+    pub fn plan4(
+        &self,
+        req: &wit::PlanRequest3,
+    ) -> Option<Result<Result<wit::OpPlan4, wit::OpError>, PluginFault>> {
+        let index = self.planner4?;
+        Some(self.call_planning("planner4.plan", index, req))
     }
 
     /// (1.2) The plugin's tolerance for `op` in `dtype`, through `planner3` (1.5), `planner2` (1.4) or `planner`

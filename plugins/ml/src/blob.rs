@@ -81,6 +81,32 @@ impl Blob {
     }
 }
 
+/// (ABI 1.7) How many of `plan`'s first launches are its blob's `fill_words`, as setup
+/// launches: all of them when they fill the workspace and no later launch writes it (the blob
+/// is then written once for every run of a compiled model), else 0.
+pub fn setup_launches(req: &umd_sdk::PlanRequestExt, plan: &umd_sdk::OpPlan) -> u32 {
+    let n = plan
+        .launches
+        .iter()
+        .take_while(|l| l.module_id == MODULE)
+        .count();
+    let workspace = (req.present().count() + plan.outputs.len()) as u32;
+    let fills_workspace = plan.workspace_bytes > 0
+        && plan.launches[..n]
+            .iter()
+            .flat_map(|l| &l.relocations)
+            .all(|r| r.binding == workspace);
+    let later_writes = plan.launches[n..]
+        .iter()
+        .flat_map(|l| &l.relocations)
+        .any(|r| r.binding == workspace && !matches!(r.access, Access::Read));
+    if fills_workspace && !later_writes {
+        n as u32
+    } else {
+        0
+    }
+}
+
 /// The CUDA module `ml_blob`.
 pub fn cuda() -> ModuleSource {
     let mut code = common::cuda_head(&[]);

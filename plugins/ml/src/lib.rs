@@ -77,6 +77,11 @@ impl Plugin for MlPlugin {
         .any(|o| o.eq_ignore_ascii_case(op))
     }
 
+    /// The `fill_words` launches writing a plan's table (trees, label maps, n-gram pools).
+    fn setup_launches(req: &PlanRequestExt, plan: &OpPlan) -> u32 {
+        blob::setup_launches(req, plan)
+    }
+
     fn describe() -> PluginInfo {
         umd_sdk::plugin_info("ml", env!("CARGO_PKG_VERSION"), OPS)
     }
