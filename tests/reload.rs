@@ -305,3 +305,54 @@ fn a_replaced_plugin_version_is_freed_once_its_work_is_done() {
         "the replaced tagger@1.0.0 is still alive"
     );
 }
+
+/// A compiled model planned by a plugin that is then replaced is compiled again on its next
+/// run (the new build plans and runs it); before, it kept a plan whose build was gone.
+#[test]
+fn a_compiled_model_is_compiled_again_after_its_plugin_is_replaced() {
+    use std::collections::HashMap;
+    use umd::graph::{Dim, GraphDef, Model, Node, Tensor, ValueDecl};
+    let dir = TempDir::new();
+    let file = dir.path().join("tagger.wasm");
+    install(&fixture("tagger_v1"), &file);
+    let host = Arc::new(
+        Host::builder()
+            .bundled_plugins(false)
+            .artifact_cache(None)
+            .plugin_dir(dir.path())
+            .build()
+            .unwrap(),
+    );
+    let decl = |name: &str| ValueDecl {
+        name: name.into(),
+        dtype: Some(Dtype::F32),
+        dims: Some(vec![Dim::Fixed(1)]),
+    };
+    let def = GraphDef {
+        nodes: vec![Node::new("Tag", &["x"], &["y"], vec![])],
+        inputs: vec![decl("x")],
+        outputs: vec![decl("y")],
+        opsets: HashMap::from([(String::new(), 17)]),
+        ..Default::default()
+    };
+    let model = Model::new(host.clone(), def).unwrap();
+    let x = Tensor {
+        desc: TensorDesc::new("x", vec![1], Dtype::F32),
+        data: data::encode(Dtype::F32, &[0.0]),
+    };
+    let run = |m: &Model| {
+        data::decode(
+            Dtype::F32,
+            &m.run(std::slice::from_ref(&x)).unwrap().outputs[0].data,
+        )[0]
+    };
+    assert_eq!(run(&model), 1.0);
+    assert_eq!(run(&model), 1.0, "the compiled plan again");
+    install(&fixture("tagger_v1_rebuilt"), &file);
+    host.load_plugin(&file).expect("rebuild admitted");
+    host.translator().cache().clear();
+    assert_eq!(run(&model), 1.1f32 as f64, "planned and run by the rebuild");
+    install(&fixture("tagger_v2"), &file);
+    host.load_plugin(&file).expect("v2 admitted");
+    assert_eq!(run(&model), 2.0, "planned and run by v2");
+}

@@ -42,7 +42,7 @@ fn dim(u: &mut Unstructured) -> Result<wit::Dim3> {
     })
 }
 
-fn plan(u: &mut Unstructured) -> Result<(OpRequest, wit::OpPlan3)> {
+fn plan(u: &mut Unstructured) -> Result<(OpRequest, wit::OpPlan4)> {
     let inputs = small(u, 3, |u| {
         let shape = small(u, 4, |u| u.int_in_range(0..=64u64))?;
         Ok(TensorDesc::new("x", shape, *u.choose(&INPUT_DTYPES)?))
@@ -73,10 +73,13 @@ fn plan(u: &mut Unstructured) -> Result<(OpRequest, wit::OpPlan3)> {
         })
     })?;
     let workspace_bytes = if u.arbitrary()? { u.arbitrary()? } else { 0 };
-    let plan = wit::OpPlan3 {
-        outputs,
-        launches,
-        workspace_bytes,
+    let plan = wit::OpPlan4 {
+        plan: wit::OpPlan3 {
+            outputs,
+            launches,
+            workspace_bytes,
+        },
+        setup_launches: u.int_in_range(0..=4)?,
     };
     Ok((OpRequest::new("Fuzz", inputs), plan))
 }
@@ -88,7 +91,16 @@ fuzz_target!(|data: &[u8]| {
     let Ok((req, plan)) = plan(&mut Unstructured::new(data)) else {
         return;
     };
-    if let Ok(cb) = umd::translate::validate_plan(&req, &CPU, plan) {
+    if let Ok((cb, setup)) = umd::translate::validate_plan(&req, &CPU, plan) {
+        // Accepted setup launches bind only the workspace; nothing after them writes it.
+        let ws = cb.bindings.iter().position(|b| b.role == umd::cmdbuf::Role::Workspace);
+        for (i, r) in cb.launches.iter().enumerate().flat_map(|(i, l)| l.relocations.iter().map(move |r| (i, r))) {
+            if i < setup {
+                assert_eq!(Some(r.binding as usize), ws, "a setup launch binds only the workspace");
+            } else if Some(r.binding as usize) == ws {
+                assert!(!r.access.writes(), "no launch after the setup writes the workspace");
+            }
+        }
         // An accepted plan is a valid command buffer that survives the wire.
         cb.validate(Some(&CPU.limits))
             .expect("an accepted plan validates");

@@ -254,7 +254,8 @@ pub struct Translation {
     pub outputs: Vec<TensorDesc>,
     /// `name@version` of the plugin that planned it.
     pub plugin: String,
-    /// Entry point of the first launch (the Translator protocol's `kernel_name`).
+    /// Entry point of the first launch after the setup launches (the Translator protocol's
+    /// `kernel_name`).
     pub kernel_name: String,
     /// Registry generation it was made under.
     pub generation: u64,
@@ -278,9 +279,14 @@ impl Translation {
         }
         let cb = &self.cmdbuf;
         let ws = cb.bindings.iter().position(|b| b.role == Role::Workspace)?;
-        let mut launches = cb.launches[..n].to_vec();
+        let mut launches = cb.launches.get(..n)?.to_vec();
         for r in launches.iter_mut().flat_map(|l| &mut l.relocations) {
-            r.binding = 0; // checked at plan validation: setup launches bind only the workspace
+            // checked at plan validation; checked again: a relocation rebound here must have
+            // named the workspace
+            if r.binding as usize != ws {
+                return None;
+            }
+            r.binding = 0;
         }
         let setup = CommandBuffer {
             target: cb.target.clone(),
@@ -882,14 +888,17 @@ fn check_setup(cb: &CommandBuffer, setup: u32) -> Result<usize, PluginFault> {
 
 /// Plan validation alone, as for a plan from a plugin labelled `fuzz@0.0.0` (for the fuzzer in
 /// `fuzz/`: what a hostile plugin may return must be refused, never panic). The plan is in the
-/// 1.5 form every plugin's plan is converted to.
+/// 1.7 form (every older plan is converted to its `op-plan3` with no setup launches); returns
+/// the command buffer and its count of setup launches.
 #[doc(hidden)]
 pub fn validate_plan(
     req: &OpRequest,
     target: &Target,
-    plan: wit::OpPlan3,
-) -> std::result::Result<CommandBuffer, PluginFault> {
-    build_command_buffer("fuzz@0.0.0", &|_| [0; 32], req, target, plan)
+    plan: wit::OpPlan4,
+) -> std::result::Result<(CommandBuffer, usize), PluginFault> {
+    let cb = build_command_buffer("fuzz@0.0.0", &|_| [0; 32], req, target, plan.plan)?;
+    let setup = check_setup(&cb, plan.setup_launches)?;
+    Ok((cb, setup))
 }
 
 /// Turns the plan of plugin `label` into a validated command buffer (DESIGN §2 step 5);

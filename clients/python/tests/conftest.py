@@ -39,9 +39,12 @@ def server():
             except OSError:
                 if proc.poll() is not None or time.time() > deadline:
                     proc.kill()
+                    proc.wait(timeout=20)
                     log.seek(0)
                     raise RuntimeError(f"umd serve did not start: {log.read()[-4000:]}")
                 time.sleep(0.05)
         yield f"127.0.0.1:{port}"
         proc.terminate()
-        assert proc.wait(timeout=20) == 0, "SIGTERM drains and exits 0"
+        code = proc.wait(timeout=20)
+        log.seek(0)
+        assert code == 0, f"SIGTERM drains and exits 0, not {code}: {log.read()[-4000:]}"

@@ -54,8 +54,9 @@ def test_plugin_new_build_then_served_by_watch(component, tmp_path):
     watched = tmp_path / "plugins"
     watched.mkdir()
     port = free_port()
+    log = open(tmp_path / "serve.log", "w+")  # a file: a pipe nobody reads could stall the server
     proc = subprocess.Popen([UMD_BIN, "serve", "--addr", f"127.0.0.1:{port}", "--log-interval", "0",
-                             "--watch", "--plugins", str(watched)], stderr=subprocess.PIPE, text=True)
+                             "--watch", "--plugins", str(watched)], stderr=log)
     try:
         deadline = time.time() + 30
         while True:
@@ -63,7 +64,7 @@ def test_plugin_new_build_then_served_by_watch(component, tmp_path):
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 break
             except OSError:
-                assert proc.poll() is None, f"umd serve exited: {proc.stderr.read()}"
+                assert proc.poll() is None, f"umd serve exited: {(tmp_path / 'serve.log').read_text()}"
                 assert time.time() < deadline, "umd serve did not listen within 30 s"
                 time.sleep(0.05)
         with Client(f"127.0.0.1:{port}") as c:
@@ -87,3 +88,4 @@ def test_plugin_new_build_then_served_by_watch(component, tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+        log.close()

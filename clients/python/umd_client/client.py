@@ -137,7 +137,8 @@ def from_bytes(data: bytes, shape: Sequence[int], umd_dtype: str) -> np.ndarray:
 
 #: Bytes per WriteBuffer message (well under gRPC's 4 MiB default).
 CHUNK = 1 << 20
-#: Tries of one buffer read that the stream ended early (each resumes where the last stopped).
+#: Tries in a row that bring no bytes before a buffer read fails (each resumes where the last
+#: stream ended).
 READ_ATTEMPTS = 4
 
 
@@ -249,22 +250,36 @@ class Client:
     def download(self, handle: str, shape: Sequence[int], dtype: str) -> np.ndarray:
         """Reads a device buffer into an array of `shape` and umd dtype name `dtype`.
 
-        The bytes a fixed-size dtype needs are read explicitly and counted: grpcio can end a
-        server stream early without raising when one message fails to decode (grpc/grpc#34670),
-        so a short read resumes from the offset reached (a few times) and then fails loudly
-        instead of returning a truncated tensor."""
-        need = None if dtype == "string" else _byte_len(shape, dtype)
+        The bytes the tensor takes are read explicitly and counted (a string tensor's from its
+        end offsets): grpcio can end a server stream early without raising when one message
+        fails to decode (grpc/grpc#34670), so a short read resumes from the offset reached and
+        fails loudly — after READ_ATTEMPTS tries in a row that bring nothing — instead of
+        returning a truncated tensor."""
+        if dtype == "string":
+            n = int(np.prod(shape)) if len(shape) else 1
+            head = self._read_exactly(handle, 0, 8 * n)
+            text = int(np.frombuffer(head[-8:], dtype="<u8")[0]) if n else 0
+            data = head + self._read_exactly(handle, 8 * n, text)
+        else:
+            data = self._read_exactly(handle, 0, _byte_len(shape, dtype))
+        return from_bytes(data, shape, dtype)
+
+    def _read_exactly(self, handle: str, offset: int, need: int) -> bytes:
+        """`need` bytes of a buffer from `offset`, resuming a stream that ends early."""
         data = bytearray()
-        for _ in range(READ_ATTEMPTS):
-            want = 0 if need is None else need - len(data)
+        idle = 0
+        while len(data) < need:
+            before = len(data)
             for c in self.device_stub.ReadBuffer(pb.ReadRequest(
-                    device=self.device, handle=handle, offset=len(data), length=want,
-                    chunk_bytes=CHUNK)):
+                    device=self.device, handle=handle, offset=offset + len(data),
+                    length=need - len(data), chunk_bytes=CHUNK)):
                 data += c.data
-            if need is None or len(data) >= need:
-                return from_bytes(bytes(data), shape, dtype)
-        raise UmdError(STATUS_INTERNAL, f"read of buffer {handle} stopped at {len(data)} of "
-                                        f"{need} bytes after {READ_ATTEMPTS} attempts")
+            idle = 0 if len(data) > before else idle + 1
+            if idle >= READ_ATTEMPTS:
+                raise UmdError(STATUS_INTERNAL,
+                               f"read of buffer {handle} stopped at {offset + len(data)} of "
+                               f"{offset + need} bytes: {READ_ATTEMPTS} tries brought nothing")
+        return bytes(data)
 
     def free(self, handle: str) -> None:
         self.device_stub.FreeBuffer(pb.BufferRequest(device=self.device, handle=handle))

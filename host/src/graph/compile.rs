@@ -20,6 +20,10 @@ use crate::translate::{OpRequest, Translation};
 /// Ops that only relabel their first input's bytes: run as views of its storage.
 const VIEW_OPS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
 
+/// Largest workspace a node with setup launches (ABI 1.7) keeps for the plan's life; a larger
+/// one is pooled with the other values and its setup runs on every run.
+pub const MAX_KEPT_WORKSPACE_BYTES: u64 = 64 << 20;
+
 /// What a compiled run reports about itself.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PlanStats {
@@ -92,6 +96,12 @@ pub(super) struct Compiled {
     /// Setup launches not yet run, each with its node and the workspace it fills (kept by this
     /// plan): run before the next run, then dropped.
     setup: parking_lot::Mutex<Vec<Setup>>,
+    /// The registry generation it was compiled under: a plan of an older generation is
+    /// compiled again (a plugin was loaded, replaced or removed since).
+    pub generation: u64,
+    /// The plugin builds that planned its launches, held so that a run under way while one is
+    /// replaced finishes on the build that planned it.
+    _planners: Vec<Arc<crate::plugin::LoadedPlugin>>,
     pub steps: Vec<Step>,
     pub stats: PlanStats,
     pub lock: parking_lot::Mutex<()>,
@@ -142,6 +152,7 @@ struct Builder<'a> {
     /// Per step: label, op, translation, value of each binding.
     steps: Vec<(String, String, Arc<Translation>, Vec<usize>)>,
     setup: Vec<Setup>,
+    planners: Vec<Arc<crate::plugin::LoadedPlugin>>,
     stats: PlanStats,
 }
 
@@ -165,6 +176,7 @@ impl Compiled {
             owned: Vec::new(),
             steps: Vec::new(),
             setup: Vec::new(),
+            planners: Vec::new(),
             stats: PlanStats {
                 nodes: def.nodes.len(),
                 ..Default::default()
@@ -395,6 +407,7 @@ impl<'a> Builder<'a> {
         upload: &dyn Fn(&str) -> Result<BufferId, GraphError>,
     ) -> Result<Compiled, GraphError> {
         let dev = self.host.device().clone();
+        let generation = self.host.registry().snapshot().generation;
         let def = self.def;
         for (name, c) in &def.constants {
             let id = self.push(c.desc.clone(), Kind::Const(c.data.clone()));
@@ -531,6 +544,8 @@ impl<'a> Builder<'a> {
             outputs,
             segments,
             setup: parking_lot::Mutex::new(std::mem::take(&mut self.setup)),
+            generation,
+            _planners: std::mem::take(&mut self.planners),
             steps,
             stats: self.stats.clone(),
             lock: parking_lot::Mutex::new(()),
@@ -539,7 +554,7 @@ impl<'a> Builder<'a> {
 
     /// A command buffer copying a `desc` value on the device (input → output), if a plugin
     /// plans `Identity` for it.
-    fn copy_cmd(&self, desc: &TensorDesc) -> Option<Arc<CommandBuffer>> {
+    fn copy_cmd(&mut self, desc: &TensorDesc) -> Option<Arc<CommandBuffer>> {
         let t = self
             .host
             .translate(&OpRequest::new("Identity", vec![desc.clone()]))
@@ -547,7 +562,10 @@ impl<'a> Builder<'a> {
         let ok = t.cmdbuf.bindings.len() == 2
             && t.cmdbuf.count(Role::Input) == 1
             && t.outputs.first().is_some_and(|o| o.shape == desc.shape);
-        ok.then(|| t.cmdbuf.clone())
+        ok.then(|| {
+            self.hold(&t.planner);
+            t.cmdbuf.clone()
+        })
     }
 
     fn push(&mut self, desc: TensorDesc, kind: Kind) -> usize {
@@ -697,8 +715,20 @@ impl<'a> Builder<'a> {
             self.stats.views += 1;
             return self.check_outputs(node);
         }
-        // A plan with setup launches (ABI 1.7) keeps its workspace: the setup runs once.
-        let (t, setup) = match t.split_setup() {
+        self.hold(&t.planner);
+        // A plan with setup launches (ABI 1.7) keeps its workspace: the setup runs once. A
+        // workspace over the bound is pooled as usual and its setup runs on every run.
+        let kept_bytes = t
+            .cmdbuf
+            .bindings
+            .iter()
+            .find(|b| b.role == Role::Workspace)
+            .and_then(|b| b.desc.byte_size())
+            .unwrap_or(u64::MAX);
+        let split = (kept_bytes <= MAX_KEPT_WORKSPACE_BYTES)
+            .then(|| t.split_setup())
+            .flatten();
+        let (t, setup) = match split {
             Some((setup, rest)) => (Arc::new(rest), Some(setup)),
             None => (t, None),
         };
@@ -776,6 +806,13 @@ impl<'a> Builder<'a> {
             desc,
             data: dims.iter().flat_map(|d| d.to_le_bytes()).collect(),
         })
+    }
+
+    /// Holds the build that planned a launch of this plan (once per build).
+    fn hold(&mut self, p: &Arc<crate::plugin::LoadedPlugin>) {
+        if !self.planners.iter().any(|q| Arc::ptr_eq(p, q)) {
+            self.planners.push(p.clone());
+        }
     }
 
     /// The workspace of a node with setup launches: a buffer of its own for the plan's life (not

@@ -717,9 +717,13 @@ impl Model {
                 let mut cache = self.compiled.lock();
                 if let Some(pos) = cache.iter().position(|(s, _)| *s == sig) {
                     let entry = cache.remove(pos);
-                    let plan = entry.1.clone();
-                    cache.push(entry);
-                    return Ok((plan, data));
+                    // planned before a plugin was loaded, replaced or removed: compiled again
+                    // (a run under way finishes on the builds it holds)
+                    if entry.1.generation == self.host.registry().snapshot().generation {
+                        let plan = entry.1.clone();
+                        cache.push(entry);
+                        return Ok((plan, data));
+                    }
                 }
             }
             let upload = |name: &str| self.upload(name);
