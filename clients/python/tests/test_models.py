@@ -566,6 +566,37 @@ def test_numbers_to_strings_at_run_time(tmp_path):
     check_against_ort(m, {"x": x}, tmp_path, rtol=1e-6, atol=1e-6)
 
 
+TOKENIZER_CASES = {
+    "separators": dict(separators=[" ", ","]),
+    "separator-regexes-min2": dict(separators=[r"\s+", "[,;]"], mincharnum=2),
+    "separators-in-turn": dict(separators=["b", "ab"]),
+    "separator-longest": dict(separators=["a|ab|ab "]),
+    "separator-marked": dict(separators=["l+"], mark=1),
+    "tokenexp": dict(tokenexp="[a-zA-Z0-9_]+"),
+    "tokenexp-longest": dict(tokenexp="a|ab|abc|b"),
+    "tokenexp-min2-marked": dict(tokenexp=r"\w\w+", mark=1, mincharnum=2),
+    "tokenexp-dot": dict(tokenexp="."),
+    "characters": dict(separators=[""], mark=1),
+}
+
+
+@pytest.mark.parametrize("shape", [[6], [2, 3]])
+@pytest.mark.parametrize("case", list(TOKENIZER_CASES))
+def test_tokenizer_matches_onnxruntime(tmp_path, case, shape):
+    """com.microsoft Tokenizer: separators (RE2 patterns applied in turn), token expressions
+    (leftmost-longest, as onnxruntime compiles them), characters; marks, padding, mincharnum."""
+    attrs = dict(mark=0, mincharnum=1, pad_value="#")
+    attrs.update(TOKENIZER_CASES[case])
+    node = h.make_node("Tokenizer", ["text"], ["tokens"], domain="com.microsoft", **attrs)
+    g = h.make_graph([node], "tok", [vi("text", T.STRING, shape)],
+                     [vi("tokens", T.STRING, shape + [None])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)],
+                     ir_version=8)
+    text = np.array(["the cat, sat;on  mat", "abcabc ab", "héllo wörld", "", "a",
+                     "x,y;;z  abab"], dtype=object).reshape(shape)
+    check_against_ort(m, {"text": text}, tmp_path)
+
+
 def test_category_mapper_onehot_pipeline_on_strings(tmp_path):
     """A string column mapped to ids (unknown: -1), one-hot encoded, then a regressor."""
     cats = ["red", "green", "blue"]

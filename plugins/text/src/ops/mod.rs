@@ -6,7 +6,9 @@
 //! - StringNormalizer: [`normalizer`];
 //! - StringConcat and Equal on strings (NumPy broadcasting): [`binary`];
 //! - StringSplit: [`split`];
-//! - RegexFullMatch (RE2 syntax on the `regex` crate): [`regex_match`];
+//! - RegexFullMatch (RE2 syntax on the `regex` crate): [`regex_match`]; RE2's leftmost-longest
+//!   search: [`longest`];
+//! - com.microsoft Tokenizer: [`tokenizer`];
 //! - ai.onnx.ml LabelEncoder (opsets 2 to 4): [`label_encoder`]; CategoryMapper:
 //!   [`category_mapper`];
 //! - Cast to and from STRING: [`cast`].
@@ -17,6 +19,7 @@ pub mod category_mapper;
 pub mod common;
 pub mod feature_extractor;
 pub mod label_encoder;
+pub mod longest;
 pub mod normalizer;
 pub mod regex_match;
 pub mod split;
