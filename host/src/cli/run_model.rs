@@ -111,13 +111,14 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
         });
         println!(
             "{{\"load_s\":{load},\"first_s\":{first_s},\"steady_s\":{steady},\"nodes\":{},\
-             \"folded\":{},\"views\":{},\"launched\":{},\"launches\":{},\"submissions\":{},\
-             \"peak_bytes\":{},\"intermediate_bytes\":{},\"constant_bytes\":{},\"outputs\":[{}]{prof}}}",
+             \"folded\":{},\"views\":{},\"launched\":{},\"launches\":{},\"setup_launches\":{},\
+             \"submissions\":{},\"peak_bytes\":{},\"intermediate_bytes\":{},\"constant_bytes\":{},\"outputs\":[{}]{prof}}}",
             s.nodes,
             s.folded,
             s.views,
             s.launched,
             s.launches,
+            s.setup_launches,
             s.submissions,
             s.peak_bytes,
             s.intermediate_bytes,
@@ -138,6 +139,12 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
             "nodes       {} ({} folded at load, {} views, {} with {} launches in {} submission(s))",
             s.nodes, s.folded, s.views, s.launched, s.launches, s.submissions
         );
+        if s.setup_launches > 0 {
+            println!(
+                "setup       {} launches filled their nodes' tables once, before the first run",
+                s.setup_launches
+            );
+        }
     }
     println!("load        {:.3} ms", load * 1e3);
     println!(
