@@ -27,6 +27,11 @@ pub trait Memory {
     fn read(&mut self, binding: u32, offset: u64, len: usize) -> Result<Vec<u8>, OpError>;
     /// Stores `data` into `binding` at byte `offset`.
     fn write(&mut self, binding: u32, offset: u64, data: &[u8]) -> Result<(), OpError>;
+    /// (ABI 1.7) The host's name for `binding`'s bytes when they never change while the name
+    /// lives (a compiled model's table): a kernel may keep them under it ([`resident`]).
+    fn resident(&mut self, _binding: u32) -> Option<u64> {
+        None
+    }
 }
 
 /// The host's buffers, through the `kernel-io` import (valid only inside `cpu-kernel.run`).
@@ -45,6 +50,11 @@ impl Memory for HostMemory {
     fn write(&mut self, binding: u32, offset: u64, data: &[u8]) -> Result<(), OpError> {
         crate::bindings::umd::plugin::kernel_io::write(binding, offset, data)
             .map_err(OpError::internal)
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn resident(&mut self, binding: u32) -> Option<u64> {
+        crate::bindings::umd::plugin::kernel_io::resident(binding)
     }
 
     #[cfg(not(target_arch = "wasm32"))]
@@ -353,6 +363,116 @@ pub fn run_via_cpu_call<P: Plugin + ?Sized>(
     })?;
     for w in writes {
         // `run-cpu` returns a written binding whole (the 1.0–1.2 contract the host checked).
+        let size = call.size_of(w.binding)?;
+        if w.data.len() as u64 != size {
+            return Err(OpError::internal(format!(
+                "kernel returned {} bytes for binding {} of {size} bytes",
+                w.data.len(),
+                w.binding
+            )));
+        }
+        mem.write(w.binding, 0, &w.data)?;
+    }
+    Ok(())
+}
+
+/// (ABI 1.7) Bytes an instance keeps between launches under the host's resident names
+/// ([`Memory::resident`]), least recently used first out; at most [`resident::MAX_BYTES`].
+pub mod resident {
+    use std::cell::RefCell;
+
+    /// Most bytes one instance keeps.
+    pub const MAX_BYTES: usize = 64 << 20;
+
+    thread_local! {
+        static KEPT: RefCell<Vec<(u64, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Takes the bytes kept under `name` out of the store (give them back with [`keep`]).
+    pub fn take(name: u64) -> Option<Vec<u8>> {
+        KEPT.with(|k| {
+            let mut k = k.borrow_mut();
+            let i = k.iter().position(|(n, _)| *n == name)?;
+            Some(k.remove(i).1)
+        })
+    }
+
+    /// Keeps `data` under `name` (most recently used), dropping the least recently used until
+    /// the store fits [`MAX_BYTES`]; data larger than that is not kept.
+    pub fn keep(name: u64, data: Vec<u8>) {
+        if data.len() > MAX_BYTES {
+            return;
+        }
+        KEPT.with(|k| {
+            let mut k = k.borrow_mut();
+            k.retain(|(n, _)| *n != name);
+            let mut total: usize = k.iter().map(|(_, d)| d.len()).sum::<usize>() + data.len();
+            while total > MAX_BYTES && !k.is_empty() {
+                total -= k.remove(0).1.len();
+            }
+            k.push((name, data));
+        })
+    }
+
+    /// Bytes kept now.
+    pub fn kept_bytes() -> usize {
+        KEPT.with(|k| k.borrow().iter().map(|(_, d)| d.len()).sum())
+    }
+}
+
+/// [`run_via_cpu_call`] for a `run-cpu` style kernel `run` that reads its call by reference:
+/// every binding the host names resident ([`Memory::resident`], ABI 1.7) comes from this
+/// instance's [`resident`] store — read through `mem` only the first time a name is seen — and
+/// goes back there after the call; the others are read whole as usual. A forest's 3 MB table
+/// in a compiled model is then read once, not on every run.
+pub fn run_via_cpu_call_kept(
+    call: &KernelCall,
+    mem: &mut dyn Memory,
+    run: impl FnOnce(&CpuCall) -> Result<Vec<CpuWrite>, OpError>,
+) -> Result<(), OpError> {
+    if !call.is_whole() {
+        return Err(OpError::internal(format!(
+            "`{}` runs only as a whole grid",
+            call.entry_point
+        )));
+    }
+    let mut buffers = Vec::with_capacity(call.buffers.len());
+    let mut kept: Vec<(usize, u64)> = Vec::new();
+    for b in &call.buffers {
+        let access = binding_access(&call.relocations, b.binding);
+        let len = usize::try_from(b.size)
+            .map_err(|_| OpError::internal(format!("binding {} too large", b.binding)))?;
+        let data = match (access, mem.resident(b.binding)) {
+            (Access::Write, _) => Vec::new(),
+            (Access::Read, Some(name)) => {
+                kept.push((buffers.len(), name));
+                match resident::take(name).filter(|d| d.len() == len) {
+                    Some(d) => d,
+                    None => mem.read(b.binding, 0, len)?,
+                }
+            }
+            _ => mem.read(b.binding, 0, len)?,
+        };
+        buffers.push(CpuBuffer {
+            binding: b.binding,
+            size: b.size,
+            data,
+        });
+    }
+    let mut cpu = CpuCall {
+        module_id: call.module_id.clone(),
+        entry_point: call.entry_point.clone(),
+        grid: call.grid,
+        block: call.block,
+        params: call.params.clone(),
+        relocations: call.relocations.clone(),
+        buffers,
+    };
+    let writes = run(&cpu);
+    for (i, name) in kept {
+        resident::keep(name, std::mem::take(&mut cpu.buffers[i].data));
+    }
+    for w in writes? {
         let size = call.size_of(w.binding)?;
         if w.data.len() as u64 != size {
             return Err(OpError::internal(format!(

@@ -14,7 +14,7 @@
 //! can wait on another device's event and copy from another CPU device's buffer, in stream order.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use parking_lot::Mutex;
@@ -49,9 +49,28 @@ struct Buffer {
     hazards: Mutex<Hazards>,
     alloc: Allocator,
     stats: Arc<std::sync::atomic::AtomicU64>,
+    /// (ABI 1.7) The resident name once frozen ([`Device::freeze`]); 0 while writable.
+    resident: AtomicU64,
 }
 
+/// The next resident name (process-wide, never reused; 0 means none).
+static NEXT_RESIDENT: AtomicU64 = AtomicU64::new(1);
+
 impl Buffer {
+    fn resident(&self) -> Option<u64> {
+        Some(self.resident.load(Ordering::Acquire)).filter(|&n| n != 0)
+    }
+
+    fn check_writable(&self, what: impl FnOnce() -> String) -> Result<(), DeviceError> {
+        match self.resident() {
+            Some(_) => Err(DeviceError::ReadOnly {
+                buffer: self.id,
+                what: what(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Waits for the work the host's access must follow (a failed kernel leaves the buffer
     /// usable: its error went to its submitter).
     fn wait_for(&self, host_writes: bool) {
@@ -235,7 +254,23 @@ impl CpuDevice {
         bindings: &[BufferId],
     ) -> Result<Vec<Arc<Buffer>>, DeviceError> {
         check_submit(cmd, &self.target, bindings, |id| self.size(id))?;
-        bindings.iter().map(|id| self.buffer(*id)).collect()
+        let buffers: Vec<Arc<Buffer>> = bindings
+            .iter()
+            .map(|id| self.buffer(*id))
+            .collect::<Result<_, _>>()?;
+        for (li, l) in cmd.launches.iter().enumerate() {
+            for r in l.relocations.iter().filter(|r| r.access.writes()) {
+                if let Some(b) = buffers.get(r.binding as usize) {
+                    b.check_writable(|| {
+                        format!(
+                            "launch {li} (`{}`) writes it as binding {}",
+                            l.entry_point, r.binding
+                        )
+                    })?;
+                }
+            }
+        }
+        Ok(buffers)
     }
 
     /// Takes the only slot of `stream`'s queue if it is empty (nothing queued or running):
@@ -339,6 +374,7 @@ impl Device for CpuDevice {
             hazards: Mutex::new(Hazards::default()),
             alloc: self.alloc.clone(),
             stats: self.waste.clone(),
+            resident: AtomicU64::new(0),
         }))
     }
 
@@ -354,8 +390,22 @@ impl Device for CpuDevice {
     fn write(&self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         let b = self.buffer(buffer)?;
         let range = b.range(offset, data.len() as u64)?;
+        b.check_writable(|| "a host write".into())?;
         b.wait_for(true);
         b.segment.write()[range].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn freeze(&self, buffer: BufferId) -> Result<(), DeviceError> {
+        let b = self.buffer(buffer)?;
+        // the work writing it (a setup) finishes first; reads may go on
+        b.wait_for(false);
+        let _ = b.resident.compare_exchange(
+            0,
+            NEXT_RESIDENT.fetch_add(1, Ordering::Relaxed),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
         Ok(())
     }
 
@@ -650,7 +700,14 @@ fn run_launch(
         .filter(|&&(_, a)| a == Access::ReadWrite)
         .map(|&(b, _)| binding_size(b))
         .sum();
-    let small = parts == 1 && bytes <= SMALL_LAUNCH_BYTES && read_write <= SMALL_READ_WRITE_BYTES;
+    // A launch reading a frozen buffer runs in place: its kernel may keep those bytes.
+    let resident = used
+        .iter()
+        .any(|&(b, a)| a == Access::Read && buffers[b as usize].resident().is_some());
+    let small = parts == 1
+        && bytes <= SMALL_LAUNCH_BYTES
+        && read_write <= SMALL_READ_WRITE_BYTES
+        && !resident;
     let result = if !in_place || small {
         run_copying(&*exec.kernels, launch, buffers, &used, binding_size)
     } else {
@@ -661,6 +718,7 @@ fn run_launch(
                 size: binding_size(b),
                 access,
                 memory: buffers[b as usize].clone(),
+                resident: buffers[b as usize].resident(),
             })
             .collect();
         let blocks = launch.grid.volume();

@@ -140,3 +140,30 @@ fn a_panic_in_the_callers_work_fails_it_alone() {
     dev.submit(s, cmd("inc"), &[z, y]).unwrap().wait().unwrap();
     assert_eq!(value(&dev, y), 3.0);
 }
+
+#[test]
+fn a_frozen_buffer_is_read_only_and_still_read() {
+    let (_, dev, [x, y, _]) = setup();
+    let s = dev.default_stream();
+    dev.freeze(x).unwrap();
+    dev.freeze(x).unwrap(); // again: nothing changes
+    assert!(matches!(
+        dev.write(x, 0, &[0; 4]),
+        Err(DeviceError::ReadOnly { buffer, .. }) if buffer == x
+    ));
+    // read by a launch: fine; written by one: refused before anything is queued
+    dev.submit_wait(s, cmd("inc"), &[x, y]).unwrap();
+    assert_eq!(value(&dev, y), 2.0);
+    let e = dev.submit(s, cmd("inc"), &[y, x]).unwrap_err();
+    assert!(
+        e.to_string().contains("read-only") && e.to_string().contains("launch 0"),
+        "{e}"
+    );
+    assert_eq!(value(&dev, x), 1.0, "unchanged");
+    // each frozen buffer has its own resident name, never another's
+    dev.freeze(y).unwrap();
+    let (bx, by) = (dev.buffer(x).unwrap(), dev.buffer(y).unwrap());
+    assert!(bx.resident().is_some() && by.resident().is_some());
+    assert_ne!(bx.resident(), by.resident());
+    assert!(dev.freeze(BufferId(7)).is_err());
+}

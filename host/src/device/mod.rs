@@ -110,6 +110,8 @@ pub enum DeviceError {
     /// build without its backend. The message says which and what to do.
     #[error("{0}")]
     Unavailable(String),
+    #[error("{buffer:?} is read-only (a compiled model's constant): {what}")]
+    ReadOnly { buffer: BufferId, what: String },
     #[error("driver call `{call}` failed: {message}")]
     Driver { call: &'static str, message: String },
     /// A command buffer that does not fit this device's real limits.
@@ -208,6 +210,8 @@ pub struct BoundMemory {
     pub size: u64,
     pub access: Access,
     pub memory: Arc<dyn BufferMemory>,
+    /// (ABI 1.7) The buffer's resident name when it is frozen ([`Device::freeze`]).
+    pub resident: Option<u64>,
 }
 
 /// How the plugin build behind a launch runs it on the CPU.
@@ -323,6 +327,14 @@ pub trait Device: Any + Send + Sync {
     fn alloc(&self, bytes: u64) -> Result<BufferId, DeviceError>;
     /// Frees a buffer once the work using it has finished.
     fn free(&self, buffer: BufferId) -> Result<(), DeviceError>;
+    /// (ABI 1.7) Makes `buffer` read-only for the rest of its life, once the work writing it has
+    /// finished: later host writes and launches that write it are refused (`ReadOnly`). A
+    /// device whose in-place CPU kernels may keep what they read (the CPU device) names the
+    /// frozen bytes to them (`kernel-io.resident`, a name never reused). Default: nothing is
+    /// kept, and the buffer stays writable.
+    fn freeze(&self, buffer: BufferId) -> Result<(), DeviceError> {
+        self.size(buffer).map(drop)
+    }
     /// Size of a buffer in bytes.
     fn size(&self, buffer: BufferId) -> Result<u64, DeviceError>;
     /// Writes host bytes into a buffer, after the work using it has finished.

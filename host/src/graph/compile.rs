@@ -276,12 +276,15 @@ impl Compiled {
     fn run_setup(&self, stream: StreamId) -> Result<(), GraphError> {
         let mut pending = self.setup.lock();
         while let Some(s) = pending.first() {
+            let blame = |e| GraphError::Run {
+                node: s.node.clone(),
+                source: e,
+            };
             self.dev
                 .submit_wait(stream, s.cmd.clone(), &[s.workspace])
-                .map_err(|e| GraphError::Run {
-                    node: s.node.clone(),
-                    source: e,
-                })?;
+                .map_err(blame)?;
+            // read-only from now on: kernels on the CPU device may keep what they read of it
+            self.dev.freeze(s.workspace).map_err(blame)?;
             pending.remove(0);
         }
         Ok(())

@@ -20,9 +20,10 @@ pub const MAX_READ_BYTES: u32 = 64 << 20;
 /// The buffers of the launch a store is running (none between calls).
 pub type KernelIo = Option<Arc<[BoundMemory]>>;
 
-/// Defines `umd:plugin/kernel-io` in `linker` (semver-compatible: any 1.x ≥ 1.3 import binds).
+/// Defines `umd:plugin/kernel-io` in `linker` (semver-compatible: any 1.x ≥ 1.3 import binds;
+/// 1.3–1.6 plugins import `read` and `write`, 1.7 ones `resident` too).
 pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-    let mut inst = linker.instance("umd:plugin/kernel-io@1.3.0")?;
+    let mut inst = linker.instance("umd:plugin/kernel-io@1.7.0")?;
     inst.func_wrap(
         "read",
         |store: StoreContextMut<'_, StoreState>,
@@ -41,7 +42,21 @@ pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
             Ok((write(&io, binding, offset, bytes),))
         },
     )?;
+    inst.func_wrap(
+        "resident",
+        |store: StoreContextMut<'_, StoreState>,
+         (binding,): (u32,)|
+         -> wasmtime::Result<(Option<u64>,)> { Ok((resident(&store.data().io, binding),)) },
+    )?;
     Ok(())
+}
+
+/// (1.7) The resident name of `binding` — bound read-only to this launch and frozen by its
+/// device ([`crate::device::Device::freeze`]) — or `None`.
+fn resident(io: &KernelIo, binding: u32) -> Option<u64> {
+    let b = io.as_deref()?.iter().find(|b| b.binding == binding)?;
+    b.resident
+        .filter(|_| b.access == crate::cmdbuf::Access::Read)
 }
 
 /// The bound buffer `binding` and the byte range `offset .. offset + len` of it, checked.
@@ -134,6 +149,7 @@ mod tests {
             size,
             access,
             memory: mem.clone(),
+            resident: (binding != 1).then_some(40 + binding as u64),
         };
         // Binding 0 reads the first 8 bytes; binding 1 writes; binding 2 both.
         let list: Arc<[BoundMemory]> = vec![
@@ -168,5 +184,11 @@ mod tests {
         write(&io, 2, 14, &[7, 7]).unwrap();
         assert!(write(&io, 2, 15, &[7, 7]).is_err());
         assert_eq!(&mem.0.lock()[12..], &[12, 13, 7, 7]);
+        // a resident name only for a binding the launch only reads
+        assert_eq!(resident(&io, 0), Some(40));
+        assert_eq!(resident(&io, 1), None);
+        assert_eq!(resident(&io, 2), None, "binding 2 is written too");
+        assert_eq!(resident(&io, 7), None);
+        assert_eq!(resident(&None, 0), None);
     }
 }

@@ -185,7 +185,9 @@ impl Plugin for MlPlugin {
         Err(unknown_module(module_id))
     }
 
-    /// `fill_words` writes its chunk in place; every other kernel runs as a `run-cpu` call.
+    /// `fill_words` writes its chunk in place; every other kernel runs as a `run-cpu` call
+    /// whose tables, when the host names them resident (a compiled model's workspace after
+    /// its setup launches, ABI 1.7), this instance keeps between launches.
     fn run_kernel(
         call: &umd_sdk::KernelCall,
         memory: &mut dyn umd_sdk::kernel::Memory,
@@ -193,56 +195,11 @@ impl Plugin for MlPlugin {
         if call.entry_point == "fill_words" && call.is_whole() {
             return blob::run_in_place(call, memory);
         }
-        umd_sdk::kernel::run_via_cpu_call::<Self>(call, memory)
+        umd_sdk::kernel::run_via_cpu_call_kept(call, memory, run_cpu_ref)
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
-        let e = call.entry_point.as_str();
-        let suffix_dt = |prefix: &str| {
-            e.strip_prefix(prefix)
-                .and_then(dtype::from_name)
-                .ok_or_else(|| OpError::internal(format!("unknown entry point `{e}`")))
-        };
-        if e == "fill_words" {
-            blob::run_cpu(&call)
-        } else if e == string_labels::COPY_ENTRY {
-            string_labels::run_cpu(&call)
-        } else if e == "onehot_string" {
-            prep::run_cpu(&call, "onehot", Dtype::String)
-        } else if e.starts_with("afe_") {
-            simple::run_afe(&call)
-        } else if e.starts_with("binarizer_") {
-            simple::run_binarizer(&call, suffix_dt("binarizer_")?)
-        } else if e == "tfidf_string" {
-            tfidf::run_cpu(&call, Dtype::String)
-        } else if e.starts_with("tfidf_") {
-            tfidf::run_cpu(&call, suffix_dt("tfidf_")?)
-        } else if e.starts_with("tree_") {
-            tree::run_cpu(&call, suffix_dt("tree_")?)
-        } else if e.starts_with("label_") {
-            label::run_cpu(&call)
-        } else if e.starts_with("svm_cls_") {
-            svm::run_cpu(&call, suffix_dt("svm_cls_")?, true)
-        } else if e.starts_with("svm_") {
-            svm::run_cpu(&call, suffix_dt("svm_")?, false)
-        } else if e.starts_with("forest_cls_") {
-            forest::run_cpu(&call, suffix_dt("forest_cls_")?, true)
-        } else if e.starts_with("forest_") {
-            forest::run_cpu(&call, suffix_dt("forest_")?, false)
-        } else if e.starts_with("linear_cls_") {
-            linear::run_cpu(&call, suffix_dt("linear_cls_")?, true)
-        } else if e.starts_with("linear_") {
-            linear::run_cpu(&call, suffix_dt("linear_")?, false)
-        } else if let Some((kind, dt)) = e
-            .split_once('_')
-            .filter(|(k, _)| ["scaler", "normalizer", "imputer", "onehot", "fv"].contains(k))
-        {
-            let dt = dtype::from_name(dt)
-                .ok_or_else(|| OpError::internal(format!("unknown entry point `{e}`")))?;
-            prep::run_cpu(&call, kind, dt)
-        } else {
-            Err(OpError::internal(format!("unknown entry point `{e}`")))
-        }
+        run_cpu_ref(&call)
     }
 
     fn self_tests() -> Vec<TestCase> {
@@ -408,6 +365,56 @@ impl Single for Attribute {
             },
             _ => self,
         }
+    }
+}
+
+/// The CPU kernels by entry point (a `run-cpu` call, read by reference).
+fn run_cpu_ref(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
+    let e = call.entry_point.as_str();
+    let suffix_dt = |prefix: &str| {
+        e.strip_prefix(prefix)
+            .and_then(dtype::from_name)
+            .ok_or_else(|| OpError::internal(format!("unknown entry point `{e}`")))
+    };
+    if e == "fill_words" {
+        blob::run_cpu(call)
+    } else if e == string_labels::COPY_ENTRY {
+        string_labels::run_cpu(call)
+    } else if e == "onehot_string" {
+        prep::run_cpu(call, "onehot", Dtype::String)
+    } else if e.starts_with("afe_") {
+        simple::run_afe(call)
+    } else if e.starts_with("binarizer_") {
+        simple::run_binarizer(call, suffix_dt("binarizer_")?)
+    } else if e == "tfidf_string" {
+        tfidf::run_cpu(call, Dtype::String)
+    } else if e.starts_with("tfidf_") {
+        tfidf::run_cpu(call, suffix_dt("tfidf_")?)
+    } else if e.starts_with("tree_") {
+        tree::run_cpu(call, suffix_dt("tree_")?)
+    } else if e.starts_with("label_") {
+        label::run_cpu(call)
+    } else if e.starts_with("svm_cls_") {
+        svm::run_cpu(call, suffix_dt("svm_cls_")?, true)
+    } else if e.starts_with("svm_") {
+        svm::run_cpu(call, suffix_dt("svm_")?, false)
+    } else if e.starts_with("forest_cls_") {
+        forest::run_cpu(call, suffix_dt("forest_cls_")?, true)
+    } else if e.starts_with("forest_") {
+        forest::run_cpu(call, suffix_dt("forest_")?, false)
+    } else if e.starts_with("linear_cls_") {
+        linear::run_cpu(call, suffix_dt("linear_cls_")?, true)
+    } else if e.starts_with("linear_") {
+        linear::run_cpu(call, suffix_dt("linear_")?, false)
+    } else if let Some((kind, dt)) = e
+        .split_once('_')
+        .filter(|(k, _)| ["scaler", "normalizer", "imputer", "onehot", "fv"].contains(k))
+    {
+        let dt = dtype::from_name(dt)
+            .ok_or_else(|| OpError::internal(format!("unknown entry point `{e}`")))?;
+        prep::run_cpu(call, kind, dt)
+    } else {
+        Err(OpError::internal(format!("unknown entry point `{e}`")))
     }
 }
 
