@@ -381,8 +381,9 @@ pub fn run_via_cpu_call<P: Plugin + ?Sized>(
 pub mod resident {
     use std::cell::RefCell;
 
-    /// Most bytes one instance keeps.
-    pub const MAX_BYTES: usize = 64 << 20;
+    /// Most bytes one instance keeps (an instance pool of a few dozen instances per plugin may
+    /// keep this much each).
+    pub const MAX_BYTES: usize = 32 << 20;
 
     thread_local! {
         static KEPT: RefCell<Vec<(u64, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
@@ -589,6 +590,100 @@ mod tests {
             assert_eq!(next, n);
             assert_eq!(call(g, 0, g as u64).share(n), 0..n);
         }
+    }
+
+    /// Binding 0: 8 bytes read, named 7 by the host when `named`; binding 1: 8 bytes written.
+    struct Named {
+        named: bool,
+        reads: usize,
+        out: Vec<u8>,
+    }
+    impl Memory for Named {
+        fn read(&mut self, binding: u32, _: u64, len: usize) -> Result<Vec<u8>, OpError> {
+            assert_eq!(binding, 0);
+            self.reads += 1;
+            Ok(vec![self.reads as u8; len])
+        }
+        fn write(&mut self, _: u32, _: u64, data: &[u8]) -> Result<(), OpError> {
+            self.out = data.to_vec();
+            Ok(())
+        }
+        fn resident(&mut self, binding: u32) -> Option<u64> {
+            (self.named && binding == 0).then_some(7)
+        }
+    }
+
+    fn kept_call() -> KernelCall {
+        let mut p = crate::params::ParamPacker::new();
+        p.ptr(0, Access::Read).ptr(1, Access::Write);
+        let (params, relocations) = p.finish(64).unwrap();
+        KernelCall {
+            params,
+            relocations,
+            buffers: vec![
+                BoundBuffer {
+                    binding: 0,
+                    size: 8,
+                },
+                BoundBuffer {
+                    binding: 1,
+                    size: 8,
+                },
+            ],
+            ..call(1, 0, 1)
+        }
+    }
+
+    /// Copies binding 0 to binding 1.
+    fn copy(c: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
+        Ok(vec![CpuWrite {
+            binding: 1,
+            data: c.buffers[0].data.clone(),
+        }])
+    }
+
+    #[test]
+    fn resident_bytes_are_read_once_per_name_and_kept_across_errors() {
+        let mut m = Named {
+            named: true,
+            reads: 0,
+            out: Vec::new(),
+        };
+        for _ in 0..3 {
+            run_via_cpu_call_kept(&kept_call(), &mut m, copy).unwrap();
+            assert_eq!(
+                m.out,
+                vec![1; 8],
+                "the first read's bytes, kept under name 7"
+            );
+        }
+        assert_eq!(m.reads, 1);
+        // a failing kernel gives the bytes back too
+        let fail = |_: &CpuCall| -> Result<Vec<CpuWrite>, OpError> { Err(OpError::internal("no")) };
+        assert!(run_via_cpu_call_kept(&kept_call(), &mut m, fail).is_err());
+        run_via_cpu_call_kept(&kept_call(), &mut m, copy).unwrap();
+        assert_eq!(m.reads, 1);
+        // without a name every launch reads
+        let mut plain = Named {
+            named: false,
+            reads: 0,
+            out: Vec::new(),
+        };
+        for _ in 0..2 {
+            run_via_cpu_call_kept(&kept_call(), &mut plain, copy).unwrap();
+        }
+        assert_eq!((plain.reads, plain.out), (2, vec![2; 8]));
+        // the store drops the least recently used to fit, and never keeps more than it holds
+        resident::keep(100, vec![0; resident::MAX_BYTES / 2]);
+        resident::keep(101, vec![0; resident::MAX_BYTES / 2]);
+        assert!(resident::take(7).is_none(), "evicted");
+        resident::keep(102, vec![0; resident::MAX_BYTES + 1]);
+        assert!(resident::take(102).is_none());
+        assert!(resident::kept_bytes() <= resident::MAX_BYTES);
+        assert_eq!(
+            resident::take(101).map(|d| d.len()),
+            Some(resident::MAX_BYTES / 2)
+        );
     }
 
     #[test]

@@ -392,14 +392,22 @@ impl Device for CpuDevice {
         let range = b.range(offset, data.len() as u64)?;
         b.check_writable(|| "a host write".into())?;
         b.wait_for(true);
-        b.segment.write()[range].copy_from_slice(data);
+        // checked again under the segment's lock, which `freeze` takes to name the bytes: a
+        // write either lands before the name is given or is refused
+        let mut segment = b.segment.write();
+        b.check_writable(|| "a host write".into())?;
+        segment[range].copy_from_slice(data);
         Ok(())
     }
 
     fn freeze(&self, buffer: BufferId) -> Result<(), DeviceError> {
         let b = self.buffer(buffer)?;
-        // the work writing it (a setup) finishes first; reads may go on
+        // No submission records itself meanwhile (a writing one checked before this is
+        // refused when it runs: `run_launch` checks again); the work writing it so far (a
+        // setup) finishes first; a host write in progress lands before the name is given.
+        let _order = self.submit_order.lock();
         b.wait_for(false);
+        let _segment = b.segment.write();
         let _ = b.resident.compare_exchange(
             0,
             NEXT_RESIDENT.fetch_add(1, Ordering::Relaxed),
@@ -526,6 +534,7 @@ impl Device for CpuDevice {
         };
         let (s, d) = (cpu.buffer(src)?, self.buffer(dst)?);
         check_copy(dst, d.size, s.size)?;
+        d.check_writable(|| "a copy into it".into())?;
         // The copy reads `src` and writes `dst`: recorded as hazards like a submission (the
         // source's own device numbers its streams apart, so there it is a foreign stream).
         let src_stream = if std::ptr::eq(cpu, self) {
@@ -708,6 +717,15 @@ fn run_launch(
         && bytes <= SMALL_LAUNCH_BYTES
         && read_write <= SMALL_READ_WRITE_BYTES
         && !resident;
+    // checked at submit; again here, for a submission checked before its buffer was frozen
+    if let Some(&(b, _)) = used
+        .iter()
+        .find(|&&(b, a)| a.writes() && buffers[b as usize].resident().is_some())
+    {
+        return Err(format!(
+            "it writes binding {b}, a read-only buffer (a compiled model's constant)"
+        ));
+    }
     let result = if !in_place || small {
         run_copying(&*exec.kernels, launch, buffers, &used, binding_size)
     } else {

@@ -160,6 +160,11 @@ fn a_frozen_buffer_is_read_only_and_still_read() {
         "{e}"
     );
     assert_eq!(value(&dev, x), 1.0, "unchanged");
+    let from: Arc<dyn Device> = dev.clone();
+    assert!(matches!(
+        dev.copy_from(s, x, &from, y),
+        Err(DeviceError::ReadOnly { buffer, .. }) if buffer == x
+    ));
     // each frozen buffer has its own resident name, never another's
     dev.freeze(y).unwrap();
     let (bx, by) = (dev.buffer(x).unwrap(), dev.buffer(y).unwrap());
