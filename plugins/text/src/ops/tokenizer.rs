@@ -26,7 +26,7 @@ const MAX_SEPARATORS: usize = 256;
 /// How strings become tokens.
 enum Mode {
     Chars,
-    Expression(Longest),
+    Expression(Box<Longest>),
     Separators(Vec<Longest>),
 }
 
@@ -59,7 +59,7 @@ fn mode(attrs: &[(String, Attr)], mincharnum: usize) -> OpResult<Mode> {
         (Some(_), _) => invalid("Tokenizer: `separators` is a list of strings"),
         (None, Some(Attr::Text(exp))) if exp == "." => chars(),
         (None, Some(Attr::Text(exp))) if !exp.is_empty() => {
-            Ok(Mode::Expression(compile("tokenexp", exp)?))
+            Ok(Mode::Expression(Box::new(compile("tokenexp", exp)?)))
         }
         _ => invalid("Tokenizer: give one of `tokenexp` (not empty) and `separators`"),
     }
