@@ -327,53 +327,9 @@ pub fn run_via_cpu_call<P: Plugin + ?Sized>(
     call: &KernelCall,
     mem: &mut dyn Memory,
 ) -> Result<(), OpError> {
-    if !call.is_whole() {
-        return Err(OpError::internal(format!(
-            "`{}` runs only as a whole grid (blocks {}+{} of {} asked)",
-            call.entry_point,
-            call.blocks.first,
-            call.blocks.count,
-            call.grid_blocks()
-        )));
-    }
-    let mut buffers = Vec::with_capacity(call.buffers.len());
-    for b in &call.buffers {
-        let reads = binding_access(&call.relocations, b.binding) != Access::Write;
-        let data = if reads {
-            let len = usize::try_from(b.size)
-                .map_err(|_| OpError::internal(format!("binding {} too large", b.binding)))?;
-            mem.read(b.binding, 0, len)?
-        } else {
-            Vec::new()
-        };
-        buffers.push(CpuBuffer {
-            binding: b.binding,
-            size: b.size,
-            data,
-        });
-    }
-    let writes = P::run_cpu(CpuCall {
-        module_id: call.module_id.clone(),
-        entry_point: call.entry_point.clone(),
-        grid: call.grid,
-        block: call.block,
-        params: call.params.clone(),
-        relocations: call.relocations.clone(),
-        buffers,
-    })?;
-    for w in writes {
-        // `run-cpu` returns a written binding whole (the 1.0–1.2 contract the host checked).
-        let size = call.size_of(w.binding)?;
-        if w.data.len() as u64 != size {
-            return Err(OpError::internal(format!(
-                "kernel returned {} bytes for binding {} of {size} bytes",
-                w.data.len(),
-                w.binding
-            )));
-        }
-        mem.write(w.binding, 0, &w.data)?;
-    }
-    Ok(())
+    let (cpu, _) = read_whole(call, mem, false)?;
+    let writes = P::run_cpu(cpu)?;
+    write_back(call, mem, writes)
 }
 
 /// (ABI 1.7) Bytes an instance keeps between launches under the host's resident names
@@ -431,10 +387,29 @@ pub fn run_via_cpu_call_kept(
     mem: &mut dyn Memory,
     run: impl FnOnce(&CpuCall) -> Result<Vec<CpuWrite>, OpError>,
 ) -> Result<(), OpError> {
+    let (mut cpu, kept) = read_whole(call, mem, true)?;
+    let writes = run(&cpu);
+    for (i, name) in kept {
+        resident::keep(name, std::mem::take(&mut cpu.buffers[i].data));
+    }
+    write_back(call, mem, writes?)
+}
+
+/// A whole-grid launch as a `run-cpu` call: every binding it reads, read whole — with `keep`,
+/// those the host names resident taken from the [`resident`] store when there (returned with
+/// their index and name, to go back there) — and empty data for the bindings it only writes.
+fn read_whole(
+    call: &KernelCall,
+    mem: &mut dyn Memory,
+    keep: bool,
+) -> Result<(CpuCall, Vec<(usize, u64)>), OpError> {
     if !call.is_whole() {
         return Err(OpError::internal(format!(
-            "`{}` runs only as a whole grid",
-            call.entry_point
+            "`{}` runs only as a whole grid (blocks {}+{} of {} asked)",
+            call.entry_point,
+            call.blocks.first,
+            call.blocks.count,
+            call.grid_blocks()
         )));
     }
     let mut buffers = Vec::with_capacity(call.buffers.len());
@@ -443,9 +418,13 @@ pub fn run_via_cpu_call_kept(
         let access = binding_access(&call.relocations, b.binding);
         let len = usize::try_from(b.size)
             .map_err(|_| OpError::internal(format!("binding {} too large", b.binding)))?;
-        let data = match (access, mem.resident(b.binding)) {
+        let name = match access {
+            Access::Read if keep => mem.resident(b.binding),
+            _ => None,
+        };
+        let data = match (access, name) {
             (Access::Write, _) => Vec::new(),
-            (Access::Read, Some(name)) => {
+            (_, Some(name)) => {
                 kept.push((buffers.len(), name));
                 match resident::take(name).filter(|d| d.len() == len) {
                     Some(d) => d,
@@ -460,7 +439,7 @@ pub fn run_via_cpu_call_kept(
             data,
         });
     }
-    let mut cpu = CpuCall {
+    let cpu = CpuCall {
         module_id: call.module_id.clone(),
         entry_point: call.entry_point.clone(),
         grid: call.grid,
@@ -469,11 +448,16 @@ pub fn run_via_cpu_call_kept(
         relocations: call.relocations.clone(),
         buffers,
     };
-    let writes = run(&cpu);
-    for (i, name) in kept {
-        resident::keep(name, std::mem::take(&mut cpu.buffers[i].data));
-    }
-    for w in writes? {
+    Ok((cpu, kept))
+}
+
+/// Writes what a `run-cpu` call returned: each written binding whole (the 1.0–1.2 contract).
+fn write_back(
+    call: &KernelCall,
+    mem: &mut dyn Memory,
+    writes: Vec<CpuWrite>,
+) -> Result<(), OpError> {
+    for w in writes {
         let size = call.size_of(w.binding)?;
         if w.data.len() as u64 != size {
             return Err(OpError::internal(format!(
