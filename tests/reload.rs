@@ -356,3 +356,34 @@ fn a_compiled_model_is_compiled_again_after_its_plugin_is_replaced() {
     host.load_plugin(&file).expect("v2 admitted");
     assert_eq!(run(&model), 2.0, "planned and run by v2");
 }
+
+/// Loading the file a plugin is already serving, byte for byte, leaves that build serving (it is
+/// not admitted again); other bytes from the same file replace it.
+#[test]
+fn loading_the_same_bytes_again_keeps_the_serving_build() {
+    let dir = TempDir::new();
+    let file = dir.path().join("tagger.wasm");
+    install(&fixture("tagger_v1"), &file);
+    let host = Host::builder()
+        .bundled_plugins(false)
+        .plugin_dir(dir.path())
+        .build()
+        .unwrap();
+    let serving = || {
+        host.registry()
+            .snapshot()
+            .by_label("tagger@1.0.0")
+            .cloned()
+            .unwrap()
+    };
+    let before = serving();
+    host.load_plugin(&file).expect("the same bytes load");
+    assert!(
+        Arc::ptr_eq(&before, &serving()),
+        "the same build still serves"
+    );
+    install(&fixture("tagger_v1_rebuilt"), &file);
+    host.load_plugin(&file).expect("a rebuild loads");
+    assert!(!Arc::ptr_eq(&before, &serving()), "the rebuild replaced it");
+    assert_eq!(tag(&host).unwrap().1, 1.1f32 as f64);
+}

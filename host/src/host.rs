@@ -359,6 +359,20 @@ impl Host {
         origin: &str,
         loaded: std::result::Result<Arc<LoadedPlugin>, LoadError>,
     ) -> std::result::Result<PluginStatus, LoadError> {
+        // The very build already serving from this file (the watcher seeing bytes it loaded
+        // once more): left as it is, not admitted again — a second admission could only fail
+        // on the machine's load (a self-test deadline) and record a failure for a working file.
+        if let Ok(p) = &loaded {
+            let snap = self.registry.snapshot();
+            if let Some(current) = snap
+                .plugins()
+                .iter()
+                .find(|q| q.origin() == origin && q.wasm_hash() == p.wasm_hash())
+            {
+                self.failures.lock().retain(|f| f.origin != origin);
+                return Ok(PluginStatus::loaded(current));
+            }
+        }
         let admitted = loaded.and_then(|p| match crate::admission::admit(self, &p) {
             Ok(report) => {
                 tracing::debug!(plugin = p.label(), cases = report.cases, "plugin admitted");
