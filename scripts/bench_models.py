@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "clients" / "python" / "tests"))
 import test_models as tm  # noqa: E402  (the models the tests build)
 
 UMD = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "target" / "release" / "umd")
-REPEAT = 20
+REPEAT = 200
 
 
 def ort_times(path, feeds):

@@ -1182,3 +1182,52 @@ fn setup_launches_fill_a_kept_workspace_once_and_every_run_reads_it() {
         assert_eq!(single[0].1, run.outputs[0].data);
     }
 }
+
+/// `y = x · W` with W an initializer.
+fn matmul_model(k: usize, n: usize, w: &[f32]) -> GraphDef {
+    GraphDef {
+        nodes: vec![Node::new("MatMul", &["x", "w"], &["y"], vec![])],
+        inputs: vec![decl("x", vec![Dim::Dynamic("m".into()), Dim::Fixed(k as u64)])],
+        outputs: vec![decl("y", vec![Dim::Dynamic("m".into()), Dim::Fixed(n as u64)])],
+        constants: HashMap::from([(
+            "w".into(),
+            constant(vec![k as u64, n as u64], Dtype::F32, f32s(w)),
+        )]),
+        opsets: HashMap::from([(String::new(), 17)]),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn weights_kept_by_kernels_stay_each_models_own_across_runs() {
+    // Initializers are frozen on upload: the CPU device names them resident and the matmul
+    // kernel keeps B packed per instance. Two models with weights of the same shape, run in
+    // turn on the same instances, must each multiply by their own, every run.
+    let (k, n) = (70, 45);
+    let h = host();
+    let ws: Vec<Vec<f32>> = (0..2)
+        .map(|m| (0..k * n).map(|i| ((i * 7 + m * 3) % 11) as f32 - 5.0).collect())
+        .collect();
+    let models: Vec<Model> = ws
+        .iter()
+        .map(|w| Model::new(h.clone(), matmul_model(k, n, w)).unwrap())
+        .collect();
+    for round in 0..4 {
+        for (model, w) in models.iter().zip(&ws) {
+            let rows = 3 + round;
+            let x: Vec<f32> = (0..rows * k)
+                .map(|i| ((i * 13 + round * 5) % 9) as f32 - 4.0)
+                .collect();
+            let run = model
+                .run(&[tensor("x", vec![rows as u64, k as u64], &x)])
+                .unwrap();
+            let y = data::decode(Dtype::F32, &run.outputs[0].data);
+            for r in 0..rows {
+                for j in 0..n {
+                    let want: f32 = (0..k).map(|t| x[r * k + t] * w[t * n + j]).sum();
+                    assert_eq!(y[r * n + j] as f32, want, "round {round}, ({r}, {j})");
+                }
+            }
+        }
+    }
+}

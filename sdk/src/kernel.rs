@@ -75,6 +75,8 @@ impl Memory for HostMemory {
 /// Buffers held in memory, with the access each binding allows.
 pub struct HeapMemory {
     buffers: Vec<HeapBuffer>,
+    /// Bindings named resident ([`HeapMemory::name_resident`]).
+    resident: Vec<(u32, u64)>,
 }
 
 struct HeapBuffer {
@@ -98,7 +100,15 @@ impl HeapMemory {
                     written: false,
                 })
                 .collect(),
+            resident: Vec::new(),
         }
+    }
+
+    /// Names read-only `binding` resident under `name` ([`Memory::resident`]), as a device
+    /// does for a frozen buffer: tests of kernels that keep what they read.
+    pub fn name_resident(&mut self, binding: u32, name: u64) {
+        self.resident.retain(|(b, _)| *b != binding);
+        self.resident.push((binding, name));
     }
 
     /// The buffers of a `run-cpu` call (a `write` binding holds its size in zeros).
@@ -207,6 +217,15 @@ impl Memory for HeapMemory {
         b.data[range].copy_from_slice(data);
         b.written = true;
         Ok(())
+    }
+
+    fn resident(&mut self, binding: u32) -> Option<u64> {
+        let read_only = self
+            .buffers
+            .iter()
+            .any(|b| b.binding == binding && b.access == Access::Read);
+        let name = self.resident.iter().find(|(b, _)| *b == binding)?.1;
+        read_only.then_some(name)
     }
 }
 
@@ -332,50 +351,7 @@ pub fn run_via_cpu_call<P: Plugin + ?Sized>(
     write_back(call, mem, writes)
 }
 
-/// (ABI 1.7) Bytes an instance keeps between launches under the host's resident names
-/// ([`Memory::resident`]), least recently used first out; at most [`resident::MAX_BYTES`].
-pub mod resident {
-    use std::cell::RefCell;
-
-    /// Most bytes one instance keeps (an instance pool of a few dozen instances per plugin may
-    /// keep this much each).
-    pub const MAX_BYTES: usize = 32 << 20;
-
-    thread_local! {
-        static KEPT: RefCell<Vec<(u64, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
-    }
-
-    /// Takes the bytes kept under `name` out of the store (give them back with [`keep`]).
-    pub fn take(name: u64) -> Option<Vec<u8>> {
-        KEPT.with(|k| {
-            let mut k = k.borrow_mut();
-            let i = k.iter().position(|(n, _)| *n == name)?;
-            Some(k.remove(i).1)
-        })
-    }
-
-    /// Keeps `data` under `name` (most recently used), dropping the least recently used until
-    /// the store fits [`MAX_BYTES`]; data larger than that is not kept.
-    pub fn keep(name: u64, data: Vec<u8>) {
-        if data.len() > MAX_BYTES {
-            return;
-        }
-        KEPT.with(|k| {
-            let mut k = k.borrow_mut();
-            k.retain(|(n, _)| *n != name);
-            let mut total: usize = k.iter().map(|(_, d)| d.len()).sum::<usize>() + data.len();
-            while total > MAX_BYTES && !k.is_empty() {
-                total -= k.remove(0).1.len();
-            }
-            k.push((name, data));
-        })
-    }
-
-    /// Bytes kept now.
-    pub fn kept_bytes() -> usize {
-        KEPT.with(|k| k.borrow().iter().map(|(_, d)| d.len()).sum())
-    }
-}
+pub mod resident;
 
 /// [`run_via_cpu_call`] for a `run-cpu` style kernel `run` that reads its call by reference:
 /// every binding the host names resident ([`Memory::resident`], ABI 1.7) comes from this
@@ -518,6 +494,10 @@ impl Memory for Recorder<'_> {
             range: offset..offset.saturating_add(data.len() as u64),
         });
         self.inner.write(binding, offset, data)
+    }
+
+    fn resident(&mut self, binding: u32) -> Option<u64> {
+        self.inner.resident(binding)
     }
 }
 

@@ -600,6 +600,7 @@ impl<'a> Builder<'a> {
         let b = dev.alloc((data.len() as u64).max(1))?;
         self.owned.push(b);
         dev.write(b, 0, &data)?;
+        dev.freeze(b)?; // as an initializer
         Ok(b)
     }
 

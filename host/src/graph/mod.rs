@@ -761,7 +761,8 @@ impl Model {
         let c = &self.def.constants[name];
         let dev = self.host.device();
         let b = dev.alloc((c.data.len() as u64).max(1))?;
-        if let Err(e) = dev.write(b, 0, &c.data) {
+        // read-only from here on: a kernel may keep what it derives from it (packed weights)
+        if let Err(e) = dev.write(b, 0, &c.data).and_then(|()| dev.freeze(b)) {
             let _ = dev.free(b);
             return Err(e.into());
         }

@@ -92,6 +92,7 @@ where
     p.for_each_chunk(
         call,
         mem,
+        Some(T::DTYPE as u64),
         |blk| blk.decode::<T, _>(|v| v.to_compute()),
         |mem, pb, z, rows, cols| {
             let (i0, i1) = (rows.start, rows.end);
@@ -111,17 +112,27 @@ where
             };
             out.clear();
             out.resize(acc.len() * s, 0);
-            for (i, (row, o)) in acc
-                .chunks_exact(cols.len())
-                .zip(out.chunks_exact_mut(cols.len() * s))
-                .enumerate()
-            {
-                for (j, (&v, o)) in row.iter().zip(o.chunks_exact_mut(s)).enumerate() {
-                    let mut v = if alpha == 1.0 { v } else { alpha_c.mul(v) };
-                    if let Some(cb) = &cb {
-                        v = v.add(beta_c.mul(cb.get::<T>(i, j).to_compute()));
+            match &cb {
+                // MatMul: the products as they are, one tight loop
+                None if alpha == 1.0 => {
+                    for (&v, o) in acc.iter().zip(out.chunks_exact_mut(s)) {
+                        T::from_compute(v).store(o);
                     }
-                    T::from_compute(v).store(o);
+                }
+                _ => {
+                    for (i, (row, o)) in acc
+                        .chunks_exact(cols.len())
+                        .zip(out.chunks_exact_mut(cols.len() * s))
+                        .enumerate()
+                    {
+                        for (j, (&v, o)) in row.iter().zip(o.chunks_exact_mut(s)).enumerate() {
+                            let mut v = if alpha == 1.0 { v } else { alpha_c.mul(v) };
+                            if let Some(cb) = &cb {
+                                v = v.add(beta_c.mul(cb.get::<T>(i, j).to_compute()));
+                            }
+                            T::from_compute(v).store(o);
+                        }
+                    }
                 }
             }
             p.write_y(mem, z, i0, cols, &out)
@@ -201,7 +212,7 @@ fn matmul_int<TA: Int8, TB: Int8>(call: &KernelCall, mem: &mut dyn Memory) -> Re
         }
         bv
     };
-    p.for_each_chunk(call, mem, decode_b, |mem, pb, z, rows, cols| {
+    p.for_each_chunk(call, mem, None, decode_b, |mem, pb, z, rows, cols| {
         let (i0, i1) = (rows.start, rows.end);
         let ab = p.read_a(mem, z, i0, i1)?;
         let mut av = ab.decode::<TA, _>(TA::widen);

@@ -38,6 +38,12 @@ pub trait Acc: Copy + Send + Sync + 'static {
     ) {
         pack_columns_by_element(block, data, at, cs, kc, 0..cols);
     }
+    /// Fills `panel` (`k` groups of [`MR`]) with rows `r0..r0 + live` of `a` (`live ≤ MR`;
+    /// the rest of each group stays as it is).
+    #[inline(always)]
+    fn pack_rows(panel: &mut [Self], a: Strided<Self>, r0: usize, live: usize, k: usize) {
+        pack_rows_by_element(panel, a, r0, live, 0..k);
+    }
     /// Adds the tile `Σ_kk a[kk][r] · b[kk][c]` (`a`: `kc` groups of MR, `b`: `kc` groups of
     /// NR) to `c[r * ldc + c]` for `r < rows`, `c < cols`.
     #[inline(always)]
@@ -79,6 +85,23 @@ fn pack_columns_by_element<A: Copy>(
         let column = &data[at + c * cs..][..kc];
         for (row, &v) in block.chunks_exact_mut(NR).zip(column) {
             row[c] = v;
+        }
+    }
+}
+
+/// [`Acc::pack_rows`] of depth steps `ks` one element at a time.
+#[inline(always)]
+fn pack_rows_by_element<A: Copy>(
+    panel: &mut [A],
+    a: Strided<A>,
+    r0: usize,
+    live: usize,
+    ks: std::ops::Range<usize>,
+) {
+    for r in 0..live {
+        let at = (r0 + r) * a.rs;
+        for kk in ks.clone() {
+            panel[kk * MR + r] = a.data[at + kk * a.cs];
         }
     }
 }
@@ -129,6 +152,23 @@ impl Acc for f32 {
             }
         }
         pack_columns_by_element(block, data, at, cs, kc, c4..cols);
+    }
+    /// A whole panel of rows contiguous along the depth: 4×4 blocks (4 rows, 4 depth steps)
+    /// transposed in registers; the rest by element.
+    fn pack_rows(panel: &mut [f32], a: Strided<f32>, r0: usize, live: usize, k: usize) {
+        if live != MR || a.cs != 1 {
+            return pack_rows_by_element(panel, a, r0, live, 0..k);
+        }
+        let row = |i: usize| &a.data[(r0 + i) * a.rs..][..k];
+        let rows4 = [row(0), row(1), row(2), row(3)];
+        let k4 = k / 4 * 4;
+        for kk in (0..k4).step_by(4) {
+            let t = F32x4::transpose4(rows4.map(|s| F32x4::load(&s[kk..])));
+            for (i, v) in t.into_iter().enumerate() {
+                v.store(&mut panel[(kk + i) * MR..]);
+            }
+        }
+        pack_rows_by_element(panel, a, r0, live, k4..k);
     }
     #[inline(always)]
     fn micro(kc: usize, a: &[f32], b: &[f32], c: &mut [f32], ldc: usize, rows: usize, cols: usize) {
@@ -262,6 +302,11 @@ pub struct PackedB<A> {
 }
 
 impl<A: Acc> PackedB<A> {
+    /// Elements held (zero padding included).
+    pub fn elements(&self) -> usize {
+        self.data.len()
+    }
+
     /// Packs the `k × cols.len()` matrix `b`, which holds the operand's columns `cols`; `None`
     /// when the packed copy would not fit in memory.
     pub fn pack(k: usize, cols: std::ops::Range<usize>, b: Strided<A>) -> Option<Self> {
@@ -327,12 +372,7 @@ pub fn pack_a<A: Acc>(rows: usize, k: usize, a: Strided<A>, out: &mut Vec<A>) {
                 col[..live].copy_from_slice(&a.data[at..at + live]);
             }
         } else {
-            for r in 0..live {
-                let at = (p * MR + r) * a.rs;
-                for (kk, col) in panel.chunks_exact_mut(MR).enumerate() {
-                    col[r] = a.data[at + kk * a.cs];
-                }
-            }
+            A::pack_rows(panel, a, p * MR, live, k);
         }
     }
 }

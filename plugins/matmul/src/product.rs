@@ -3,7 +3,8 @@
 //! ([`Product::for_each_chunk`]): column panels × rows, rows outermost.
 
 use std::ops::Range;
-use umd_sdk::kernel::{self, Memory};
+use std::rc::Rc;
+use umd_sdk::kernel::{self, Memory, resident};
 use umd_sdk::{KernelCall, OpError};
 
 use crate::block::{Block, check_fits, extent, read_block};
@@ -78,10 +79,16 @@ impl Product {
     /// with many block ranges each packs only the B columns of its panels (and reads only the
     /// rows of A it needs); rows run outermost, so a range that covers every panel of a row
     /// reads its A rows once and writes them whole.
+    ///
+    /// `keep`: when the host names B's bytes resident (a compiled model's weights, frozen), B
+    /// is packed whole once per instance and kept ([`resident::derived`]) under `keep` — which
+    /// must tell apart every way the kernel decodes B (its dtype) — and the geometry; later
+    /// launches neither read nor pack it. `None`: packed on every launch.
     pub fn for_each_chunk<A: Acc>(
         &self,
         call: &KernelCall,
         mem: &mut dyn Memory,
+        keep: Option<u64>,
         decode_b: impl Fn(&Block) -> Vec<A>,
         mut rows: impl FnMut(
             &mut dyn Memory,
@@ -111,10 +118,11 @@ impl Product {
         let (p0, r0) = (share.start / total, share.start % total);
         let (p1, r1) = ((share.end - 1) / total, (share.end - 1) % total + 1);
         let cols = |pa: u64, pb: u64| pa as usize * width..n.min((pb as usize + 1) * width);
-        let packed_cols = cols(p0, p1);
+        let name = keep.and_then(|tag| Some((tag, mem.resident(self.b.0)?)));
+        let packed_cols = if name.is_some() { 0..n } else { cols(p0, p1) };
         let mut cuts = [0, r0, r1, total];
         cuts.sort_unstable();
-        let mut packed: Option<(u64, PackedB<A>)> = None;
+        let mut packed: Option<(u64, Rc<PackedB<A>>)> = None;
         for w in cuts.windows(2).filter(|w| w[0] < w[1]) {
             // the panels that hold every row of this segment
             let pa = if w[0] >= r0 { p0 } else { p0 + 1 };
@@ -134,17 +142,29 @@ impl Product {
                 if packed.as_ref().is_none_or(|p| p.0 != ob) {
                     drop(packed.take()); // free the old B before packing the next
                     let j = packed_cols.clone();
-                    let blk = read_block(
-                        mem,
-                        self.b,
-                        ob + j.start as u64 * self.g.sbn,
-                        (k, self.g.sbk as usize),
-                        (j.len(), self.g.sbn as usize),
-                    )?;
-                    let bv = decode_b(&blk);
-                    let pb = PackedB::pack(k, j.clone(), blk.view(&bv)).ok_or_else(|| {
-                        OpError::internal(format!("no memory to pack B of {k}x{}", j.len()))
-                    })?;
+                    let mut pack = || {
+                        let blk = read_block(
+                            mem,
+                            self.b,
+                            ob + j.start as u64 * self.g.sbn,
+                            (k, self.g.sbk as usize),
+                            (j.len(), self.g.sbn as usize),
+                        )?;
+                        let bv = decode_b(&blk);
+                        let pb = PackedB::pack(k, j.clone(), blk.view(&bv)).ok_or_else(|| {
+                            OpError::internal(format!("no memory to pack B of {k}x{}", j.len()))
+                        })?;
+                        let bytes = pb.elements() * std::mem::size_of::<A>();
+                        Ok::<_, OpError>((pb, bytes))
+                    };
+                    let pb = match name {
+                        Some((tag, name)) => {
+                            let g = &self.g;
+                            let key = [tag, ob, g.k, g.n, g.sbk, g.sbn];
+                            resident::derived(name, &key, pack)?
+                        }
+                        None => Rc::new(pack()?.0),
+                    };
                     packed = Some((ob, pb));
                 }
                 let pbk = &packed.as_ref().expect("packed above").1;

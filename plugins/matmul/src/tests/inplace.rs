@@ -41,6 +41,12 @@ fn case(req: Req, dense_a: bool) -> Case {
 /// Runs the launch of `c` as `parts` block ranges, last first, on an output prefilled with
 /// 0xAB; returns the output bytes (checking each range's accesses).
 fn run_in_parts(c: &Case, parts: u64) -> Vec<u8> {
+    run_named(c, parts, None).0
+}
+
+/// [`run_in_parts`] with B (binding 1) named resident under `b_name`; also returns the bytes
+/// of B the ranges read.
+fn run_named(c: &Case, parts: u64, b_name: Option<u64>) -> (Vec<u8>, u64) {
     let plan = c.req.plan().unwrap();
     let l = &plan.launches[0];
     assert!(MatMul::splittable(&l.module_id, &l.entry_point));
@@ -60,6 +66,10 @@ fn run_in_parts(c: &Case, parts: u64) -> Vec<u8> {
     ]);
     let y = bufs.len() as u32 - 1;
     let (mut mem, buffers) = HeapMemory::for_launch(l, bufs);
+    if let Some(name) = b_name {
+        mem.name_resident(1, name);
+    }
+    let mut b_read = 0;
     let (a_shape, _) = c.req.inputs[0].as_ref().unwrap();
     let k = *a_shape.last().unwrap();
     let n = *out.shape.last().unwrap();
@@ -73,6 +83,12 @@ fn run_in_parts(c: &Case, parts: u64) -> Vec<u8> {
         let call = KernelCall::for_launch(l, &buffers, part(blocks, parts, p));
         let mut spy = Recorder::new(&mut mem);
         MatMul::run_kernel(&call, &mut spy).unwrap();
+        b_read += spy
+            .log
+            .iter()
+            .filter(|t| !t.write && t.binding == 1)
+            .map(|t| t.range.end - t.range.start)
+            .sum::<u64>();
         let share = call.share(panels * rows);
         let row_bytes = k * dtype::size(c.req.inputs[0].as_ref().unwrap().1) as u64;
         let mut rows_written = std::collections::BTreeSet::new();
@@ -115,7 +131,7 @@ fn run_in_parts(c: &Case, parts: u64) -> Vec<u8> {
         owner.iter().all(Option::is_some),
         "every output element written"
     );
-    mem.contents(y).unwrap().to_vec()
+    (mem.contents(y).unwrap().to_vec(), b_read)
 }
 
 #[test]
@@ -172,6 +188,18 @@ fn every_split_gives_the_same_bytes_and_keeps_to_its_rows() {
         let blocks = c.req.plan().unwrap().launches[0].grid.volume();
         for parts in [2, 3, 7, blocks.min(40)] {
             assert_eq!(run_in_parts(c, parts), whole, "{what}: {parts} parts");
+        }
+        // B named resident (a compiled model's frozen weights): the float kernels read and
+        // pack it on the first launch only, and compute the same bytes from what they kept
+        let name = 1000 + cases.iter().position(|x| std::ptr::eq(x, c)).unwrap() as u64;
+        let float = c.req.op != "MatMulInteger";
+        let (first, read) = run_named(c, 1, Some(name));
+        assert_eq!(first, whole, "{what}: resident B");
+        assert!(read > 0, "{what}: B read the first time");
+        for parts in [1, 3, blocks.min(40)] {
+            let (bytes, read) = run_named(c, parts, Some(name));
+            assert_eq!(bytes, whole, "{what}: resident B, {parts} parts");
+            assert_eq!(read == 0, float, "{what}: B read again ({read} bytes)");
         }
     }
 }
