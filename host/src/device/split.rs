@@ -21,7 +21,8 @@ use crate::cmdbuf::LaunchCmd;
 const MIN_PART: Duration = Duration::from_micros(50);
 /// Kernels whose cost is remembered (forgotten all at once past this).
 const MAX_KERNELS: usize = 4096;
-/// Every this many launches of a size class, the way not chosen is timed again.
+/// Every this many launches of a size class (and early on more often: [`reprobe`]), the way
+/// not chosen is timed again.
 const REPROBE: u64 = 64;
 
 /// What is known of one kernel.
@@ -49,6 +50,14 @@ pub struct Splitter {
     kernels: Mutex<HashMap<([u8; 32], String), Kernel>>,
 }
 
+/// Whether the `n`th launch of a size class goes the way not chosen: soon at first (the 4th,
+/// 8th, 16th and 32nd: the first walls of a model's kernels are often cold — a worker's plugin
+/// instance still reading the model's tables — and a choice made on them must be checked
+/// early), then every [`REPROBE`]th.
+fn reprobe(n: u64) -> bool {
+    n.is_multiple_of(REPROBE) || (n >= 4 && n.is_power_of_two())
+}
+
 fn class(blocks: u64) -> u32 {
     blocks.max(1).ilog2()
 }
@@ -56,6 +65,17 @@ fn class(blocks: u64) -> u32 {
 /// Moving average of a measurement (`None`: the first).
 fn average(into: &mut Option<f64>, sample: f64) {
     *into = Some(into.map_or(sample, |v| 0.5 * v + 0.5 * sample));
+}
+
+/// How fast a wall estimate may rise per launch (see [`observe`]).
+const RISE: f64 = 1.5;
+
+/// A wall time estimate that follows a faster launch at once and a slower one by at most
+/// [`RISE`]× per launch: noise and cold starts (a worker's plugin instance that still has to
+/// read a model's tables) only ever add time, so one slow launch must not outweigh the way's
+/// speed, while launches that stay slower (a busy machine) still move it within a few.
+fn observe(into: &mut Option<f64>, sample: f64) {
+    *into = Some(into.map_or(sample, |v| sample.min(v * RISE)));
 }
 
 impl Splitter {
@@ -82,7 +102,7 @@ impl Splitter {
             ((ns_per_block * blocks as f64 / MIN_PART.as_nanos() as f64) as u64).clamp(1, most);
         let walls = k.walls.entry(class(blocks)).or_default();
         walls.launches += 1;
-        let reprobe = walls.launches % REPROBE == 0;
+        let reprobe = reprobe(walls.launches);
         let split_faster = match (walls.whole, walls.split) {
             (Some(whole), Some(split)) => split < whole,
             (None, Some(_)) => return 1,
@@ -122,9 +142,9 @@ impl Splitter {
             return;
         }
         if parts > 1 {
-            average(&mut walls.split, wall);
+            observe(&mut walls.split, wall);
         } else {
-            average(&mut walls.whole, wall);
+            observe(&mut walls.whole, wall);
         }
         average(&mut k.ns_per_block, sample);
     }
@@ -192,6 +212,7 @@ mod tests {
         assert_eq!(s.parts(&l, 2), 2, "a cold split says nothing");
         timed(&s, &l, 2, 160);
         assert_eq!(s.parts(&l, 2), 1);
+        assert_eq!(s.parts(&launch(200), 2), 2, "its class's 4th launch: a re-probe");
         assert_eq!(
             s.parts(&launch(200), 2),
             1,
@@ -226,14 +247,28 @@ mod tests {
         // ...until the split itself is measured slow again: back to whole.
         timed(&s, &l, 2, 3000);
         timed(&s, &l, 2, 3000);
+        assert_eq!(s.parts(&l, 2), 2, "the class's 4th launch: a re-probe");
         assert_eq!(s.parts(&l, 2), 1);
         // Only split measured (another class): whole is tried to compare.
         let m = launch(1024);
         timed(&s, &m, 2, 9000); // cold
         timed(&s, &m, 2, 500);
         assert_eq!(s.parts(&m, 2), 1, "whole not yet measured for this class");
+        // A split timed cold (its workers' instances still reading a model's tables) after
+        // the first: whole wins for now, and the next warm re-probe puts split back.
+        let c = launch(16384);
+        timed(&s, &c, 1, 9500);
+        timed(&s, &c, 2, 9000); // the first split, not trusted
+        timed(&s, &c, 2, 30_000); // still cold
+        assert_eq!(s.parts(&c, 2), 1);
+        timed(&s, &c, 2, 5000); // a warm re-probe
+        assert_eq!(s.parts(&c, 2), 2);
+        timed(&s, &c, 2, 40_000); // one slow launch does not undo it
+        assert_eq!(s.parts(&c, 2), 2);
         // The way not chosen is re-timed every REPROBE launches.
-        let ways: Vec<u64> = (0..2 * REPROBE).map(|_| s.parts(&l, 2)).collect();
-        assert_eq!(ways.iter().filter(|&&p| p == 2).count(), 2, "{ways:?}");
+        let ways: Vec<u64> = (0..4 * REPROBE).map(|_| s.parts(&l, 2)).collect();
+        let split: Vec<usize> = (0..ways.len()).filter(|&i| ways[i] == 2).collect();
+        // l's launches so far: 5; then the 8th, 16th, 32nd, 64th, 128th, 192nd, 256th
+        assert_eq!(split, [2, 10, 26, 58, 122, 186, 250], "{ways:?}");
     }
 }

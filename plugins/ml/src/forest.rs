@@ -24,18 +24,17 @@
 //! String class labels are refused (status 2). Module `ml_forest_{T}`, one thread per row; the
 //! flattened trees travel in the workspace as a [`Blob`].
 
-use umd_sdk::params::ParamReader;
 use umd_sdk::{
     AttrValueExt, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt, attr,
     dtype,
 };
 
 use crate::blob::Blob;
-use crate::common::{self, Scorer, Val, bad, get, put, scorer_plan, word};
+use crate::common::{self, Scorer, bad, scorer_plan};
 use crate::prep::rows_of;
 
 /// Words of one node record: feature, mode, threshold, true, false, missing-tracks-true.
-const NODE_WORDS: usize = 6;
+pub(crate) const NODE_WORDS: usize = 6;
 /// Most nodes of one ensemble (the blob's own limit applies too).
 const MAX_NODES: usize = 1 << 18;
 /// Most targets or classes (the CUDA kernel keeps a bit per output of which leaves reached).
@@ -398,27 +397,27 @@ fn plan(
 
 /// The launch's parameters after the pointers.
 #[derive(Clone, Copy)]
-struct Shape {
-    rows: usize,
-    nf: usize,
-    e: usize,
-    trees: usize,
-    nodes: usize,
-    leaves: usize,
-    base: usize,
-    nbase: usize,
-    labels: usize,
-    max_steps: u64,
-    agg: u32,
-    post: u32,
-    binary: bool,
-    positive: bool,
+pub(crate) struct Shape {
+    pub(crate) rows: usize,
+    pub(crate) nf: usize,
+    pub(crate) e: usize,
+    pub(crate) trees: usize,
+    pub(crate) nodes: usize,
+    pub(crate) leaves: usize,
+    pub(crate) base: usize,
+    pub(crate) nbase: usize,
+    pub(crate) labels: usize,
+    pub(crate) max_steps: u64,
+    pub(crate) agg: u32,
+    pub(crate) post: u32,
+    pub(crate) binary: bool,
+    pub(crate) positive: bool,
 }
 
 /// onnxruntime's finalization of one row: `s`/`has` the aggregated scores (width `e`, room for
 /// two), `base` the base values; writes the row's scores into `s` and returns the label
 /// (classifier). Mirrored by the CUDA kernel's `umd_forest_finish`.
-fn finish(
+pub(crate) fn finish(
     s: &mut [f32],
     has: &mut [bool],
     sh: &Shape,
@@ -553,106 +552,10 @@ fn finish(
     l
 }
 
-fn forest<T: Val>(call: &CpuCall, classifier: bool) -> Result<Vec<CpuWrite>, OpError> {
-    let bufs = umd_sdk::cpu::Buffers::new(call);
-    let mut r = ParamReader::new(&call.params, &call.relocations);
-    let (xb, tb, zb) = (r.ptr()?, r.ptr()?, r.ptr()?);
-    let yb = if classifier { Some(r.ptr()?) } else { None };
-    let mut u = || r.u64().map(|v| v as usize);
-    let (rows, nf, e, trees, nodes, leaves, base, nbase, labels) =
-        (u()?, u()?, u()?, u()?, u()?, u()?, u()?, u()?, u()?);
-    let max_steps = r.u64()?;
-    let (agg, post, binary, positive) = (r.u32()?, r.u32()?, r.u32()? != 0, r.u32()? != 0);
-    let sh = Shape {
-        rows,
-        nf,
-        e,
-        trees,
-        nodes,
-        leaves,
-        base,
-        nbase,
-        labels,
-        max_steps,
-        agg,
-        post,
-        binary,
-        positive,
-    };
-    let x = bufs.input(xb, (rows * nf * std::mem::size_of::<T>()) as u64)?;
-    let n_words = labels + if classifier { e } else { 0 };
-    let tab = bufs.input(tb, 8 * n_words as u64)?;
-    let mut z = bufs.output(zb, (rows * e * 4) as u64)?;
-    let mut y = match yb {
-        Some(b) => Some(bufs.output(b, (rows * 8) as u64)?),
-        None => None,
-    };
-    let w = |i: usize| f64::from_bits(word(tab, i));
-    let base_v: Vec<f32> = (0..sh.nbase).map(|k| w(sh.base + k) as f32).collect();
-    let label = |k: usize| word(tab, sh.labels + k) as i64;
-    let mut s = vec![0f32; e.max(2)];
-    let mut has = vec![false; e.max(2)];
-    for row in 0..sh.rows {
-        s.fill(0.0);
-        has.fill(false);
-        for t in 0..sh.trees {
-            let mut c = word(tab, t) as i64;
-            let mut steps = 0;
-            while c >= 0 && steps < sh.max_steps {
-                let nd = sh.nodes + NODE_WORDS * c as usize;
-                let v = get::<T>(x, row * sh.nf + word(tab, nd) as usize).to_f64();
-                let split = w(nd + 2);
-                let mut go = match word(tab, nd + 1) {
-                    0 => v <= split,
-                    1 => v < split,
-                    2 => v >= split,
-                    3 => v > split,
-                    4 => v == split,
-                    _ => v != split,
-                };
-                if v.is_nan() && word(tab, nd + 5) != 0 {
-                    go = true;
-                }
-                c = word(tab, nd + if go { 3 } else { 4 }) as i64;
-                steps += 1;
-            }
-            if c >= 0 {
-                continue;
-            }
-            let l = sh.leaves + 2 * (-(c + 1)) as usize;
-            let (start, count) = (word(tab, l) as usize, word(tab, l + 1) as usize);
-            for k in 0..count {
-                let id = word(tab, start + 2 * k) as usize;
-                let wt = w(start + 2 * k + 1) as f32;
-                match sh.agg {
-                    0 | 1 => s[id] += wt,
-                    2 if !has[id] || wt < s[id] => s[id] = wt,
-                    3 if !has[id] || wt > s[id] => s[id] = wt,
-                    _ => {}
-                }
-                has[id] = true;
-            }
-        }
-        let l = finish(&mut s, &mut has, &sh, &base_v, &label, classifier);
-        for (k, &v) in s.iter().take(e).enumerate() {
-            put::<f32>(&mut z.data, row * e + k, v);
-        }
-        if let Some(y) = y.as_mut() {
-            put::<i64>(&mut y.data, row, l);
-        }
-    }
-    Ok(y.into_iter().chain([z]).collect())
-}
-
-/// Entry point `forest_{T}` (regressor) or `forest_cls_{T}` (classifier).
+/// Entry point `forest_{T}` (regressor) or `forest_cls_{T}` (classifier): see
+/// [`crate::forest_cpu`].
 pub fn run_cpu(call: &CpuCall, dt: Dtype, classifier: bool) -> Result<Vec<CpuWrite>, OpError> {
-    crate::by_dtype!(
-        dt,
-        forest,
-        OpError::internal("forest: unknown dtype"),
-        call,
-        classifier
-    )
+    crate::forest_cpu::run_cpu(call, dt, classifier)
 }
 
 const KERNEL: &str = r#"

@@ -20,6 +20,7 @@
 pub mod blob;
 pub mod common;
 pub mod forest;
+mod forest_cpu;
 pub mod label;
 pub mod linear;
 pub mod prep;
@@ -195,7 +196,15 @@ impl Plugin for MlPlugin {
         if call.entry_point == "fill_words" && call.is_whole() {
             return blob::run_in_place(call, memory);
         }
+        if let Some((dt, classifier)) = forest_entry(&call.entry_point) {
+            return forest_cpu::run_in_place(call, memory, dt, classifier);
+        }
         umd_sdk::kernel::run_via_cpu_call_kept(call, memory, run_cpu_ref)
+    }
+
+    /// The tree ensembles score each row on its own: their launches split by rows.
+    fn splittable(_module_id: &str, entry_point: &str) -> bool {
+        forest_entry(entry_point).is_some()
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
@@ -369,6 +378,17 @@ impl Single for Attribute {
 }
 
 /// The CPU kernels by entry point (a `run-cpu` call, read by reference).
+/// `(X's dtype, classifier)` of a tree ensemble's entry point (`forest_{T}`,
+/// `forest_cls_{T}`).
+fn forest_entry(entry: &str) -> Option<(Dtype, bool)> {
+    let (rest, classifier) = match entry.strip_prefix("forest_cls_") {
+        Some(r) => (r, true),
+        None => (entry.strip_prefix("forest_")?, false),
+    };
+    let dt = dtype::from_name(rest).filter(|d| prep::INPUTS.contains(d))?;
+    Some((dt, classifier))
+}
+
 fn run_cpu_ref(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     let e = call.entry_point.as_str();
     let suffix_dt = |prefix: &str| {

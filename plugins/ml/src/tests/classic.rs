@@ -822,3 +822,87 @@ fn string_class_labels_follow_the_integer_run() {
         Err(OpError::UnsupportedTarget(m)) if m.contains("CPU device only")
     ));
 }
+
+/// Runs `plan` on `x` through the in-place kernels, every launch whole, with the workspace
+/// (the last binding) named resident under `name` where a launch only reads it; returns the
+/// outputs and the workspace bytes the launches read.
+fn run_named(plan: &OpPlan, x: &[u8], name: u64) -> (Vec<Vec<u8>>, u64) {
+    use umd_sdk::kernel::{HeapMemory, Recorder};
+    let mut bufs = vec![x.to_vec()];
+    for o in &plan.outputs {
+        bufs.push(vec![0xAB; o.byte_size().unwrap() as usize]);
+    }
+    bufs.push(vec![0; plan.workspace_bytes as usize]);
+    let ws = bufs.len() as u32 - 1;
+    let mut ws_read = 0;
+    for l in &plan.launches {
+        let (mut mem, sizes) = HeapMemory::for_launch(l, bufs.clone());
+        mem.name_resident(ws, name);
+        let call = umd_sdk::KernelCall::for_launch(l, &sizes, 0..l.grid.volume());
+        let mut spy = Recorder::new(&mut mem);
+        MlPlugin::run_kernel(&call, &mut spy).unwrap();
+        ws_read += spy
+            .log
+            .iter()
+            .filter(|t| !t.write && t.binding == ws)
+            .map(|t| t.range.end - t.range.start)
+            .sum::<u64>();
+        for b in &sizes {
+            bufs[b.binding as usize] = mem.contents(b.binding).unwrap().to_vec();
+        }
+    }
+    (bufs[1..1 + plan.outputs.len()].to_vec(), ws_read)
+}
+
+#[test]
+fn forests_split_by_rows_and_keep_their_decoded_table() {
+    // 1000 rows: a grid of 4 blocks, cut unevenly (last range first) and whole; NaN inputs
+    let rows = 1000;
+    let mut xv = data(rows * 2, 7, -2.0, 6.0);
+    for i in (0..xv.len()).step_by(37) {
+        xv[i] = f64::NAN;
+    }
+    let mut name = 500;
+    for dt in [Dtype::F32, Dtype::F64] {
+        let x = enc(dt, &xv);
+        let mut reg = forest_attrs("target", [0, 1, 0, 1, 0]);
+        reg.extend([
+            ("n_targets", A::Int(2)),
+            ("base_values", floats(&[10.0, 20.0])),
+        ]);
+        let mut cls = forest_attrs("class", [0, 1, 2, 1, 0]);
+        cls.extend([
+            ("classlabels_int64s", A::Ints(vec![7, 8, 9])),
+            ("post_transform", A::Text("SOFTMAX".into())),
+        ]);
+        for (op, attrs) in [
+            ("TreeEnsembleRegressor", reg),
+            ("TreeEnsembleClassifier", cls),
+        ] {
+            let what = format!("{op} {dt:?}");
+            let r = req(op, &[(vec![rows as u64, 2], dt)], attrs);
+            let plan = umd_sdk::plan_checked::<MlPlugin>(&r).unwrap();
+            let l = plan.launches.last().unwrap();
+            assert!(MlPlugin::splittable(&l.module_id, &l.entry_point), "{what}");
+            assert!(l.grid.volume() >= 4, "{what}: {:?}", l.grid);
+            // the reference: every launch whole through `run-cpu`
+            let want = testing::execute(&plan, std::slice::from_ref(&x), MlPlugin::run_cpu).unwrap();
+            let cut = testing::execute_kernels_cut::<MlPlugin>(
+                &plan,
+                std::slice::from_ref(&x),
+                &[0.1, 0.5, 0.77],
+                0xAB,
+            )
+            .unwrap();
+            assert_eq!(cut, want, "{what}: split");
+            // named resident: the table is read by the first launch of a name only
+            name += 1;
+            let (first, read) = run_named(&plan, &x, name);
+            assert_eq!(first, want, "{what}: resident");
+            assert!(read > 0, "{what}");
+            let (again, read) = run_named(&plan, &x, name);
+            assert_eq!(again, want, "{what}: resident, again");
+            assert_eq!(read, 0, "{what}: table read again");
+        }
+    }
+}
