@@ -27,6 +27,7 @@ pub mod prep;
 pub mod simple;
 pub mod string_labels;
 pub mod svm;
+mod svm_cpu;
 pub mod tfidf;
 pub mod tree;
 
@@ -196,15 +197,20 @@ impl Plugin for MlPlugin {
         if call.entry_point == "fill_words" && call.is_whole() {
             return blob::run_in_place(call, memory);
         }
-        if let Some((dt, classifier)) = forest_entry(&call.entry_point) {
+        if let Some((dt, classifier)) = scorer_entry("forest", &call.entry_point) {
             return forest_cpu::run_in_place(call, memory, dt, classifier);
+        }
+        if let Some((dt, classifier)) = scorer_entry("svm", &call.entry_point) {
+            return svm_cpu::run_in_place(call, memory, dt, classifier);
         }
         umd_sdk::kernel::run_via_cpu_call_kept(call, memory, run_cpu_ref)
     }
 
-    /// The tree ensembles score each row on its own: their launches split by rows.
+    /// The tree ensembles and SVMs score each row on its own: their launches split by rows.
     fn splittable(_module_id: &str, entry_point: &str) -> bool {
-        forest_entry(entry_point).is_some()
+        ["forest", "svm"]
+            .iter()
+            .any(|f| scorer_entry(f, entry_point).is_some())
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
@@ -378,12 +384,13 @@ impl Single for Attribute {
 }
 
 /// The CPU kernels by entry point (a `run-cpu` call, read by reference).
-/// `(X's dtype, classifier)` of a tree ensemble's entry point (`forest_{T}`,
-/// `forest_cls_{T}`).
-fn forest_entry(entry: &str) -> Option<(Dtype, bool)> {
-    let (rest, classifier) = match entry.strip_prefix("forest_cls_") {
+/// `(X's dtype, classifier)` of the entry point of a model family's scorer
+/// (`{family}_{T}`, `{family}_cls_{T}`).
+fn scorer_entry(family: &str, entry: &str) -> Option<(Dtype, bool)> {
+    let rest = entry.strip_prefix(family)?.strip_prefix('_')?;
+    let (rest, classifier) = match rest.strip_prefix("cls_") {
         Some(r) => (r, true),
-        None => (entry.strip_prefix("forest_")?, false),
+        None => (rest, false),
     };
     let dt = dtype::from_name(rest).filter(|d| prep::INPUTS.contains(d))?;
     Some((dt, classifier))

@@ -855,54 +855,44 @@ fn run_named(plan: &OpPlan, x: &[u8], name: u64) -> (Vec<Vec<u8>>, u64) {
 }
 
 #[test]
-fn forests_split_by_rows_and_keep_their_decoded_table() {
-    // 1000 rows: a grid of 4 blocks, cut unevenly (last range first) and whole; NaN inputs
-    let rows = 1000;
-    let mut xv = data(rows * 2, 7, -2.0, 6.0);
-    for i in (0..xv.len()).step_by(37) {
-        xv[i] = f64::NAN;
-    }
+fn forests_and_svms_split_by_rows_and_keep_their_decoded_table() {
+    // Every forest and SVM case on 1000 rows (a grid of 4 blocks), cut unevenly (last range
+    // first) and whole, against `run-cpu` whole; NaN inputs where the dtype has them.
+    let rows = 1000u64;
     let mut name = 500;
-    for dt in [Dtype::F32, Dtype::F64] {
-        let x = enc(dt, &xv);
-        let mut reg = forest_attrs("target", [0, 1, 0, 1, 0]);
-        reg.extend([
-            ("n_targets", A::Int(2)),
-            ("base_values", floats(&[10.0, 20.0])),
-        ]);
-        let mut cls = forest_attrs("class", [0, 1, 2, 1, 0]);
-        cls.extend([
-            ("classlabels_int64s", A::Ints(vec![7, 8, 9])),
-            ("post_transform", A::Text("SOFTMAX".into())),
-        ]);
-        for (op, attrs) in [
-            ("TreeEnsembleRegressor", reg),
-            ("TreeEnsembleClassifier", cls),
-        ] {
-            let what = format!("{op} {dt:?}");
-            let r = req(op, &[(vec![rows as u64, 2], dt)], attrs);
-            let plan = umd_sdk::plan_checked::<MlPlugin>(&r).unwrap();
-            let l = plan.launches.last().unwrap();
-            assert!(MlPlugin::splittable(&l.module_id, &l.entry_point), "{what}");
-            assert!(l.grid.volume() >= 4, "{what}: {:?}", l.grid);
-            // the reference: every launch whole through `run-cpu`
-            let want = testing::execute(&plan, std::slice::from_ref(&x), MlPlugin::run_cpu).unwrap();
-            let cut = testing::execute_kernels_cut::<MlPlugin>(
-                &plan,
-                std::slice::from_ref(&x),
-                &[0.1, 0.5, 0.77],
-                0xAB,
-            )
-            .unwrap();
-            assert_eq!(cut, want, "{what}: split");
-            // named resident: the table is read by the first launch of a name only
-            name += 1;
-            let (first, read) = run_named(&plan, &x, name);
-            assert_eq!(first, want, "{what}: resident");
-            assert!(read > 0, "{what}");
-            let (again, read) = run_named(&plan, &x, name);
-            assert_eq!(again, want, "{what}: resident, again");
-            assert_eq!(read, 0, "{what}: table read again");
+    for (what, mut r, _) in forest_cases().into_iter().chain(svm_cases()) {
+        let slot = r.inputs[0].as_mut().unwrap();
+        let (dt, nf) = (slot.desc.dtype, *slot.desc.shape.last().unwrap());
+        slot.desc.shape = vec![rows, nf];
+        let mut xv = data((rows * nf) as usize, 7, -2.0, 6.0);
+        for (i, v) in xv.iter_mut().enumerate() {
+            if matches!(dt, Dtype::I32 | Dtype::I64) {
+                *v = v.round();
+            } else if i % 37 == 0 {
+                *v = f64::NAN;
+            }
         }
+        let x = enc(dt, &xv);
+        let plan = umd_sdk::plan_checked::<MlPlugin>(&r).unwrap();
+        let l = plan.launches.last().unwrap();
+        assert!(MlPlugin::splittable(&l.module_id, &l.entry_point), "{what}");
+        assert!(l.grid.volume() >= 4, "{what}: {:?}", l.grid);
+        let want = testing::execute(&plan, std::slice::from_ref(&x), MlPlugin::run_cpu).unwrap();
+        let cut = testing::execute_kernels_cut::<MlPlugin>(
+            &plan,
+            std::slice::from_ref(&x),
+            &[0.1, 0.5, 0.77],
+            0xAB,
+        )
+        .unwrap();
+        assert_eq!(cut, want, "{what}: split");
+        // named resident: the table is read by the first launch of a name only
+        name += 1;
+        let (first, read) = run_named(&plan, &x, name);
+        assert_eq!(first, want, "{what}: resident");
+        assert!(read > 0, "{what}");
+        let (again, read) = run_named(&plan, &x, name);
+        assert_eq!(again, want, "{what}: resident, again");
+        assert_eq!(read, 0, "{what}: table read again");
     }
 }

@@ -1,0 +1,409 @@
+//! The support vector machines' CPU kernel (`svm_{T}`, `svm_cls_{T}`): the table
+//! ([`crate::svm`]'s blob of f64 words: support vectors, coefficients, rho, Platt pairs, class
+//! ranges, labels) decoded once into f64 — in a compiled model kept by the instance under the
+//! table's resident name (ABI 1.7) — then every row scored on its own, so a launch splits by
+//! rows across the host's worker threads (in place, ABI 1.3).
+//!
+//! Owns the CPU arithmetic only (as onnxruntime computes it: see `svm.rs`'s module doc).
+
+use umd_sdk::kernel::{Memory, resident};
+use umd_sdk::params::ParamReader;
+use umd_sdk::{CpuCall, CpuWrite, Dtype, KernelCall, OpError};
+
+use crate::common::{Val, get, put};
+
+/// Tells a decoded SVM table apart from other values kept under the same name.
+const KEY: u64 = 0x73_766d;
+
+/// A classifier's parameters after the regressor's.
+struct Classes {
+    k: usize,
+    width: usize,
+    prob: usize,
+    nprob: usize,
+    class: usize,
+    labels: usize,
+    post: u32,
+    positive: bool,
+}
+
+/// One launch's bindings and parameters.
+struct Params {
+    xb: u32,
+    tb: u32,
+    zb: u32,
+    yb: Option<u32>,
+    rows: usize,
+    nf: usize,
+    nv: usize,
+    coef: usize,
+    rho: usize,
+    kind: u32,
+    kp: [f64; 3],
+    one_class: bool,
+    cls: Option<Classes>,
+}
+
+impl Params {
+    fn read(
+        params: &[u8],
+        relocations: &[umd_sdk::Relocation],
+        classifier: bool,
+    ) -> Result<Params, OpError> {
+        let mut r = ParamReader::new(params, relocations);
+        let (xb, tb, zb) = (r.ptr()?, r.ptr()?, r.ptr()?);
+        let yb = if classifier { Some(r.ptr()?) } else { None };
+        let (rows, nf, nv) = (r.u64()? as usize, r.u64()? as usize, r.u64()? as usize);
+        let (coef, rho) = (r.u64()? as usize, r.u64()? as usize);
+        let kind = r.u32()?;
+        let kp = [r.f64()?, r.f64()?, r.f64()?];
+        let (one_class, cls) = if classifier {
+            let mut u = || r.u64().map(|v| v as usize);
+            let (k, width, prob, nprob, class, labels) = (u()?, u()?, u()?, u()?, u()?, u()?);
+            let (post, positive) = (r.u32()?, r.u32()? != 0);
+            if k == 0 || k > crate::svm::MAX_CLASSES {
+                return Err(OpError::internal(format!("svm: {k} classes")));
+            }
+            let cls = Classes {
+                k,
+                width,
+                prob,
+                nprob,
+                class,
+                labels,
+                post,
+                positive,
+            };
+            (false, Some(cls))
+        } else {
+            (r.u32()? != 0, None)
+        };
+        Ok(Params {
+            xb,
+            tb,
+            zb,
+            yb,
+            rows,
+            nf,
+            nv,
+            coef,
+            rho,
+            kind,
+            kp,
+            one_class,
+            cls,
+        })
+    }
+
+    /// Bytes of the scores of `rows` rows.
+    fn z_bytes(&self, rows: usize) -> Option<usize> {
+        let width = self.cls.as_ref().map_or(1, |c| c.width);
+        rows.checked_mul(width)?.checked_mul(4)
+    }
+}
+
+/// The table's words as f64.
+fn decode(bytes: &[u8]) -> Vec<f64> {
+    bytes
+        .chunks_exact(8)
+        .map(|w| f64::from_bits(u64::from_le_bytes(w.try_into().expect("8 bytes"))))
+        .collect()
+}
+
+/// One kernel value, rounded to f32 as onnxruntime stores it.
+fn kernel_value(kind: u32, p: [f64; 3], x: &[f32], v: &[f64]) -> f32 {
+    if kind == 2 {
+        let d: f64 = x.iter().zip(v).map(|(&a, &b)| (a as f64 - b).powi(2)).sum();
+        return (-p[0] * d).exp() as f32;
+    }
+    let dot: f64 = x.iter().zip(v).map(|(&a, &b)| a as f64 * b).sum();
+    (match kind {
+        1 => (p[0] * dot + p[1]).powf(p[2]),
+        3 => (p[0] * dot + p[1]).tanh(),
+        _ => dot,
+    }) as f32
+}
+
+/// libsvm's pairwise coupling as onnxruntime runs it (f32, at most 100 rounds): `r` the
+/// `k × k` pairwise probabilities, `p` the class probabilities out.
+pub fn couple(k: usize, r: &[f32], p: &mut [f32]) {
+    let mut q = vec![0f32; k * k];
+    let mut qp = vec![0f32; k];
+    let eps = 0.005f32 / k as f32;
+    for i in 0..k {
+        p[i] = 1.0 / k as f32;
+        for j in 0..i {
+            q[i * k + i] += r[j * k + i] * r[j * k + i];
+            q[i * k + j] = q[j * k + i];
+        }
+        for j in i + 1..k {
+            q[i * k + i] += r[j * k + i] * r[j * k + i];
+            q[i * k + j] = -r[j * k + i] * r[i * k + j];
+        }
+    }
+    for _ in 0..100 {
+        let mut pqp = 0f32;
+        for i in 0..k {
+            qp[i] = 0.0;
+            for j in 0..k {
+                qp[i] += q[i * k + j] * p[j];
+            }
+            pqp += p[i] * qp[i];
+        }
+        let max_error = (0..k).fold(0f32, |m, i| m.max((qp[i] - pqp).abs()));
+        if max_error < eps {
+            break;
+        }
+        for i in 0..k {
+            let diff = (-qp[i] + pqp) / q[i * k + i];
+            p[i] += diff;
+            pqp = (pqp + diff * (diff * q[i * k + i] + 2.0 * qp[i])) / (1.0 + diff) / (1.0 + diff);
+            for j in 0..k {
+                qp[j] = (qp[j] + diff * q[i * k + j]) / (1.0 + diff);
+                p[j] /= 1.0 + diff;
+            }
+        }
+    }
+}
+
+fn logistic(v: f32) -> f32 {
+    let l = 1.0 / (1.0 + (-v.abs()).exp());
+    if v < 0.0 { 1.0 - l } else { l }
+}
+
+/// Scores `rows` rows of `x` (`p.nf` elements of `T` each) into `z` and, for a classifier,
+/// the labels into `y`. A table too short for its parameters traps (a plan's table never is).
+fn score<T: Val>(
+    p: &Params,
+    tab: &[f64],
+    rows: usize,
+    x: &[u8],
+    z: &mut [u8],
+    mut y: Option<&mut [u8]>,
+) -> Result<(), OpError> {
+    let (nf, nv, coef, rho, kind, kp) = (p.nf, p.nv, p.coef, p.rho, p.kind, p.kp);
+    let w = |i: usize| tab[i];
+    let xrow = |row: usize| -> Vec<f32> {
+        (0..nf)
+            .map(|f| get::<T>(x, row * nf + f).to_f64() as f32)
+            .collect()
+    };
+    let Some(c) = &p.cls else {
+        for row in 0..rows {
+            let xr = xrow(row);
+            let s = if nv > 0 {
+                let mut acc = 0f64;
+                for v in 0..nv {
+                    let kv = kernel_value(kind, kp, &xr, &tab[v * nf..][..nf]);
+                    acc += w(coef + v) * kv as f64;
+                }
+                (acc + w(rho)) as f32
+            } else {
+                (kernel_value(0, kp, &xr, &tab[coef..][..nf]) as f64 + w(rho)) as f32
+            };
+            let s = if p.one_class {
+                if s > 0.0 { 1.0 } else { -1.0 }
+            } else {
+                s
+            };
+            put::<f32>(z, row, s);
+        }
+        return Ok(());
+    };
+    let (k, width, prob, nprob, class, labels, post, positive) = (
+        c.k, c.width, c.prob, c.nprob, c.class, c.labels, c.post, c.positive,
+    );
+    let word = |i: usize| tab[i].to_bits();
+    let svc = nv > 0;
+    let proba = nprob > 0;
+    let pairs = k * (k - 1) / 2;
+    let mut kv = vec![0f32; nv];
+    let mut s = vec![0f32; width.max(k).max(pairs).max(2)];
+    let mut votes = vec![0u32; k];
+    let mut r2 = vec![0f32; k * k];
+    for row in 0..rows {
+        let xr = xrow(row);
+        s.fill(0.0);
+        let (maxclass, max_weight) = if svc {
+            for (v, kvv) in kv.iter_mut().enumerate() {
+                *kvv = kernel_value(kind, kp, &xr, &tab[v * nf..][..nf]);
+            }
+            votes.fill(0);
+            let mut idx = 0;
+            let mut d = vec![0f32; pairs];
+            for i in 0..k {
+                for j in i + 1..k {
+                    let (si, ni) = (
+                        word(class + 2 * i) as usize,
+                        word(class + 2 * i + 1) as usize,
+                    );
+                    let (sj, nj) = (
+                        word(class + 2 * j) as usize,
+                        word(class + 2 * j + 1) as usize,
+                    );
+                    let mut sum = 0f64;
+                    for m in 0..ni {
+                        sum += w(coef + (j - 1) * nv + si + m) as f32 as f64 * kv[si + m] as f64;
+                    }
+                    for m in 0..nj {
+                        sum += w(coef + i * nv + sj + m) as f32 as f64 * kv[sj + m] as f64;
+                    }
+                    sum += w(rho + idx) as f32 as f64;
+                    d[idx] = sum as f32;
+                    votes[if sum > 0.0 { i } else { j }] += 1;
+                    idx += 1;
+                }
+            }
+            if proba {
+                idx = 0;
+                for i in 0..k {
+                    for j in i + 1..k {
+                        let (a, b) = (w(prob + idx) as f32, w(prob + nprob + idx) as f32);
+                        let v = (1.0 - logistic(d[idx] * a + b)).clamp(1e-7, 1.0 - 1e-7);
+                        r2[i * k + j] = v;
+                        r2[j * k + i] = 1.0 - v;
+                        idx += 1;
+                    }
+                }
+                couple(k, &r2, &mut s[..k]);
+            } else {
+                s[..pairs].copy_from_slice(&d);
+            }
+            let best = (0..k).fold(0, |b, c| if votes[c] > votes[b] { c } else { b });
+            (best, 0f32)
+        } else {
+            for (c, sc) in s.iter_mut().enumerate().take(k) {
+                *sc = (kernel_value(0, kp, &xr, &tab[coef + c * nf..][..nf]) as f64 + w(rho)) as f32;
+            }
+            let best = (0..k).fold(0, |b, c| if s[c] > s[b] { c } else { b });
+            (best, s[best])
+        };
+        let label = |c: usize| word(labels + c) as i64;
+        let l = if k == 2 && !proba {
+            if (positive && max_weight >= 0.5) || (max_weight > 0.0 && !positive) {
+                label(1)
+            } else {
+                label(maxclass)
+            }
+        } else {
+            label(maxclass)
+        };
+        if let Some(y) = y.as_deref_mut() {
+            put::<i64>(y, row, l);
+        }
+        let n = if svc && !proba { pairs } else { k };
+        if n > 1 {
+            crate::linear::post(&mut s[..n], post);
+        } else if post == 4 {
+            s[0] = crate::linear::probit_f32(s[0]);
+        } else if svc && !proba && k <= 2 {
+            // onnxruntime (1.32): NONE [-d, d]; LOGISTIC [1 - σ(d), σ(d)]; others [1 - d, d]
+            let v = s[0];
+            let v = if post == 2 { logistic(v) } else { v };
+            s[0] = if post == 0 { -v } else { 1.0 - v };
+            s[1] = v;
+        }
+        for (c, &v) in s.iter().enumerate().take(width) {
+            put::<f32>(z, row * width + c, v);
+        }
+    }
+    Ok(())
+}
+
+
+#[allow(clippy::too_many_arguments)]
+fn score_dt(
+    dt: Dtype,
+    p: &Params,
+    tab: &[f64],
+    rows: usize,
+    x: &[u8],
+    z: &mut [u8],
+    y: Option<&mut [u8]>,
+) -> Result<(), OpError> {
+    crate::by_dtype!(
+        dt,
+        score,
+        OpError::internal("svm: unknown dtype"),
+        p,
+        tab,
+        rows,
+        x,
+        z,
+        y
+    )
+}
+
+fn elem(dt: Dtype) -> Result<usize, OpError> {
+    match dt {
+        Dtype::F32 | Dtype::I32 => Ok(4),
+        Dtype::F64 | Dtype::I64 => Ok(8),
+        Dtype::F16 | Dtype::Bf16 => Ok(2),
+        _ => Err(OpError::internal("svm: unknown dtype")),
+    }
+}
+
+/// `run-cpu`: the whole grid of a call.
+pub fn run_cpu(call: &CpuCall, dt: Dtype, classifier: bool) -> Result<Vec<CpuWrite>, OpError> {
+    let bufs = umd_sdk::cpu::Buffers::new(call);
+    let p = Params::read(&call.params, &call.relocations, classifier)?;
+    let xn = p.rows.checked_mul(p.nf).and_then(|v| v.checked_mul(elem(dt).ok()?));
+    let xn = xn.ok_or_else(|| OpError::internal("svm: X is too large"))?;
+    let x = &bufs.input(p.xb, xn as u64)?[..xn];
+    let tab = decode(bufs.input(p.tb, 8)?);
+    let zn = p.z_bytes(p.rows).ok_or_else(|| OpError::internal("svm: too many scores"))?;
+    let mut z = bufs.output(p.zb, zn as u64)?;
+    let mut y = match p.yb {
+        Some(b) => Some(bufs.output(b, (p.rows * 8) as u64)?),
+        None => None,
+    };
+    score_dt(dt, &p, &tab, p.rows, x, &mut z.data, y.as_mut().map(|y| &mut y.data[..]))?;
+    Ok(y.into_iter().chain([z]).collect())
+}
+
+/// In place: the rows of this call's share of the grid. The table is read and decoded once
+/// per instance when the host names it resident, on every launch otherwise.
+pub fn run_in_place(
+    call: &KernelCall,
+    mem: &mut dyn Memory,
+    dt: Dtype,
+    classifier: bool,
+) -> Result<(), OpError> {
+    let p = Params::read(&call.params, &call.relocations, classifier)?;
+    let s = elem(dt)?;
+    let fits = |b: u32, bytes: Option<usize>, what: &str| -> Result<(), OpError> {
+        match bytes {
+            Some(n) if n as u64 <= call.size_of(b)? => Ok(()),
+            _ => Err(OpError::internal(format!(
+                "binding {b} ({what}) is smaller than the launch reads or writes"
+            ))),
+        }
+    };
+    fits(p.xb, p.rows.checked_mul(p.nf).and_then(|v| v.checked_mul(s)), "X")?;
+    fits(p.zb, p.z_bytes(p.rows), "scores")?;
+    if let Some(yb) = p.yb {
+        fits(yb, p.rows.checked_mul(8), "labels")?;
+    }
+    let share = call.share(p.rows as u64);
+    let (r0, r1) = (share.start as usize, share.end as usize);
+    if r0 == r1 {
+        return Ok(());
+    }
+    let words = usize::try_from(call.size_of(p.tb)? / 8)
+        .map_err(|_| OpError::internal("svm: table too large"))?;
+    let t = match mem.resident(p.tb) {
+        Some(name) => resident::derived(name, &[KEY, words as u64], || {
+            mem.read(p.tb, 0, words * 8).map(|b| (decode(&b), words * 8))
+        })?,
+        None => std::rc::Rc::new(decode(&mem.read(p.tb, 0, words * 8)?)),
+    };
+    let x = mem.read(p.xb, (r0 * p.nf * s) as u64, (r1 - r0) * p.nf * s)?;
+    let mut z = vec![0u8; p.z_bytes(r1 - r0).unwrap_or(0)];
+    let mut y = p.yb.map(|_| vec![0u8; (r1 - r0) * 8]);
+    score_dt(dt, &p, &t, r1 - r0, &x, &mut z, y.as_deref_mut())?;
+    mem.write(p.zb, p.z_bytes(r0).unwrap_or(0) as u64, &z)?;
+    if let (Some(yb), Some(y)) = (p.yb, y) {
+        mem.write(yb, (r0 * 8) as u64, &y)?;
+    }
+    Ok(())
+}
