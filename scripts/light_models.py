@@ -6,6 +6,10 @@ random inputs; prints a Markdown table (status, max abs / rel error, umd and ort
 MODELS.md. Too slow for the pytest suite in a debug build (full-size networks).
 
     UMD_BIN=target/release/umd python scripts/light_models.py [--timeout S] [NAME...]
+
+With `--repeat N` (N > 1) it prints a benchmark table instead (BENCHMARKS.md): each model's
+load, first run and steady run (median of N) for umd (`run-model --json`, in process) and for
+onnxruntime (session creation, first `run`, median of N `run`s), and the steady ratio.
 """
 
 import argparse
@@ -50,6 +54,32 @@ def first_line(text: str) -> str:
     return (lines[-1] if lines else "no message").replace("|", "/")[:200]
 
 
+def bench_one(umd, path: Path, repeat: int, timeout: float):
+    """(umd load, first, steady), (ort load, first, steady) in seconds."""
+    model = onnx.load(path)
+    feeds = feeds_of(model, np.random.default_rng(0))
+    with tempfile.TemporaryDirectory() as tmp:
+        args = [umd, "run-model", str(path), "--repeat", str(repeat), "--json"]
+        for name, arr in feeds.items():
+            f = Path(tmp) / f"in_{len(args)}.npy"
+            np.save(f, arr)
+            args += ["-i", f"{name}={f}"]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=True)
+        u = json.loads(r.stdout)
+    t0 = time.perf_counter()
+    s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    load = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    s.run(None, feeds)
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        s.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    return (u["load_s"], u["first_s"], u["steady_s"]), (load, first, float(np.median(times)))
+
+
 def run_one(umd, path: Path, timeout: float):
     model = onnx.load(path)
     feeds = feeds_of(model, np.random.default_rng(0))
@@ -89,11 +119,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("names", nargs="*")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--repeat", type=int, default=1)
     a = ap.parse_args()
     umd = os.environ.get("UMD_BIN", str(ROOT / "target" / "release" / "umd"))
     paths = sorted(LIGHT.glob("*.onnx"))
     if a.names:
         paths = [p for p in paths if any(n in p.stem for n in a.names)]
+    if a.repeat > 1:
+        print("| model | umd load / first / steady (ms) | onnxruntime load / first / steady (ms) "
+              "| umd / onnxruntime, steady |")
+        print("| --- | --- | --- | --- |")
+        for p in paths:
+            u, o = bench_one(umd, p, a.repeat, a.timeout)
+            ms = " / ".join
+            print(f"| `{p.stem}` | {ms(f'{v * 1e3:.0f}' for v in u)} | "
+                  f"{ms(f'{v * 1e3:.0f}' for v in o)} | {u[2] / o[2]:.1f}× |", flush=True)
+        return 0
     print("| model | status | detail | umd run-model (s, incl. load) | onnxruntime (s) |")
     print("| --- | --- | --- | --- | --- |")
     bad = 0

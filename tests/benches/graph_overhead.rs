@@ -167,6 +167,7 @@ fn kernel_alone(host: &Host, op: &str, reps: usize) -> f64 {
             memory: Arc::new(Memory(std::sync::Mutex::new(vec![0; bytes])))
                 as Arc<dyn BufferMemory>,
             resident: None,
+            asked: Default::default(),
         })
         .collect();
     let relocations: Vec<_> = l.relocations.iter().map(relocation_to_wit).collect();

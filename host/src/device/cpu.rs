@@ -14,7 +14,7 @@
 //! can wait on another device's event and copy from another CPU device's buffer, in stream order.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use parking_lot::Mutex;
@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 use super::caching::{AllocError, CachingAllocator};
 use super::hazard::Hazards;
 use super::host_raw::{HostRaw, Segment};
+use super::keepers::Keepers;
 use super::pool::PoolStats;
 use super::split::Splitter;
 use super::sync::{Fence, FenceGuard};
@@ -187,6 +188,8 @@ struct Exec {
     workers: rayon::ThreadPool,
     /// How many parts a splittable launch is worth.
     splitter: Splitter,
+    /// Which kernels keep frozen bytes they read.
+    keepers: Keepers,
 }
 
 impl CpuDevice {
@@ -223,6 +226,7 @@ impl CpuDevice {
                 kernels,
                 workers,
                 splitter: Splitter::default(),
+                keepers: Keepers::default(),
             }),
         });
         dev.create_stream().expect("the default stream");
@@ -709,14 +713,14 @@ fn run_launch(
         .filter(|&&(_, a)| a == Access::ReadWrite)
         .map(|&(b, _)| binding_size(b))
         .sum();
-    // A launch reading a frozen buffer runs in place: its kernel may keep those bytes.
+    // A launch reading a frozen buffer runs in place when its kernel may keep those bytes.
     let resident = used
         .iter()
         .any(|&(b, a)| a == Access::Read && buffers[b as usize].resident().is_some());
     let small = parts == 1
         && bytes <= SMALL_LAUNCH_BYTES
         && read_write <= SMALL_READ_WRITE_BYTES
-        && !resident;
+        && !(resident && exec.keepers.keeps(launch));
     // checked at submit; again here, for a submission checked before its buffer was frozen
     if let Some(&(b, _)) = used
         .iter()
@@ -729,6 +733,7 @@ fn run_launch(
     let result = if !in_place || small {
         run_copying(&*exec.kernels, launch, buffers, &used, binding_size)
     } else {
+        let asked = Arc::new(AtomicBool::new(false));
         let bound: Vec<BoundMemory> = used
             .iter()
             .map(|&(b, access)| BoundMemory {
@@ -737,10 +742,11 @@ fn run_launch(
                 access,
                 memory: buffers[b as usize].clone(),
                 resident: buffers[b as usize].resident(),
+                asked: asked.clone(),
             })
             .collect();
         let blocks = launch.grid.volume();
-        if parts == 1 {
+        let result = if parts == 1 {
             exec.kernels.run_in_place(launch, &bound, 0..blocks)
         } else {
             use rayon::prelude::*;
@@ -750,7 +756,11 @@ fn run_launch(
                     exec.kernels.run_in_place(launch, &bound, range)
                 })
             })
+        };
+        if resident && result.is_ok() {
+            exec.keepers.record(launch, asked.load(Ordering::Relaxed));
         }
+        result
     };
     if splittable && result.is_ok() {
         exec.splitter.record(launch, parts, started.elapsed());

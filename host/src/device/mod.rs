@@ -15,6 +15,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod hazard;
 pub mod host_raw;
+pub mod keepers;
 pub mod pool;
 pub mod split;
 pub mod streams;
@@ -212,6 +213,9 @@ pub struct BoundMemory {
     pub memory: Arc<dyn BufferMemory>,
     /// (ABI 1.7) The buffer's resident name when it is frozen ([`Device::freeze`]).
     pub resident: Option<u64>,
+    /// Set when the launch's kernel asks for a resident name: one flag per launch, shared by
+    /// its bindings ([`keepers`]).
+    pub asked: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// How the plugin build behind a launch runs it on the CPU.

@@ -75,6 +75,7 @@ const RISE: f64 = 1.5;
 /// read a model's tables) only ever add time, so one slow launch must not outweigh the way's
 /// speed, while launches that stay slower (a busy machine) still move it within a few.
 fn observe(into: &mut Option<f64>, sample: f64) {
+    let sample = sample.max(1.0); // a 0 ns wall would never rise again
     *into = Some(into.map_or(sample, |v| sample.min(v * RISE)));
 }
 

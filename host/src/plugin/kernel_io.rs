@@ -55,6 +55,7 @@ pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
 /// device ([`crate::device::Device::freeze`]) — or `None`.
 fn resident(io: &KernelIo, binding: u32) -> Option<u64> {
     let b = io.as_deref()?.iter().find(|b| b.binding == binding)?;
+    b.asked.store(true, std::sync::atomic::Ordering::Relaxed);
     b.resident
         .filter(|_| b.access == crate::cmdbuf::Access::Read)
 }
@@ -150,6 +151,7 @@ mod tests {
             access,
             memory: mem.clone(),
             resident: (binding != 1).then_some(40 + binding as u64),
+            asked: Default::default(),
         };
         // Binding 0 reads the first 8 bytes; binding 1 writes; binding 2 both.
         let list: Arc<[BoundMemory]> = vec![

@@ -83,7 +83,9 @@ impl Product {
     /// `keep`: when the host names B's bytes resident (a compiled model's weights, frozen), B
     /// is packed whole once per instance and kept ([`resident::derived`]) under `keep` — which
     /// must tell apart every way the kernel decodes B (its dtype) — and the geometry; later
-    /// launches neither read nor pack it. `None`: packed on every launch.
+    /// launches neither read nor pack it. Not when the store would not keep it
+    /// ([`resident::would_keep`]: too large, or a model's weights that do not fit together),
+    /// nor with `None`: then the share's columns are packed on every launch.
     pub fn for_each_chunk<A: Acc>(
         &self,
         call: &KernelCall,
@@ -118,7 +120,11 @@ impl Product {
         let (p0, r0) = (share.start / total, share.start % total);
         let (p1, r1) = ((share.end - 1) / total, (share.end - 1) % total + 1);
         let cols = |pa: u64, pb: u64| pa as usize * width..n.min((pb as usize + 1) * width);
-        let name = keep.and_then(|tag| Some((tag, mem.resident(self.b.0)?)));
+        // B whole, packed: strips of NR columns, k deep
+        let whole = n.div_ceil(NR).saturating_mul(NR * k * std::mem::size_of::<A>());
+        let name = keep
+            .and_then(|tag| Some((tag, mem.resident(self.b.0)?)))
+            .filter(|&(_, name)| resident::would_keep(name, whole));
         let packed_cols = if name.is_some() { 0..n } else { cols(p0, p1) };
         let mut cuts = [0, r0, r1, total];
         cuts.sort_unstable();

@@ -6,12 +6,13 @@
 //! Owns the CPU traversal only: the table's layout and onnxruntime's aggregation rules stay in
 //! `forest.rs` ([`finish`]), shared with the CUDA kernel's description there.
 
-use umd_sdk::kernel::{Memory, resident};
+use umd_sdk::kernel::Memory;
 use umd_sdk::params::ParamReader;
 use umd_sdk::{CpuCall, CpuWrite, Dtype, KernelCall, OpError};
 
 use crate::common::{Val, get, put};
 use crate::forest::{NODE_WORDS, Shape, finish};
+use crate::rows::{RowLaunch, elem};
 
 /// Tells a decoded forest apart from other values kept under the same name.
 const KEY: u64 = 0x666f_7265_7374;
@@ -105,6 +106,9 @@ impl Table {
             )));
         }
         let (mut leaves, mut targets) = (Vec::with_capacity(reached), Vec::new());
+        // leaves may share pairs in a hostile table: all of them together hold no more pairs
+        // than the table has words for (a plan's leaves never share)
+        let most = words.len() / 2;
         let word = |i: usize| {
             words
                 .get(i)
@@ -114,6 +118,9 @@ impl Table {
         for l in 0..reached {
             let at = sh.leaves + 2 * l;
             let (start, n) = (word(at)? as usize, word(at + 1)? as usize);
+            if n > most - targets.len() {
+                return Err(bad_table(format!("leaf {l} has more pairs than the table holds")));
+            }
             leaves.push((targets.len() as u32, n as u32));
             for k in 0..n {
                 let id = word(start.saturating_add(2 * k))?;
@@ -181,8 +188,10 @@ fn params(
 }
 
 /// Words of the table the launch reads.
-fn table_words(sh: &Shape, classifier: bool) -> usize {
-    sh.labels + if classifier { sh.e } else { 0 }
+fn table_words(sh: &Shape, classifier: bool) -> Result<usize, OpError> {
+    sh.labels
+        .checked_add(if classifier { sh.e } else { 0 })
+        .ok_or_else(|| OpError::internal("forest: table too large"))
 }
 
 /// Scores `rows` rows of `x` (`sh.nf` elements of `T` each) into `z` (rows of `sh.e` f32)
@@ -212,7 +221,8 @@ fn score<T: Val>(
     // block's rows walk it (row by row, every row walked the whole forest). Each row still
     // adds its trees' weights in tree order: the sums are the same.
     let (nf, w) = (sh.nf, e.max(2));
-    let block = (4096 / w).clamp(1, 128);
+    // at most 128 rows, 4096 scores and 64 Ki features a block (one row at least)
+    let block = (4096 / w).min(65536 / nf.max(1)).clamp(1, 128).min(rows.max(1));
     let mut xs = vec![0f64; block * nf];
     let (mut s, mut has) = (vec![0f32; block * w], vec![false; block * w]);
     for b0 in (0..rows).step_by(block) {
@@ -272,15 +282,6 @@ fn score<T: Val>(
     Ok(())
 }
 
-fn elem(dt: Dtype) -> Result<usize, OpError> {
-    match dt {
-        Dtype::F32 | Dtype::I32 => Ok(4),
-        Dtype::F64 | Dtype::I64 => Ok(8),
-        Dtype::F16 | Dtype::Bf16 => Ok(2),
-        _ => Err(OpError::internal("forest: unknown dtype")),
-    }
-}
-
 #[allow(clippy::too_many_arguments)]
 fn score_dt(
     dt: Dtype,
@@ -310,15 +311,16 @@ fn score_dt(
 pub fn run_cpu(call: &CpuCall, dt: Dtype, classifier: bool) -> Result<Vec<CpuWrite>, OpError> {
     let bufs = umd_sdk::cpu::Buffers::new(call);
     let (xb, tb, zb, yb, sh) = params(&call.params, &call.relocations, classifier)?;
-    let x = bufs.input(xb, (sh.rows * sh.nf * elem(dt)?) as u64)?;
-    let tab = bufs.input(tb, 8 * table_words(&sh, classifier) as u64)?;
-    let t = Table::decode(&tab[..8 * table_words(&sh, classifier)], &sh)?;
-    let mut z = bufs.output(zb, (sh.rows * sh.e * 4) as u64)?;
+    let too_large = || OpError::internal("forest: launch too large");
+    let mul = |a: usize, b: usize| a.checked_mul(b).ok_or_else(too_large);
+    let (xn, tn) = (mul(mul(sh.rows, sh.nf)?, elem(dt)?)?, mul(table_words(&sh, classifier)?, 8)?);
+    let x = &bufs.input(xb, xn as u64)?[..xn];
+    let t = Table::decode(&bufs.input(tb, tn as u64)?[..tn], &sh)?;
+    let mut z = bufs.output(zb, mul(mul(sh.rows, sh.e)?, 4)? as u64)?;
     let mut y = match yb {
-        Some(b) => Some(bufs.output(b, (sh.rows * 8) as u64)?),
+        Some(b) => Some(bufs.output(b, mul(sh.rows, 8)? as u64)?),
         None => None,
     };
-    let x = &x[..sh.rows * sh.nf * elem(dt)?];
     score_dt(
         dt,
         &t,
@@ -332,8 +334,7 @@ pub fn run_cpu(call: &CpuCall, dt: Dtype, classifier: bool) -> Result<Vec<CpuWri
     Ok(y.into_iter().chain([z]).collect())
 }
 
-/// In place: the rows of this call's share of the grid. The table is read and decoded once
-/// per instance when the host names it resident, on every launch otherwise.
+/// In place: the rows of this call's share of the grid ([`crate::rows`]).
 pub fn run_in_place(
     call: &KernelCall,
     mem: &mut dyn Memory,
@@ -342,53 +343,43 @@ pub fn run_in_place(
 ) -> Result<(), OpError> {
     let (xb, tb, zb, yb, sh) = params(&call.params, &call.relocations, classifier)?;
     let s = elem(dt)?;
-    let fits = |b: u32, bytes: Option<usize>, what: &str| -> Result<(), OpError> {
-        match bytes {
-            Some(n) if n as u64 <= call.size_of(b)? => Ok(()),
-            _ => Err(OpError::internal(format!(
-                "binding {b} ({what}) is smaller than the launch reads or writes"
-            ))),
-        }
+    let words = table_words(&sh, classifier)?;
+    let xrow = sh.nf.checked_mul(s);
+    let zrow = sh.e.checked_mul(4);
+    let (Some(xrow), Some(zrow), Some(tbytes)) = (xrow, zrow, words.checked_mul(8)) else {
+        return Err(OpError::internal("forest: launch too large"));
     };
-    let words = table_words(&sh, classifier);
-    fits(xb, sh.rows.checked_mul(sh.nf).and_then(|v| v.checked_mul(s)), "X")?;
-    fits(tb, words.checked_mul(8), "table")?;
-    fits(zb, sh.rows.checked_mul(sh.e).and_then(|v| v.checked_mul(4)), "scores")?;
-    if let Some(yb) = yb {
-        fits(yb, sh.rows.checked_mul(8), "labels")?;
-    }
-    let share = call.share(sh.rows as u64);
-    let (r0, r1) = (share.start as usize, share.end as usize);
-    if r0 == r1 {
-        return Ok(());
-    }
-    let decode = |mem: &mut dyn Memory| -> Result<(Table, usize), OpError> {
-        let t = Table::decode(&mem.read(tb, 0, words * 8)?, &sh)?;
-        let bytes = t.bytes();
-        Ok((t, bytes))
+    let mut outputs = vec![(zb, zrow)];
+    outputs.extend(yb.map(|b| (b, 8)));
+    let key = [
+        KEY,
+        words as u64,
+        sh.nf as u64,
+        sh.e as u64,
+        sh.trees as u64,
+        sh.nodes as u64,
+        sh.leaves as u64,
+    ];
+    let launch = RowLaunch {
+        rows: sh.rows,
+        x: (xb, xrow),
+        table: (tb, tbytes),
+        outputs: &outputs,
+        key: &key,
     };
-    let t = match mem.resident(tb) {
-        Some(name) => {
-            let key = [
-                KEY,
-                words as u64,
-                sh.nf as u64,
-                sh.e as u64,
-                sh.trees as u64,
-                sh.nodes as u64,
-                sh.leaves as u64,
-            ];
-            resident::derived(name, &key, || decode(mem))?
-        }
-        None => std::rc::Rc::new(decode(mem)?.0),
-    };
-    let x = mem.read(xb, (r0 * sh.nf * s) as u64, (r1 - r0) * sh.nf * s)?;
-    let mut z = vec![0u8; (r1 - r0) * sh.e * 4];
-    let mut y = yb.map(|_| vec![0u8; (r1 - r0) * 8]);
-    score_dt(dt, &t, &sh, classifier, r1 - r0, &x, &mut z, y.as_deref_mut())?;
-    mem.write(zb, (r0 * sh.e * 4) as u64, &z)?;
-    if let (Some(yb), Some(y)) = (yb, y) {
-        mem.write(yb, (r0 * 8) as u64, &y)?;
-    }
-    Ok(())
+    crate::rows::run(
+        call,
+        mem,
+        launch,
+        |bytes| {
+            let t = Table::decode(bytes, &sh)?;
+            let n = t.bytes();
+            Ok((t, n))
+        },
+        |t, rows, x, outs| {
+            let (z, y) = outs.split_at_mut(1);
+            let y = y.first_mut().map(|y| &mut y[..]);
+            score_dt(dt, t, &sh, classifier, rows, x, &mut z[0], y)
+        },
+    )
 }

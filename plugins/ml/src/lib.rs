@@ -24,6 +24,7 @@ mod forest_cpu;
 pub mod label;
 pub mod linear;
 pub mod prep;
+mod rows;
 pub mod simple;
 pub mod string_labels;
 pub mod svm;
@@ -203,12 +204,16 @@ impl Plugin for MlPlugin {
         if let Some((dt, classifier)) = scorer_entry("svm", &call.entry_point) {
             return svm_cpu::run_in_place(call, memory, dt, classifier);
         }
+        if let Some((dt, classifier)) = scorer_entry("linear", &call.entry_point) {
+            return linear::run_in_place(call, memory, dt, classifier);
+        }
         umd_sdk::kernel::run_via_cpu_call_kept(call, memory, run_cpu_ref)
     }
 
-    /// The tree ensembles and SVMs score each row on its own: their launches split by rows.
+    /// The tree ensembles, SVMs and linear models score each row on its own: their launches
+    /// split by rows.
     fn splittable(_module_id: &str, entry_point: &str) -> bool {
-        ["forest", "svm"]
+        ["forest", "svm", "linear"]
             .iter()
             .any(|f| scorer_entry(f, entry_point).is_some())
     }

@@ -16,13 +16,16 @@
 //! intercepts and labels travel in the workspace as a [`Blob`].
 
 use umd_sdk::params::ParamReader;
+use umd_sdk::kernel::Memory;
 use umd_sdk::{
-    CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt, attr, dtype,
+    CpuCall, CpuWrite, Dtype, KernelCall, ModuleSource, OpError, OpPlan, PlanRequestExt, attr,
+    dtype,
 };
 
 use crate::blob::Blob;
-use crate::common::{self, Scorer, Val, bad, get, put, scorer_plan, word};
+use crate::common::{self, Scorer, Val, bad, get, put, scorer_plan};
 use crate::prep::rows_of;
+use crate::rows;
 
 /// Most coefficients one model may carry (the blob's limit is checked too).
 const MAX_COEFFICIENTS: usize = 1 << 18;
@@ -272,38 +275,98 @@ pub fn probit_f32(v: f32) -> f32 {
     1.41421356f32 * sgn * (-a + (a * a - b).sqrt()).sqrt()
 }
 
-fn linear<T: Val>(call: &CpuCall, classifier: bool) -> Result<Vec<CpuWrite>, OpError> {
-    let bufs = umd_sdk::cpu::Buffers::new(call);
-    let mut r = ParamReader::new(&call.params, &call.relocations);
-    let (xb, tb, zb) = (r.ptr()?, r.ptr()?, r.ptr()?);
-    let yb = if classifier { Some(r.ptr()?) } else { None };
-    let (rows, c, e) = (r.u64()? as usize, r.u64()? as usize, r.u64()? as usize);
-    let post_t = r.u32()?;
-    let (nlabels, second) = if classifier {
-        (r.u32()?, r.u32()? != 0)
-    } else {
-        (0, false)
-    };
-    let w = if second { 2 } else { e };
-    let x = bufs.input(xb, (rows * c * std::mem::size_of::<T>()) as u64)?;
-    let tab = bufs.input(tb, (8 * (e * c + e + nlabels as usize)) as u64)?;
-    let mut z = bufs.output(zb, (rows * w * 4) as u64)?;
-    let mut y = match yb {
-        Some(b) => Some(bufs.output(b, (rows * 8) as u64)?),
-        None => None,
-    };
-    let f = |i: usize| f64::from_bits(word(tab, i));
-    let label = |i: usize| word(tab, e * c + e + i) as i64;
+/// One launch's bindings and parameters.
+struct Params {
+    xb: u32,
+    tb: u32,
+    zb: u32,
+    yb: Option<u32>,
+    rows: usize,
+    /// Features (columns of X) and targets (rows of the coefficients).
+    c: usize,
+    e: usize,
+    post: u32,
+    nlabels: u32,
+    /// One score column written as two (the binary classifier).
+    second: bool,
+}
+
+impl Params {
+    fn read(call_params: &[u8], relocs: &[umd_sdk::Relocation], classifier: bool) -> Result<Params, OpError> {
+        let mut r = ParamReader::new(call_params, relocs);
+        let (xb, tb, zb) = (r.ptr()?, r.ptr()?, r.ptr()?);
+        let yb = if classifier { Some(r.ptr()?) } else { None };
+        let (rows, c, e) = (r.u64()? as usize, r.u64()? as usize, r.u64()? as usize);
+        let post = r.u32()?;
+        let (nlabels, second) = if classifier {
+            (r.u32()?, r.u32()? != 0)
+        } else {
+            (0, false)
+        };
+        Ok(Params {
+            xb,
+            tb,
+            zb,
+            yb,
+            rows,
+            c,
+            e,
+            post,
+            nlabels,
+            second,
+        })
+    }
+
+    /// Score columns written per row.
+    fn width(&self) -> usize {
+        if self.second { 2 } else { self.e }
+    }
+
+    /// Words of the table: coefficients, intercepts, labels.
+    fn words(&self) -> Option<usize> {
+        self.e
+            .checked_mul(self.c)?
+            .checked_add(self.e)?
+            .checked_add(self.nlabels as usize)
+    }
+}
+
+/// The table's words as f64 (labels keep their bits).
+fn decode(bytes: &[u8]) -> Vec<f64> {
+    bytes
+        .chunks_exact(8)
+        .map(|w| f64::from_bits(u64::from_le_bytes(w.try_into().expect("8 bytes"))))
+        .collect()
+}
+
+/// Scores `rows` rows of `x` into `z` (rows of [`Params::width`] f32) and, for a classifier,
+/// the labels into `y`; `tab` holds [`Params::words`] words.
+fn score<T: Val>(
+    p: &Params,
+    tab: &[f64],
+    rows: usize,
+    x: &[u8],
+    z: &mut [u8],
+    mut y: Option<&mut [u8]>,
+) -> Result<(), OpError> {
+    let (c, e, w, nlabels, second, post_t) = (p.c, p.e, p.width(), p.nlabels, p.second, p.post);
+    let (coef, rest) = tab.split_at(e * c);
+    let intercepts = &rest[..e];
+    let label = |i: usize| rest[e + i].to_bits() as i64;
     let mut s = vec![0f32; w];
+    let mut xr = vec![0f64; c];
     for row in 0..rows {
+        for (k, v) in xr.iter_mut().enumerate() {
+            *v = get::<T>(x, row * c + k).to_f64();
+        }
         for (t, st) in s.iter_mut().enumerate().take(e) {
-            let mut acc = f(e * c + t);
-            for k in 0..c {
-                acc += f(t * c + k) * get::<T>(x, row * c + k).to_f64();
+            let mut acc = intercepts[t];
+            for (a, b) in coef[t * c..][..c].iter().zip(&xr) {
+                acc += a * b;
             }
             *st = acc as f32;
         }
-        if let Some(y) = y.as_mut() {
+        if let Some(y) = y.as_deref_mut() {
             let l = if e == 1 {
                 match (s[0] > 0.0, nlabels == 2) {
                     (true, true) => label(1),
@@ -320,7 +383,7 @@ fn linear<T: Val>(call: &CpuCall, classifier: bool) -> Result<Vec<CpuWrite>, OpE
                 }
                 label(best)
             };
-            put::<i64>(&mut y.data, row, l);
+            put::<i64>(y, row, l);
         }
         if e >= 2 {
             post(&mut s, post_t);
@@ -335,19 +398,87 @@ fn linear<T: Val>(call: &CpuCall, classifier: bool) -> Result<Vec<CpuWrite>, OpE
             s[0] = 1.0 - s[1];
         }
         for (t, &v) in s.iter().enumerate() {
-            put::<f32>(&mut z.data, row * w + t, v);
+            put::<f32>(z, row * w + t, v);
         }
     }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn score_dt(
+    dt: Dtype,
+    p: &Params,
+    tab: &[f64],
+    rows: usize,
+    x: &[u8],
+    z: &mut [u8],
+    y: Option<&mut [u8]>,
+) -> Result<(), OpError> {
+    crate::by_dtype!(
+        dt,
+        score,
+        OpError::internal("linear: unknown dtype"),
+        p,
+        tab,
+        rows,
+        x,
+        z,
+        y
+    )
+}
+
+/// Entry point `linear_{T}` (regressor) or `linear_cls_{T}` (classifier), whole.
+pub fn run_cpu(call: &CpuCall, dt: Dtype, classifier: bool) -> Result<Vec<CpuWrite>, OpError> {
+    let bufs = umd_sdk::cpu::Buffers::new(call);
+    let p = Params::read(&call.params, &call.relocations, classifier)?;
+    let too_large = || OpError::internal("linear: launch too large");
+    let xn = p.rows.checked_mul(p.c).and_then(|v| v.checked_mul(rows::elem(dt).ok()?));
+    let xn = xn.ok_or_else(too_large)?;
+    let x = &bufs.input(p.xb, xn as u64)?[..xn];
+    let words = p.words().ok_or_else(too_large)?;
+    let tab = decode(&bufs.input(p.tb, 8 * words as u64)?[..8 * words]);
+    let mut z = bufs.output(p.zb, (p.rows * p.width() * 4) as u64)?;
+    let mut y = match p.yb {
+        Some(b) => Some(bufs.output(b, (p.rows * 8) as u64)?),
+        None => None,
+    };
+    score_dt(dt, &p, &tab, p.rows, x, &mut z.data, y.as_mut().map(|y| &mut y.data[..]))?;
     Ok(y.into_iter().chain([z]).collect())
 }
 
-/// Entry point `linear_{T}` (regressor) or `linear_cls_{T}` (classifier).
-pub fn run_cpu(call: &CpuCall, dt: Dtype, classifier: bool) -> Result<Vec<CpuWrite>, OpError> {
-    crate::by_dtype!(
-        dt,
-        linear,
-        OpError::internal("linear: unknown dtype"),
+/// Tells a decoded linear table apart from other values kept under the same name.
+const KEY: u64 = 0x6c69_6e65_6172;
+
+/// In place: the rows of this call's share of the grid ([`crate::rows`]).
+pub fn run_in_place(
+    call: &KernelCall,
+    mem: &mut dyn Memory,
+    dt: Dtype,
+    classifier: bool,
+) -> Result<(), OpError> {
+    let p = Params::read(&call.params, &call.relocations, classifier)?;
+    let too_large = || OpError::internal("linear: launch too large");
+    let xrow = p.c.checked_mul(rows::elem(dt)?).ok_or_else(too_large)?;
+    let zrow = p.width().checked_mul(4).ok_or_else(too_large)?;
+    let tbytes = p.words().and_then(|w| w.checked_mul(8)).ok_or_else(too_large)?;
+    let mut outputs = vec![(p.zb, zrow)];
+    outputs.extend(p.yb.map(|b| (b, 8)));
+    let launch = rows::RowLaunch {
+        rows: p.rows,
+        x: (p.xb, xrow),
+        table: (p.tb, tbytes),
+        outputs: &outputs,
+        key: &[KEY, tbytes as u64],
+    };
+    rows::run(
         call,
-        classifier
+        mem,
+        launch,
+        |bytes| Ok((decode(bytes), bytes.len())),
+        |t, n, x, outs| {
+            let (z, y) = outs.split_at_mut(1);
+            let y = y.first_mut().map(|y| &mut y[..]);
+            score_dt(dt, &p, t, n, x, &mut z[0], y)
+        },
     )
 }

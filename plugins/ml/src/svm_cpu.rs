@@ -6,11 +6,12 @@
 //!
 //! Owns the CPU arithmetic only (as onnxruntime computes it: see `svm.rs`'s module doc).
 
-use umd_sdk::kernel::{Memory, resident};
+use umd_sdk::kernel::Memory;
 use umd_sdk::params::ParamReader;
 use umd_sdk::{CpuCall, CpuWrite, Dtype, KernelCall, OpError};
 
 use crate::common::{Val, get, put};
+use crate::rows::{RowLaunch, elem};
 
 /// Tells a decoded SVM table apart from other values kept under the same name.
 const KEY: u64 = 0x73_766d;
@@ -334,15 +335,6 @@ fn score_dt(
     )
 }
 
-fn elem(dt: Dtype) -> Result<usize, OpError> {
-    match dt {
-        Dtype::F32 | Dtype::I32 => Ok(4),
-        Dtype::F64 | Dtype::I64 => Ok(8),
-        Dtype::F16 | Dtype::Bf16 => Ok(2),
-        _ => Err(OpError::internal("svm: unknown dtype")),
-    }
-}
-
 /// `run-cpu`: the whole grid of a call.
 pub fn run_cpu(call: &CpuCall, dt: Dtype, classifier: bool) -> Result<Vec<CpuWrite>, OpError> {
     let bufs = umd_sdk::cpu::Buffers::new(call);
@@ -361,8 +353,7 @@ pub fn run_cpu(call: &CpuCall, dt: Dtype, classifier: bool) -> Result<Vec<CpuWri
     Ok(y.into_iter().chain([z]).collect())
 }
 
-/// In place: the rows of this call's share of the grid. The table is read and decoded once
-/// per instance when the host names it resident, on every launch otherwise.
+/// In place: the rows of this call's share of the grid ([`crate::rows`]).
 pub fn run_in_place(
     call: &KernelCall,
     mem: &mut dyn Memory,
@@ -370,40 +361,31 @@ pub fn run_in_place(
     classifier: bool,
 ) -> Result<(), OpError> {
     let p = Params::read(&call.params, &call.relocations, classifier)?;
-    let s = elem(dt)?;
-    let fits = |b: u32, bytes: Option<usize>, what: &str| -> Result<(), OpError> {
-        match bytes {
-            Some(n) if n as u64 <= call.size_of(b)? => Ok(()),
-            _ => Err(OpError::internal(format!(
-                "binding {b} ({what}) is smaller than the launch reads or writes"
-            ))),
-        }
-    };
-    fits(p.xb, p.rows.checked_mul(p.nf).and_then(|v| v.checked_mul(s)), "X")?;
-    fits(p.zb, p.z_bytes(p.rows), "scores")?;
-    if let Some(yb) = p.yb {
-        fits(yb, p.rows.checked_mul(8), "labels")?;
-    }
-    let share = call.share(p.rows as u64);
-    let (r0, r1) = (share.start as usize, share.end as usize);
-    if r0 == r1 {
-        return Ok(());
-    }
-    let words = usize::try_from(call.size_of(p.tb)? / 8)
+    let xrow = p
+        .nf
+        .checked_mul(elem(dt)?)
+        .ok_or_else(|| OpError::internal("svm: X rows too large"))?;
+    let zrow = p.z_bytes(1).unwrap_or(usize::MAX);
+    let tbytes = usize::try_from(call.size_of(p.tb)? / 8 * 8)
         .map_err(|_| OpError::internal("svm: table too large"))?;
-    let t = match mem.resident(p.tb) {
-        Some(name) => resident::derived(name, &[KEY, words as u64], || {
-            mem.read(p.tb, 0, words * 8).map(|b| (decode(&b), words * 8))
-        })?,
-        None => std::rc::Rc::new(decode(&mem.read(p.tb, 0, words * 8)?)),
+    let mut outputs = vec![(p.zb, zrow)];
+    outputs.extend(p.yb.map(|b| (b, 8)));
+    let launch = RowLaunch {
+        rows: p.rows,
+        x: (p.xb, xrow),
+        table: (p.tb, tbytes),
+        outputs: &outputs,
+        key: &[KEY, tbytes as u64],
     };
-    let x = mem.read(p.xb, (r0 * p.nf * s) as u64, (r1 - r0) * p.nf * s)?;
-    let mut z = vec![0u8; p.z_bytes(r1 - r0).unwrap_or(0)];
-    let mut y = p.yb.map(|_| vec![0u8; (r1 - r0) * 8]);
-    score_dt(dt, &p, &t, r1 - r0, &x, &mut z, y.as_deref_mut())?;
-    mem.write(p.zb, p.z_bytes(r0).unwrap_or(0) as u64, &z)?;
-    if let (Some(yb), Some(y)) = (p.yb, y) {
-        mem.write(yb, (r0 * 8) as u64, &y)?;
-    }
-    Ok(())
+    crate::rows::run(
+        call,
+        mem,
+        launch,
+        |bytes| Ok((decode(bytes), bytes.len())),
+        |t, rows, x, outs| {
+            let (z, y) = outs.split_at_mut(1);
+            let y = y.first_mut().map(|y| &mut y[..]);
+            score_dt(dt, &p, t, rows, x, &mut z[0], y)
+        },
+    )
 }

@@ -18,9 +18,24 @@ pub const MAX_BYTES: usize = 32 << 20;
 /// A derived value: the name it comes from, the deriving kernel's key, its size, the value.
 type Derived = (u64, Vec<u64>, usize, Rc<dyn Any>);
 
+/// Names of derived values evicted lately (at most this many remembered).
+const MAX_EVICTED: usize = 4096;
+
 thread_local! {
     static KEPT: RefCell<Vec<(u64, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
     static DERIVED: RefCell<Vec<Derived>> = const { RefCell::new(Vec::new()) };
+    static EVICTED: RefCell<std::collections::VecDeque<u64>> =
+        const { RefCell::new(std::collections::VecDeque::new()) };
+}
+
+/// Whether a value of `bytes` derived from the bytes named `name` would be kept by
+/// [`derived`] and likely still be there next launch: not when it is larger than
+/// [`MAX_BYTES`], nor when a value of that name was evicted lately — the kernels' values do
+/// not fit together (a model whose weights exceed the store), and a kernel that derives more
+/// than it needs to keep a value (a whole packed matrix where a part would do) would pay for
+/// that on every launch. Such a kernel does its launch's share only.
+pub fn would_keep(name: u64, bytes: usize) -> bool {
+    bytes <= MAX_BYTES && !EVICTED.with(|e| e.borrow().contains(&name))
 }
 
 /// Takes the bytes kept under `name` out of the store (give them back with [`keep`]).
@@ -86,7 +101,15 @@ pub fn derived<T: Any, E>(
             d.retain(|(n, k, ..)| !(*n == name && k == key));
             let mut total = d.iter().map(|e| e.2).sum::<usize>() + bytes;
             while total > MAX_BYTES && !d.is_empty() {
-                total -= d.remove(0).2;
+                let (gone, _, size, _) = d.remove(0);
+                total -= size;
+                EVICTED.with(|e| {
+                    let mut e = e.borrow_mut();
+                    if e.len() >= MAX_EVICTED {
+                        e.pop_front();
+                    }
+                    e.push_back(gone);
+                });
             }
             d.push((name, key.to_vec(), bytes, value.clone() as Rc<dyn Any>));
         });
@@ -140,6 +163,8 @@ mod tests {
         })
         .unwrap();
         assert!(remade, "evicted");
+        assert!(!would_keep(1, 1), "a name evicted lately");
+        assert!(would_keep(9, MAX_BYTES) && !would_keep(9, MAX_BYTES + 1));
         // an error keeps nothing
         assert!(derived::<u8, &str>(6, &[0], || Err("no")).is_err());
         let mut made6 = false;

@@ -1,0 +1,76 @@
+//! Which CPU kernels keep what they read from frozen buffers: a kernel that asked for a
+//! resident name (`kernel-io.resident`, ABI 1.7) on a launch reading a frozen buffer may keep
+//! those bytes (or values derived from them) between launches, so its launches run in place
+//! however small; a kernel seen not to ask gets small launches in one `run-cpu` call, the
+//! cheaper way for them. Keyed by module build and entry point (a kernel's code does not change
+//! within a build); bounded.
+//!
+//! Owns only the table; never runs anything.
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+
+use crate::cmdbuf::LaunchCmd;
+
+/// Kernels remembered (forgotten all at once past this).
+const MAX_KERNELS: usize = 4096;
+
+#[derive(Default)]
+pub struct Keepers {
+    kernels: Mutex<HashMap<([u8; 32], String), bool>>,
+}
+
+impl Keepers {
+    /// Whether `launch`'s kernel may keep frozen bytes it reads: `true` until one of its
+    /// launches reading a frozen buffer ran in place without asking for a resident name.
+    pub fn keeps(&self, launch: &LaunchCmd) -> bool {
+        let key = (launch.module.hash, launch.entry_point.clone());
+        self.kernels.lock().get(&key).copied().unwrap_or(true)
+    }
+
+    /// Records whether `launch`, run in place on a frozen buffer, asked for a resident name.
+    pub fn record(&self, launch: &LaunchCmd, asked: bool) {
+        let key = (launch.module.hash, launch.entry_point.clone());
+        let mut kernels = self.kernels.lock();
+        if kernels.len() >= MAX_KERNELS && !kernels.contains_key(&key) {
+            kernels.clear();
+        }
+        kernels.insert(key, asked);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmdbuf::ModuleRef;
+    use crate::target::Dim3;
+
+    fn launch(entry: &str, hash: u8) -> LaunchCmd {
+        LaunchCmd {
+            module: ModuleRef {
+                plugin: "p@1.0.0".into(),
+                id: "m".into(),
+                hash: [hash; 32],
+            },
+            entry_point: entry.into(),
+            grid: Dim3 { x: 1, y: 1, z: 1 },
+            block: Dim3 { x: 1, y: 1, z: 1 },
+            shared_memory: 0,
+            params: Vec::new(),
+            relocations: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn kernels_keep_until_seen_not_asking_per_build_and_entry_point() {
+        let k = Keepers::default();
+        let (a, b, a2) = (launch("a", 1), launch("b", 1), launch("a", 2));
+        assert!(k.keeps(&a), "unknown: in place, to learn");
+        k.record(&a, false);
+        assert!(!k.keeps(&a));
+        assert!(k.keeps(&b) && k.keeps(&a2), "another entry point, another build");
+        k.record(&a, true);
+        assert!(k.keeps(&a), "asked again");
+    }
+}
