@@ -1187,8 +1187,14 @@ fn setup_launches_fill_a_kept_workspace_once_and_every_run_reads_it() {
 fn matmul_model(k: usize, n: usize, w: &[f32]) -> GraphDef {
     GraphDef {
         nodes: vec![Node::new("MatMul", &["x", "w"], &["y"], vec![])],
-        inputs: vec![decl("x", vec![Dim::Dynamic("m".into()), Dim::Fixed(k as u64)])],
-        outputs: vec![decl("y", vec![Dim::Dynamic("m".into()), Dim::Fixed(n as u64)])],
+        inputs: vec![decl(
+            "x",
+            vec![Dim::Dynamic("m".into()), Dim::Fixed(k as u64)],
+        )],
+        outputs: vec![decl(
+            "y",
+            vec![Dim::Dynamic("m".into()), Dim::Fixed(n as u64)],
+        )],
         constants: HashMap::from([(
             "w".into(),
             constant(vec![k as u64, n as u64], Dtype::F32, f32s(w)),
@@ -1206,7 +1212,11 @@ fn weights_kept_by_kernels_stay_each_models_own_across_runs() {
     let (k, n) = (70, 45);
     let h = host();
     let ws: Vec<Vec<f32>> = (0..2)
-        .map(|m| (0..k * n).map(|i| ((i * 7 + m * 3) % 11) as f32 - 5.0).collect())
+        .map(|m| {
+            (0..k * n)
+                .map(|i| ((i * 7 + m * 3) % 11) as f32 - 5.0)
+                .collect()
+        })
         .collect();
     let models: Vec<Model> = ws
         .iter()

@@ -69,7 +69,10 @@ mod tests {
         assert!(k.keeps(&a), "unknown: in place, to learn");
         k.record(&a, false);
         assert!(!k.keeps(&a));
-        assert!(k.keeps(&b) && k.keeps(&a2), "another entry point, another build");
+        assert!(
+            k.keeps(&b) && k.keeps(&a2),
+            "another entry point, another build"
+        );
         k.record(&a, true);
         assert!(k.keeps(&a), "asked again");
     }

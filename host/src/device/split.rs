@@ -213,7 +213,11 @@ mod tests {
         assert_eq!(s.parts(&l, 2), 2, "a cold split says nothing");
         timed(&s, &l, 2, 160);
         assert_eq!(s.parts(&l, 2), 1);
-        assert_eq!(s.parts(&launch(200), 2), 2, "its class's 4th launch: a re-probe");
+        assert_eq!(
+            s.parts(&launch(200), 2),
+            2,
+            "its class's 4th launch: a re-probe"
+        );
         assert_eq!(
             s.parts(&launch(200), 2),
             1,

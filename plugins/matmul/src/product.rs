@@ -121,7 +121,9 @@ impl Product {
         let (p1, r1) = ((share.end - 1) / total, (share.end - 1) % total + 1);
         let cols = |pa: u64, pb: u64| pa as usize * width..n.min((pb as usize + 1) * width);
         // B whole, packed: strips of NR columns, k deep
-        let whole = n.div_ceil(NR).saturating_mul(NR * k * std::mem::size_of::<A>());
+        let whole = n
+            .div_ceil(NR)
+            .saturating_mul(NR * k * std::mem::size_of::<A>());
         let name = keep
             .and_then(|tag| Some((tag, mem.resident(self.b.0)?)))
             .filter(|&(_, name)| resident::would_keep(name, whole));

@@ -24,10 +24,7 @@
 //! String class labels are refused (status 2). Module `ml_forest_{T}`, one thread per row; the
 //! flattened trees travel in the workspace as a [`Blob`].
 
-use umd_sdk::{
-    AttrValueExt, CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt, attr,
-    dtype,
-};
+use umd_sdk::{AttrValueExt, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt, attr, dtype};
 
 use crate::blob::Blob;
 use crate::common::{self, Scorer, bad, scorer_plan};
@@ -550,12 +547,6 @@ pub(crate) fn finish(
         }
     }
     l
-}
-
-/// Entry point `forest_{T}` (regressor) or `forest_cls_{T}` (classifier): see
-/// [`crate::forest_cpu`].
-pub fn run_cpu(call: &CpuCall, dt: Dtype, classifier: bool) -> Result<Vec<CpuWrite>, OpError> {
-    crate::forest_cpu::run_cpu(call, dt, classifier)
 }
 
 const KERNEL: &str = r#"

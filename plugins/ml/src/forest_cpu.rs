@@ -6,13 +6,12 @@
 //! Owns the CPU traversal only: the table's layout and onnxruntime's aggregation rules stay in
 //! `forest.rs` ([`finish`]), shared with the CUDA kernel's description there.
 
-use umd_sdk::kernel::Memory;
 use umd_sdk::params::ParamReader;
-use umd_sdk::{CpuCall, CpuWrite, Dtype, KernelCall, OpError};
+use umd_sdk::{Dtype, OpError};
 
 use crate::common::{Val, get, put};
 use crate::forest::{NODE_WORDS, Shape, finish};
-use crate::rows::{RowLaunch, elem};
+use crate::rows::{self, RowLaunch, Scorer, elem};
 
 /// Tells a decoded forest apart from other values kept under the same name.
 const KEY: u64 = 0x666f_7265_7374;
@@ -30,7 +29,7 @@ struct Node {
 }
 
 /// A forest's table as the CPU traversal reads it.
-pub(crate) struct Table {
+pub struct Table {
     /// The table's words (base values, labels).
     words: Vec<u64>,
     /// Each tree's first node (or leaf).
@@ -73,10 +72,7 @@ impl Table {
         for r in words[n0..n1].chunks_exact(NODE_WORDS) {
             let leaf = r[1] == 6;
             if !leaf && r[0] as usize >= sh.nf {
-                return Err(bad_table(format!(
-                    "feature {} of {} features",
-                    r[0], sh.nf
-                )));
+                return Err(bad_table(format!("feature {} of {} features", r[0], sh.nf)));
             }
             nodes.push(Node {
                 split: f64::from_bits(r[2]),
@@ -119,7 +115,9 @@ impl Table {
             let at = sh.leaves + 2 * l;
             let (start, n) = (word(at)? as usize, word(at + 1)? as usize);
             if n > most - targets.len() {
-                return Err(bad_table(format!("leaf {l} has more pairs than the table holds")));
+                return Err(bad_table(format!(
+                    "leaf {l} has more pairs than the table holds"
+                )));
             }
             leaves.push((targets.len() as u32, n as u32));
             for k in 0..n {
@@ -222,7 +220,10 @@ fn score<T: Val>(
     // adds its trees' weights in tree order: the sums are the same.
     let (nf, w) = (sh.nf, e.max(2));
     // at most 128 rows, 4096 scores and 64 Ki features a block (one row at least)
-    let block = (4096 / w).min(65536 / nf.max(1)).clamp(1, 128).min(rows.max(1));
+    let block = (4096 / w)
+        .min(65536 / nf.max(1))
+        .clamp(1, 128)
+        .min(rows.max(1));
     let mut xs = vec![0f64; block * nf];
     let (mut s, mut has) = (vec![0f32; block * w], vec![false; block * w]);
     for b0 in (0..rows).step_by(block) {
@@ -282,104 +283,74 @@ fn score<T: Val>(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn score_dt(
-    dt: Dtype,
-    t: &Table,
-    sh: &Shape,
-    classifier: bool,
-    rows: usize,
-    x: &[u8],
-    z: &mut [u8],
-    y: Option<&mut [u8]>,
-) -> Result<(), OpError> {
-    crate::by_dtype!(
-        dt,
-        score,
-        OpError::internal("forest: unknown dtype"),
-        t,
-        sh,
-        classifier,
-        rows,
-        x,
-        z,
-        y
-    )
-}
-
-/// `run-cpu`: the whole grid of a call.
-pub fn run_cpu(call: &CpuCall, dt: Dtype, classifier: bool) -> Result<Vec<CpuWrite>, OpError> {
-    let bufs = umd_sdk::cpu::Buffers::new(call);
-    let (xb, tb, zb, yb, sh) = params(&call.params, &call.relocations, classifier)?;
-    let too_large = || OpError::internal("forest: launch too large");
-    let mul = |a: usize, b: usize| a.checked_mul(b).ok_or_else(too_large);
-    let (xn, tn) = (mul(mul(sh.rows, sh.nf)?, elem(dt)?)?, mul(table_words(&sh, classifier)?, 8)?);
-    let x = &bufs.input(xb, xn as u64)?[..xn];
-    let t = Table::decode(&bufs.input(tb, tn as u64)?[..tn], &sh)?;
-    let mut z = bufs.output(zb, mul(mul(sh.rows, sh.e)?, 4)? as u64)?;
-    let mut y = match yb {
-        Some(b) => Some(bufs.output(b, mul(sh.rows, 8)? as u64)?),
-        None => None,
-    };
-    score_dt(
-        dt,
-        &t,
-        &sh,
-        classifier,
-        sh.rows,
-        x,
-        &mut z.data,
-        y.as_mut().map(|y| &mut y.data[..]),
-    )?;
-    Ok(y.into_iter().chain([z]).collect())
-}
-
-/// In place: the rows of this call's share of the grid ([`crate::rows`]).
-pub fn run_in_place(
-    call: &KernelCall,
-    mem: &mut dyn Memory,
+/// A forest launch: its parameters and X's dtype.
+pub struct Forest {
     dt: Dtype,
     classifier: bool,
-) -> Result<(), OpError> {
-    let (xb, tb, zb, yb, sh) = params(&call.params, &call.relocations, classifier)?;
-    let s = elem(dt)?;
-    let words = table_words(&sh, classifier)?;
-    let xrow = sh.nf.checked_mul(s);
-    let zrow = sh.e.checked_mul(4);
-    let (Some(xrow), Some(zrow), Some(tbytes)) = (xrow, zrow, words.checked_mul(8)) else {
-        return Err(OpError::internal("forest: launch too large"));
-    };
-    let mut outputs = vec![(zb, zrow)];
-    outputs.extend(yb.map(|b| (b, 8)));
-    let key = [
-        KEY,
-        words as u64,
-        sh.nf as u64,
-        sh.e as u64,
-        sh.trees as u64,
-        sh.nodes as u64,
-        sh.leaves as u64,
-    ];
-    let launch = RowLaunch {
-        rows: sh.rows,
-        x: (xb, xrow),
-        table: (tb, tbytes),
-        outputs: &outputs,
-        key: &key,
-    };
-    crate::rows::run(
-        call,
-        mem,
-        launch,
-        |bytes| {
-            let t = Table::decode(bytes, &sh)?;
-            let n = t.bytes();
-            Ok((t, n))
-        },
-        |t, rows, x, outs| {
-            let (z, y) = outs.split_at_mut(1);
-            let y = y.first_mut().map(|y| &mut y[..]);
-            score_dt(dt, t, &sh, classifier, rows, x, &mut z[0], y)
-        },
-    )
+    b: (u32, u32, u32, Option<u32>),
+    sh: Shape,
+}
+
+impl Forest {
+    pub fn read(
+        params_bytes: &[u8],
+        relocations: &[umd_sdk::Relocation],
+        dt: Dtype,
+        classifier: bool,
+    ) -> Result<Forest, OpError> {
+        let (xb, tb, zb, yb, sh) = params(params_bytes, relocations, classifier)?;
+        Ok(Forest {
+            dt,
+            classifier,
+            b: (xb, tb, zb, yb),
+            sh,
+        })
+    }
+}
+
+impl Scorer for Forest {
+    type Table = Table;
+
+    fn launch(&self) -> Result<RowLaunch, OpError> {
+        let (xb, tb, zb, yb) = self.b;
+        let sh = &self.sh;
+        let words = table_words(sh, self.classifier)?;
+        let too_large = || OpError::internal("forest: launch too large");
+        let xrow = sh.nf.checked_mul(elem(self.dt)?).ok_or_else(too_large)?;
+        let zrow = sh.e.checked_mul(4).ok_or_else(too_large)?;
+        let tbytes = words.checked_mul(8).ok_or_else(too_large)?;
+        let mut outputs = vec![(zb, zrow)];
+        outputs.extend(yb.map(|b| (b, 8)));
+        let key = [words, sh.nf, sh.e, sh.trees, sh.nodes, sh.leaves].map(|v| v as u64);
+        Ok(RowLaunch {
+            rows: sh.rows,
+            x: (xb, xrow),
+            table: (tb, tbytes),
+            outputs,
+            key: [&[KEY][..], &key].concat(),
+        })
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<(Table, usize), OpError> {
+        let t = Table::decode(bytes, &self.sh)?;
+        let n = t.bytes();
+        Ok((t, n))
+    }
+
+    fn score(&self, t: &Table, rows: usize, x: &[u8], outs: &mut [Vec<u8>]) -> Result<(), OpError> {
+        let (z, y) = rows::scores_and_labels(outs);
+        let (sh, c) = (&self.sh, self.classifier);
+        crate::by_dtype!(
+            self.dt,
+            score,
+            OpError::internal("forest: unknown dtype"),
+            t,
+            sh,
+            c,
+            rows,
+            x,
+            z,
+            y
+        )
+    }
 }

@@ -198,14 +198,20 @@ impl Plugin for MlPlugin {
         if call.entry_point == "fill_words" && call.is_whole() {
             return blob::run_in_place(call, memory);
         }
-        if let Some((dt, classifier)) = scorer_entry("forest", &call.entry_point) {
-            return forest_cpu::run_in_place(call, memory, dt, classifier);
+        let (params, relocs, e) = (&call.params, &call.relocations, &call.entry_point);
+        if let Some((dt, cls)) = scorer_entry("forest", e) {
+            let s = forest_cpu::Forest::read(params, relocs, dt, cls)?;
+            return rows::run_in_place(call, memory, &s);
         }
-        if let Some((dt, classifier)) = scorer_entry("svm", &call.entry_point) {
-            return svm_cpu::run_in_place(call, memory, dt, classifier);
+        if let Some((dt, cls)) = scorer_entry("svm", e) {
+            return rows::run_in_place(call, memory, &svm_cpu::Svm::read(params, relocs, dt, cls)?);
         }
-        if let Some((dt, classifier)) = scorer_entry("linear", &call.entry_point) {
-            return linear::run_in_place(call, memory, dt, classifier);
+        if let Some((dt, cls)) = scorer_entry("linear", e) {
+            return rows::run_in_place(
+                call,
+                memory,
+                &linear::Linear::read(params, relocs, dt, cls)?,
+            );
         }
         umd_sdk::kernel::run_via_cpu_call_kept(call, memory, run_cpu_ref)
     }
@@ -401,6 +407,19 @@ fn scorer_entry(family: &str, entry: &str) -> Option<(Dtype, bool)> {
     Some((dt, classifier))
 }
 
+/// `run-cpu` of a row scorer's entry point (tree ensembles, SVMs, linear models), if it is one.
+fn run_scorer(call: &CpuCall) -> Option<Result<Vec<CpuWrite>, OpError>> {
+    let (p, r, e) = (&call.params, &call.relocations, &call.entry_point);
+    if let Some((dt, c)) = scorer_entry("forest", e) {
+        return Some(forest_cpu::Forest::read(p, r, dt, c).and_then(|s| rows::run_cpu(call, &s)));
+    }
+    if let Some((dt, c)) = scorer_entry("svm", e) {
+        return Some(svm_cpu::Svm::read(p, r, dt, c).and_then(|s| rows::run_cpu(call, &s)));
+    }
+    let (dt, c) = scorer_entry("linear", e)?;
+    Some(linear::Linear::read(p, r, dt, c).and_then(|s| rows::run_cpu(call, &s)))
+}
+
 fn run_cpu_ref(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     let e = call.entry_point.as_str();
     let suffix_dt = |prefix: &str| {
@@ -426,18 +445,8 @@ fn run_cpu_ref(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
         tree::run_cpu(call, suffix_dt("tree_")?)
     } else if e.starts_with("label_") {
         label::run_cpu(call)
-    } else if e.starts_with("svm_cls_") {
-        svm::run_cpu(call, suffix_dt("svm_cls_")?, true)
-    } else if e.starts_with("svm_") {
-        svm::run_cpu(call, suffix_dt("svm_")?, false)
-    } else if e.starts_with("forest_cls_") {
-        forest::run_cpu(call, suffix_dt("forest_cls_")?, true)
-    } else if e.starts_with("forest_") {
-        forest::run_cpu(call, suffix_dt("forest_")?, false)
-    } else if e.starts_with("linear_cls_") {
-        linear::run_cpu(call, suffix_dt("linear_cls_")?, true)
-    } else if e.starts_with("linear_") {
-        linear::run_cpu(call, suffix_dt("linear_")?, false)
+    } else if let Some(r) = run_scorer(call) {
+        r
     } else if let Some((kind, dt)) = e
         .split_once('_')
         .filter(|(k, _)| ["scaler", "normalizer", "imputer", "onehot", "fv"].contains(k))

@@ -16,11 +16,7 @@
 //! intercepts and labels travel in the workspace as a [`Blob`].
 
 use umd_sdk::params::ParamReader;
-use umd_sdk::kernel::Memory;
-use umd_sdk::{
-    CpuCall, CpuWrite, Dtype, KernelCall, ModuleSource, OpError, OpPlan, PlanRequestExt, attr,
-    dtype,
-};
+use umd_sdk::{Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt, attr, dtype};
 
 use crate::blob::Blob;
 use crate::common::{self, Scorer, Val, bad, get, put, scorer_plan};
@@ -292,7 +288,11 @@ struct Params {
 }
 
 impl Params {
-    fn read(call_params: &[u8], relocs: &[umd_sdk::Relocation], classifier: bool) -> Result<Params, OpError> {
+    fn read(
+        call_params: &[u8],
+        relocs: &[umd_sdk::Relocation],
+        classifier: bool,
+    ) -> Result<Params, OpError> {
         let mut r = ParamReader::new(call_params, relocs);
         let (xb, tb, zb) = (r.ptr()?, r.ptr()?, r.ptr()?);
         let yb = if classifier { Some(r.ptr()?) } else { None };
@@ -329,14 +329,6 @@ impl Params {
             .checked_add(self.e)?
             .checked_add(self.nlabels as usize)
     }
-}
-
-/// The table's words as f64 (labels keep their bits).
-fn decode(bytes: &[u8]) -> Vec<f64> {
-    bytes
-        .chunks_exact(8)
-        .map(|w| f64::from_bits(u64::from_le_bytes(w.try_into().expect("8 bytes"))))
-        .collect()
 }
 
 /// Scores `rows` rows of `x` into `z` (rows of [`Params::width`] f32) and, for a classifier,
@@ -404,81 +396,71 @@ fn score<T: Val>(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn score_dt(
-    dt: Dtype,
-    p: &Params,
-    tab: &[f64],
-    rows: usize,
-    x: &[u8],
-    z: &mut [u8],
-    y: Option<&mut [u8]>,
-) -> Result<(), OpError> {
-    crate::by_dtype!(
-        dt,
-        score,
-        OpError::internal("linear: unknown dtype"),
-        p,
-        tab,
-        rows,
-        x,
-        z,
-        y
-    )
-}
-
-/// Entry point `linear_{T}` (regressor) or `linear_cls_{T}` (classifier), whole.
-pub fn run_cpu(call: &CpuCall, dt: Dtype, classifier: bool) -> Result<Vec<CpuWrite>, OpError> {
-    let bufs = umd_sdk::cpu::Buffers::new(call);
-    let p = Params::read(&call.params, &call.relocations, classifier)?;
-    let too_large = || OpError::internal("linear: launch too large");
-    let xn = p.rows.checked_mul(p.c).and_then(|v| v.checked_mul(rows::elem(dt).ok()?));
-    let xn = xn.ok_or_else(too_large)?;
-    let x = &bufs.input(p.xb, xn as u64)?[..xn];
-    let words = p.words().ok_or_else(too_large)?;
-    let tab = decode(&bufs.input(p.tb, 8 * words as u64)?[..8 * words]);
-    let mut z = bufs.output(p.zb, (p.rows * p.width() * 4) as u64)?;
-    let mut y = match p.yb {
-        Some(b) => Some(bufs.output(b, (p.rows * 8) as u64)?),
-        None => None,
-    };
-    score_dt(dt, &p, &tab, p.rows, x, &mut z.data, y.as_mut().map(|y| &mut y.data[..]))?;
-    Ok(y.into_iter().chain([z]).collect())
-}
-
 /// Tells a decoded linear table apart from other values kept under the same name.
 const KEY: u64 = 0x6c69_6e65_6172;
 
-/// In place: the rows of this call's share of the grid ([`crate::rows`]).
-pub fn run_in_place(
-    call: &KernelCall,
-    mem: &mut dyn Memory,
+/// A linear model's launch: its parameters and X's dtype.
+pub struct Linear {
     dt: Dtype,
-    classifier: bool,
-) -> Result<(), OpError> {
-    let p = Params::read(&call.params, &call.relocations, classifier)?;
-    let too_large = || OpError::internal("linear: launch too large");
-    let xrow = p.c.checked_mul(rows::elem(dt)?).ok_or_else(too_large)?;
-    let zrow = p.width().checked_mul(4).ok_or_else(too_large)?;
-    let tbytes = p.words().and_then(|w| w.checked_mul(8)).ok_or_else(too_large)?;
-    let mut outputs = vec![(p.zb, zrow)];
-    outputs.extend(p.yb.map(|b| (b, 8)));
-    let launch = rows::RowLaunch {
-        rows: p.rows,
-        x: (p.xb, xrow),
-        table: (p.tb, tbytes),
-        outputs: &outputs,
-        key: &[KEY, tbytes as u64],
-    };
-    rows::run(
-        call,
-        mem,
-        launch,
-        |bytes| Ok((decode(bytes), bytes.len())),
-        |t, n, x, outs| {
-            let (z, y) = outs.split_at_mut(1);
-            let y = y.first_mut().map(|y| &mut y[..]);
-            score_dt(dt, &p, t, n, x, &mut z[0], y)
-        },
-    )
+    p: Params,
+}
+
+impl Linear {
+    pub fn read(
+        params: &[u8],
+        relocations: &[umd_sdk::Relocation],
+        dt: Dtype,
+        classifier: bool,
+    ) -> Result<Linear, OpError> {
+        Ok(Linear {
+            dt,
+            p: Params::read(params, relocations, classifier)?,
+        })
+    }
+}
+
+impl rows::Scorer for Linear {
+    type Table = Vec<f64>;
+
+    fn launch(&self) -> Result<rows::RowLaunch, OpError> {
+        let p = &self.p;
+        let too_large = || OpError::internal("linear: launch too large");
+        let xrow =
+            p.c.checked_mul(rows::elem(self.dt)?)
+                .ok_or_else(too_large)?;
+        let zrow = p.width().checked_mul(4).ok_or_else(too_large)?;
+        let tbytes = p
+            .words()
+            .and_then(|w| w.checked_mul(8))
+            .ok_or_else(too_large)?;
+        let mut outputs = vec![(p.zb, zrow)];
+        outputs.extend(p.yb.map(|b| (b, 8)));
+        Ok(rows::RowLaunch {
+            rows: p.rows,
+            x: (p.xb, xrow),
+            table: (p.tb, tbytes),
+            outputs,
+            key: vec![KEY, tbytes as u64],
+        })
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<(Vec<f64>, usize), OpError> {
+        Ok((rows::words_f64(bytes), bytes.len()))
+    }
+
+    fn score(&self, t: &Vec<f64>, n: usize, x: &[u8], outs: &mut [Vec<u8>]) -> Result<(), OpError> {
+        let (z, y) = rows::scores_and_labels(outs);
+        let p = &self.p;
+        crate::by_dtype!(
+            self.dt,
+            score,
+            OpError::internal("linear: unknown dtype"),
+            p,
+            t,
+            n,
+            x,
+            z,
+            y
+        )
+    }
 }

@@ -22,9 +22,7 @@
 //! String labels are refused (status 2); at most 32 classes and 2^16 support vectors. Module
 //! `ml_svm_{T}`, one thread per row; the model travels in the workspace as a [`Blob`].
 
-use umd_sdk::{
-    CpuCall, CpuWrite, Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt, attr, dtype,
-};
+use umd_sdk::{Dtype, ModuleSource, OpError, OpPlan, PlanRequestExt, attr, dtype};
 
 use crate::blob::Blob;
 use crate::common::{self, Scorer, bad, scorer_plan};
@@ -315,12 +313,6 @@ pub fn plan_classifier(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
             .u32(post)
             .u32(positive as u32);
     })
-}
-
-/// Entry point `svm_{T}` (regressor) or `svm_cls_{T}` (classifier): see
-/// [`crate::svm_cpu`].
-pub fn run_cpu(call: &CpuCall, dt: Dtype, classifier: bool) -> Result<Vec<CpuWrite>, OpError> {
-    crate::svm_cpu::run_cpu(call, dt, classifier)
 }
 
 const KERNEL: &str = r#"

@@ -6,12 +6,11 @@
 //!
 //! Owns the CPU arithmetic only (as onnxruntime computes it: see `svm.rs`'s module doc).
 
-use umd_sdk::kernel::Memory;
 use umd_sdk::params::ParamReader;
-use umd_sdk::{CpuCall, CpuWrite, Dtype, KernelCall, OpError};
+use umd_sdk::{Dtype, OpError};
 
 use crate::common::{Val, get, put};
-use crate::rows::{RowLaunch, elem};
+use crate::rows::{self, RowLaunch, Scorer, elem};
 
 /// Tells a decoded SVM table apart from other values kept under the same name.
 const KEY: u64 = 0x73_766d;
@@ -96,19 +95,20 @@ impl Params {
         })
     }
 
+    /// Bytes of the table the launch reads: up to rho (regressor) or the labels (classifier),
+    /// its last words.
+    fn table_bytes(&self) -> Option<usize> {
+        match &self.cls {
+            Some(c) => c.labels.checked_add(c.k)?.checked_mul(8),
+            None => self.rho.checked_add(1)?.checked_mul(8),
+        }
+    }
+
     /// Bytes of the scores of `rows` rows.
     fn z_bytes(&self, rows: usize) -> Option<usize> {
         let width = self.cls.as_ref().map_or(1, |c| c.width);
         rows.checked_mul(width)?.checked_mul(4)
     }
-}
-
-/// The table's words as f64.
-fn decode(bytes: &[u8]) -> Vec<f64> {
-    bytes
-        .chunks_exact(8)
-        .map(|w| f64::from_bits(u64::from_le_bytes(w.try_into().expect("8 bytes"))))
-        .collect()
 }
 
 /// One kernel value, rounded to f32 as onnxruntime stores it.
@@ -274,7 +274,8 @@ fn score<T: Val>(
             (best, 0f32)
         } else {
             for (c, sc) in s.iter_mut().enumerate().take(k) {
-                *sc = (kernel_value(0, kp, &xr, &tab[coef + c * nf..][..nf]) as f64 + w(rho)) as f32;
+                *sc =
+                    (kernel_value(0, kp, &xr, &tab[coef + c * nf..][..nf]) as f64 + w(rho)) as f32;
             }
             let best = (0..k).fold(0, |b, c| if s[c] > s[b] { c } else { b });
             (best, s[best])
@@ -311,81 +312,69 @@ fn score<T: Val>(
     Ok(())
 }
 
-
-#[allow(clippy::too_many_arguments)]
-fn score_dt(
+/// An SVM launch: its parameters and X's dtype.
+pub struct Svm {
     dt: Dtype,
-    p: &Params,
-    tab: &[f64],
-    rows: usize,
-    x: &[u8],
-    z: &mut [u8],
-    y: Option<&mut [u8]>,
-) -> Result<(), OpError> {
-    crate::by_dtype!(
-        dt,
-        score,
-        OpError::internal("svm: unknown dtype"),
-        p,
-        tab,
-        rows,
-        x,
-        z,
-        y
-    )
+    p: Params,
 }
 
-/// `run-cpu`: the whole grid of a call.
-pub fn run_cpu(call: &CpuCall, dt: Dtype, classifier: bool) -> Result<Vec<CpuWrite>, OpError> {
-    let bufs = umd_sdk::cpu::Buffers::new(call);
-    let p = Params::read(&call.params, &call.relocations, classifier)?;
-    let xn = p.rows.checked_mul(p.nf).and_then(|v| v.checked_mul(elem(dt).ok()?));
-    let xn = xn.ok_or_else(|| OpError::internal("svm: X is too large"))?;
-    let x = &bufs.input(p.xb, xn as u64)?[..xn];
-    let tab = decode(bufs.input(p.tb, 8)?);
-    let zn = p.z_bytes(p.rows).ok_or_else(|| OpError::internal("svm: too many scores"))?;
-    let mut z = bufs.output(p.zb, zn as u64)?;
-    let mut y = match p.yb {
-        Some(b) => Some(bufs.output(b, (p.rows * 8) as u64)?),
-        None => None,
-    };
-    score_dt(dt, &p, &tab, p.rows, x, &mut z.data, y.as_mut().map(|y| &mut y.data[..]))?;
-    Ok(y.into_iter().chain([z]).collect())
+impl Svm {
+    pub fn read(
+        params: &[u8],
+        relocations: &[umd_sdk::Relocation],
+        dt: Dtype,
+        classifier: bool,
+    ) -> Result<Svm, OpError> {
+        Ok(Svm {
+            dt,
+            p: Params::read(params, relocations, classifier)?,
+        })
+    }
 }
 
-/// In place: the rows of this call's share of the grid ([`crate::rows`]).
-pub fn run_in_place(
-    call: &KernelCall,
-    mem: &mut dyn Memory,
-    dt: Dtype,
-    classifier: bool,
-) -> Result<(), OpError> {
-    let p = Params::read(&call.params, &call.relocations, classifier)?;
-    let xrow = p
-        .nf
-        .checked_mul(elem(dt)?)
-        .ok_or_else(|| OpError::internal("svm: X rows too large"))?;
-    let zrow = p.z_bytes(1).unwrap_or(usize::MAX);
-    let tbytes = usize::try_from(call.size_of(p.tb)? / 8 * 8)
-        .map_err(|_| OpError::internal("svm: table too large"))?;
-    let mut outputs = vec![(p.zb, zrow)];
-    outputs.extend(p.yb.map(|b| (b, 8)));
-    let launch = RowLaunch {
-        rows: p.rows,
-        x: (p.xb, xrow),
-        table: (p.tb, tbytes),
-        outputs: &outputs,
-        key: &[KEY, tbytes as u64],
-    };
-    crate::rows::run(
-        call,
-        mem,
-        launch,
-        |bytes| Ok((decode(bytes), bytes.len())),
-        |t, rows, x, outs| {
-            let (z, y) = outs.split_at_mut(1);
-            let y = y.first_mut().map(|y| &mut y[..]);
-            score_dt(dt, &p, t, rows, x, &mut z[0], y)
-        },
-    )
+impl Scorer for Svm {
+    type Table = Vec<f64>;
+
+    fn launch(&self) -> Result<RowLaunch, OpError> {
+        let p = &self.p;
+        let too_large = || OpError::internal("svm: launch too large");
+        let xrow = p.nf.checked_mul(elem(self.dt)?).ok_or_else(too_large)?;
+        let zrow = p.z_bytes(1).ok_or_else(too_large)?;
+        let tbytes = p.table_bytes().ok_or_else(too_large)?;
+        let mut outputs = vec![(p.zb, zrow)];
+        outputs.extend(p.yb.map(|b| (b, 8)));
+        Ok(RowLaunch {
+            rows: p.rows,
+            x: (p.xb, xrow),
+            table: (p.tb, tbytes),
+            outputs,
+            key: vec![KEY, tbytes as u64],
+        })
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<(Vec<f64>, usize), OpError> {
+        Ok((rows::words_f64(bytes), bytes.len()))
+    }
+
+    fn score(
+        &self,
+        t: &Vec<f64>,
+        rows: usize,
+        x: &[u8],
+        outs: &mut [Vec<u8>],
+    ) -> Result<(), OpError> {
+        let (z, y) = rows::scores_and_labels(outs);
+        let p = &self.p;
+        crate::by_dtype!(
+            self.dt,
+            score,
+            OpError::internal("svm: unknown dtype"),
+            p,
+            t,
+            rows,
+            x,
+            z,
+            y
+        )
+    }
 }
