@@ -8,8 +8,17 @@ use umd_sdk::kernel::{self, Memory, resident};
 use umd_sdk::{KernelCall, OpError};
 
 use crate::block::{Block, check_fits, extent, read_block};
-use crate::gemm::{Acc, MR, NR, PackedB};
+use crate::gemm::{Acc, MR, NR, PackedB, Strided};
 use crate::plan::Geometry;
+
+/// Most work memory packing one group of B's columns takes (its bytes as read, decoded and
+/// packed): a Gemm with a 400 MB weight (VGG's first fully connected layer) packs it group by
+/// group instead of whole, within the plugin's memory limit.
+#[cfg(not(test))]
+const GROUP_BYTES: usize = 64 << 20;
+/// (Small in tests, so that a test case spans several groups.)
+#[cfg(test)]
+const GROUP_BYTES: usize = 256 << 10;
 
 /// Width of the column panels the output is shared in: about a quarter of N for large N (at
 /// most 8 panels, at least 256 columns), a multiple of the micro-tile width.
@@ -128,61 +137,83 @@ impl Product {
             .and_then(|tag| Some((tag, mem.resident(self.b.0)?)))
             .filter(|&(_, name)| resident::would_keep(name, whole));
         let packed_cols = if name.is_some() { 0..n } else { cols(p0, p1) };
+        // B is packed in groups of columns of at most GROUP_BYTES of work memory (its bytes,
+        // decoded, packed), each group a whole number of strips; a kept B is one group
+        let per_col = k
+            .saturating_mul(esize + 2 * std::mem::size_of::<A>())
+            .max(1);
+        let group = if name.is_some() {
+            packed_cols.len().max(1)
+        } else {
+            (GROUP_BYTES / per_col).max(NR) / NR * NR
+        };
         let mut cuts = [0, r0, r1, total];
         cuts.sort_unstable();
-        let mut packed: Option<(u64, Rc<PackedB<A>>)> = None;
-        for w in cuts.windows(2).filter(|w| w[0] < w[1]) {
-            // the panels that hold every row of this segment
-            let pa = if w[0] >= r0 { p0 } else { p0 + 1 };
-            let pb = if w[1] <= r1 {
-                Some(p1)
-            } else {
-                p1.checked_sub(1)
-            };
-            let Some(pb) = pb.filter(|&pb| pa <= pb) else {
-                continue;
-            };
-            let mut row = w[0];
-            while row < w[1] {
-                let (z, i0) = (row / self.g.m, (row % self.g.m) as usize);
-                let i1 = (m as u64).min(i0 as u64 + (w[1] - row)) as usize;
-                let ob = self.g.batch_offsets(z).1;
-                if packed.as_ref().is_none_or(|p| p.0 != ob) {
-                    drop(packed.take()); // free the old B before packing the next
-                    let j = packed_cols.clone();
-                    let mut pack = || {
-                        let blk = read_block(
-                            mem,
-                            self.b,
-                            ob + j.start as u64 * self.g.sbn,
-                            (k, self.g.sbk as usize),
-                            (j.len(), self.g.sbn as usize),
-                        )?;
-                        let bv = decode_b(&blk);
-                        let pb = PackedB::pack(k, j.clone(), blk.view(&bv)).ok_or_else(|| {
-                            OpError::internal(format!("no memory to pack B of {k}x{}", j.len()))
-                        })?;
-                        let bytes = pb.elements() * std::mem::size_of::<A>();
-                        Ok::<_, OpError>((pb, bytes))
-                    };
-                    let pb = match name {
-                        Some((tag, name)) => {
-                            let g = &self.g;
-                            let key = [tag, ob, g.k, g.n, g.sbk, g.sbn];
-                            resident::derived(name, &key, pack)?
-                        }
-                        None => Rc::new(pack()?.0),
-                    };
-                    packed = Some((ob, pb));
+        for g0 in (packed_cols.start..packed_cols.end).step_by(group) {
+            let gcols = g0..packed_cols.end.min(g0 + group);
+            let mut packed: Option<(u64, Rc<PackedB<A>>)> = None;
+            for w in cuts.windows(2).filter(|w| w[0] < w[1]) {
+                // the panels that hold every row of this segment
+                let pa = if w[0] >= r0 { p0 } else { p0 + 1 };
+                let pb = if w[1] <= r1 {
+                    Some(p1)
+                } else {
+                    p1.checked_sub(1)
+                };
+                let Some(pb) = pb.filter(|&pb| pa <= pb) else {
+                    continue;
+                };
+                // this segment's columns in this group
+                let seg = cols(pa, pb);
+                let seg = seg.start.max(gcols.start)..seg.end.min(gcols.end);
+                if seg.is_empty() {
+                    continue;
                 }
-                let pbk = &packed.as_ref().expect("packed above").1;
-                let mut at = i0;
-                while at < i1 {
-                    let end = i1.min(at + chunk);
-                    rows(mem, pbk, z, at..end, cols(pa, pb))?;
-                    at = end;
+                let mut row = w[0];
+                while row < w[1] {
+                    let (z, i0) = (row / self.g.m, (row % self.g.m) as usize);
+                    let i1 = (m as u64).min(i0 as u64 + (w[1] - row)) as usize;
+                    let ob = self.g.batch_offsets(z).1;
+                    if packed.as_ref().is_none_or(|p| p.0 != ob) {
+                        drop(packed.take()); // free the old B before packing the next
+                        let j = gcols.clone();
+                        let mut pack = || {
+                            let blk = read_block(
+                                mem,
+                                self.b,
+                                ob + j.start as u64 * self.g.sbn,
+                                (k, self.g.sbk as usize),
+                                (j.len(), self.g.sbn as usize),
+                            )?;
+                            let (rs, cs) = (blk.rs, blk.cs);
+                            let bv = decode_b(&blk);
+                            drop(blk); // its bytes, before the packed copy is made
+                            let view = Strided { data: &bv, rs, cs };
+                            let pb = PackedB::pack(k, j.clone(), view).ok_or_else(|| {
+                                OpError::internal(format!("no memory to pack B of {k}x{}", j.len()))
+                            })?;
+                            let bytes = pb.elements() * std::mem::size_of::<A>();
+                            Ok::<_, OpError>((pb, bytes))
+                        };
+                        let pb = match name {
+                            Some((tag, name)) => {
+                                let g = &self.g;
+                                let key = [tag, ob, g.k, g.n, g.sbk, g.sbn];
+                                resident::derived(name, &key, pack)?
+                            }
+                            None => Rc::new(pack()?.0),
+                        };
+                        packed = Some((ob, pb));
+                    }
+                    let pbk = &packed.as_ref().expect("packed above").1;
+                    let mut at = i0;
+                    while at < i1 {
+                        let end = i1.min(at + chunk);
+                        rows(mem, pbk, z, at..end, seg.clone())?;
+                        at = end;
+                    }
+                    row += (i1 - i0) as u64;
                 }
-                row += (i1 - i0) as u64;
             }
         }
         Ok(())

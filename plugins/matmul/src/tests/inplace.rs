@@ -161,6 +161,9 @@ fn every_split_gives_the_same_bytes_and_keeps_to_its_rows() {
         mm(&[2, 300, 9], &[9, 20], Dtype::F16, true),
         // chunks of 56 rows (K = 1100)
         mm(&[600, 1100], &[1100, 9], f32, true),
+        // B packed in 5 groups of 8 columns (GROUP_BYTES is 256 KiB in tests): A's rows are
+        // read once per group
+        mm(&[5, 2000], &[2000, 40], f32, false),
         mm(&[5, 13, 17], &[5, 17, 3], Dtype::I64, true),
         // column panels: N = 600 in 2, N = 1100 in 4 (a range may span panels)
         mm(&[37, 20], &[20, 600], f32, true),
