@@ -9,8 +9,9 @@
 //! through [`Memory::write`]. The arithmetic is the whole-buffer kernels' ([`super::softmax`],
 //! [`super::normalize`]), so both paths give the same bits.
 //!
-//! Every other launch (strided Softmax, channel-view and strided `normalize`, BatchNorm
-//! inference, LRN) runs through the whole-buffer `run-cpu` kernels. A `normalize` launch is
+//! `batchnorm_{T}` (BatchNormalization inference) shares its `(n, c)` planes the same way.
+//! Every other launch (strided Softmax, channel-view and strided `normalize`, LRN) runs
+//! through the whole-buffer `run-cpu` kernels. A `normalize` launch is
 //! splittable by its entry point alone, whatever its parameters say, so for one that is not
 //! row-wise the block range holding block 0 runs the whole grid and the others do nothing.
 
@@ -40,7 +41,9 @@ fn decode(entry: &str) -> Option<(&str, Dtype, Option<&str>)> {
 pub fn splittable(entry: &str) -> bool {
     matches!(
         decode(entry),
-        Some(("softmax", _, Some("rows"))) | Some(("normalize", _, Some(_)))
+        Some(("softmax", _, Some("rows")))
+            | Some(("normalize", _, Some(_)))
+            | Some(("batchnorm", _, None))
     )
 }
 
@@ -103,7 +106,7 @@ fn row_norm(call: &KernelCall) -> Result<Option<RowNorm>, OpError> {
 /// Whether the in-place row kernels run `call` (otherwise the whole-buffer kernels do).
 pub fn handles(call: &KernelCall) -> Result<bool, OpError> {
     Ok(match decode(&call.entry_point) {
-        Some(("softmax", _, Some("rows"))) => true,
+        Some(("softmax", _, Some("rows"))) | Some(("batchnorm", _, None)) => true,
         Some(("normalize", _, Some(_))) => row_norm(call)?.is_some(),
         _ => false,
     })
@@ -136,6 +139,7 @@ pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError
     }
     match (kernel, suffix) {
         ("softmax", Some("rows")) => typed!(softmax_rows),
+        ("batchnorm", None) => typed!(batchnorm_planes),
         ("normalize", Some(stat)) => {
             let stat = dtype::from_name(stat).ok_or_else(unknown)?;
             match row_norm(call)? {
@@ -161,6 +165,80 @@ fn overflow(what: &str) -> OpError {
 /// Rows per chunk for rows of `row_bytes`: about [`kernel::CHUNK_BYTES`], at least one.
 fn rows_per_chunk(row_bytes: u64) -> u64 {
     (kernel::CHUNK_BYTES as u64 / row_bytes.max(1)).max(1)
+}
+
+/// BatchNormalization (inference): this range's share of the `outer × c` planes of `inner`
+/// elements, `y = (x − mean) · scale / √(var + ε) + bias` with the channel's constants formed
+/// in f64 and the rest in the compute type, read and written in pieces of about
+/// [`kernel::CHUNK_BYTES`] that may span planes.
+fn batchnorm_planes<T: Element>(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError>
+where
+    T::Compute: Real,
+{
+    let mut r = ParamReader::new(&call.params, &call.relocations);
+    let (x, scale, bias, mean, var, y) =
+        (r.ptr()?, r.ptr()?, r.ptr()?, r.ptr()?, r.ptr()?, r.ptr()?);
+    let (n, c, inner, eps) = (r.u64()?, r.u64()?, r.u64()?, r.f64()?);
+    let (outer, c, inner) = super::pointwise::runs(n, c, inner)?;
+    let s = std::mem::size_of::<T>() as u64;
+    let fits = |b: u32, elems: u64, what: &str| -> Result<(), OpError> {
+        match elems.checked_mul(s) {
+            Some(bytes) if bytes <= call.size_of(b)? => Ok(()),
+            _ => Err(OpError::internal(format!(
+                "binding {b} ({what}) holds fewer than {elems} elements"
+            ))),
+        }
+    };
+    fits(x, n, "X")?;
+    fits(y, n, "Y")?;
+    for (b, what) in [(scale, "scale"), (bias, "B"), (mean, "mean"), (var, "var")] {
+        fits(b, c as u64, what)?;
+    }
+    let planes = (outer as u64)
+        .checked_mul(c as u64)
+        .ok_or_else(|| overflow("BatchNormalization"))?;
+    let share = call.share(planes);
+    if share.is_empty() || inner == 0 {
+        return Ok(());
+    }
+    let inner = inner as u64;
+    let chan = |mem: &mut dyn Memory, b: u32| -> Result<Vec<f64>, OpError> {
+        let d = mem.read(b, 0, c * s as usize)?;
+        Ok((0..c).map(|i| super::load_f64::<T>(&d, i)).collect())
+    };
+    let (sc, bi, me, va) = (chan(mem, scale)?, chan(mem, bias)?, chan(mem, mean)?, chan(mem, var)?);
+    let k = |v: f64| <T::Compute as Real>::from_f64(v);
+    // per channel: (mean, scale / √(var + ε), bias)
+    let consts: Vec<_> = (0..c)
+        .map(|i| (k(me[i]), k(sc[i] / (va[i] + eps).sqrt()), k(bi[i])))
+        .collect();
+    let step = (kernel::CHUNK_BYTES as u64 / s).max(1);
+    let (end, mut e) = (share.end * inner, share.start * inner);
+    let (mut vals, mut out) = (Vec::new(), Vec::new());
+    while e < end {
+        let len = step.min(end - e);
+        let bytes = mem.read(x, e * s, (len * s) as usize)?;
+        vals.clear();
+        vals.resize(len as usize, k(0.0));
+        decode_into::<T>(&bytes, 0, &mut vals);
+        // the planes this piece spans, each with its channel's constants
+        let mut at = e;
+        while at < e + len {
+            let plane = at / inner;
+            let stop = (e + len).min((plane + 1) * inner);
+            let (m, a, b) = consts[(plane % c as u64) as usize];
+            for v in &mut vals[(at - e) as usize..(stop - e) as usize] {
+                *v = (*v - m) * a + b;
+            }
+            at = stop;
+        }
+        out.clear();
+        out.resize(bytes.len(), 0);
+        encode_from::<T>(&mut out, 0, &vals);
+        mem.write(y, e * s, &out)?;
+        e += len;
+    }
+    Ok(())
 }
 
 /// Softmax, LogSoftmax or Hardmax over this range's share of the contiguous rows.

@@ -18,6 +18,7 @@ pub trait Real:
     + std::ops::Sub<Output = Self>
     + std::ops::Add<Output = Self>
     + std::ops::Div<Output = Self>
+    + std::ops::Mul<Output = Self>
 {
     const NEG_INFINITY: Self;
     fn exp(self) -> Self;

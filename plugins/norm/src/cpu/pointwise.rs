@@ -9,7 +9,7 @@ use umd_sdk::{CpuCall, CpuWrite, OpError};
 use super::{Real, load_f64, store_f64};
 
 /// `(outer, channels, inner)` with `n = outer * channels * inner` checked.
-fn runs(n: u64, c: u64, inner: u64) -> Result<(usize, usize, usize), OpError> {
+pub(super) fn runs(n: u64, c: u64, inner: u64) -> Result<(usize, usize, usize), OpError> {
     let per = c.checked_mul(inner).filter(|&p| p > 0);
     match per {
         Some(p) if n.is_multiple_of(p) => Ok(((n / p) as usize, c as usize, inner as usize)),

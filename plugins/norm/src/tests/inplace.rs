@@ -99,7 +99,7 @@ fn row_wise_launches_split_and_others_do_not() {
         assert!(splittable(&format!("softmax_{dt}_rows")));
         assert!(!splittable(&format!("softmax_{dt}_cols")));
         assert!(splittable(&format!("normalize_{dt}_f32")));
-        assert!(!splittable(&format!("batchnorm_{dt}")));
+        assert!(splittable(&format!("batchnorm_{dt}")));
         assert!(!splittable(&format!("lrn_{dt}")));
     }
     assert!(!splittable("softmax"));

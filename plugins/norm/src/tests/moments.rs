@@ -111,8 +111,18 @@ fn bn_params(c: usize, dt: Dtype) -> Vec<Vec<f64>> {
 
 #[test]
 fn batch_norm_inference_matches_the_reference() {
-    for shape in [&[2u64, 3, 4, 5][..], &[4, 3], &[1, 2, 7]] {
-        for dt in ALL {
+    // the larger shapes run split by planes (the harness runs a splittable launch as three
+    // ranges, last first); 70 000 f32 a plane is more than a chunk, 3 x 90 planes of 300 make
+    // chunks that span planes
+    let shapes: [(&[u64], &[Dtype]); 5] = [
+        (&[2, 3, 4, 5], &ALL),
+        (&[4, 3], &ALL),
+        (&[1, 2, 7], &ALL),
+        (&[3, 90, 300], &ALL),
+        (&[2, 3, 70_000], &[Dtype::F32]),
+    ];
+    for (shape, dts) in shapes {
+        for &dt in dts {
             let dims = ncs(shape);
             let x = round(dt, &data(numel(shape), 20));
             let p = bn_params(dims.1, dt);
