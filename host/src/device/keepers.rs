@@ -22,8 +22,9 @@ pub struct Keepers {
 }
 
 impl Keepers {
-    /// Whether `launch`'s kernel may keep frozen bytes it reads: `true` until one of its
-    /// launches reading a frozen buffer ran in place without asking for a resident name.
+    /// Whether `launch`'s kernel may keep frozen bytes it reads: `true` until its first launch
+    /// reading a frozen buffer ran in place without asking for a resident name, and for good
+    /// once one asked (a launch with nothing to do may not ask: it must not undo that).
     pub fn keeps(&self, launch: &LaunchCmd) -> bool {
         let key = (launch.module.hash, launch.entry_point.clone());
         self.kernels.lock().get(&key).copied().unwrap_or(true)
@@ -36,7 +37,8 @@ impl Keepers {
         if kernels.len() >= MAX_KERNELS && !kernels.contains_key(&key) {
             kernels.clear();
         }
-        kernels.insert(key, asked);
+        let known = kernels.entry(key).or_insert(asked);
+        *known |= asked;
     }
 }
 
@@ -75,5 +77,7 @@ mod tests {
         );
         k.record(&a, true);
         assert!(k.keeps(&a), "asked again");
+        k.record(&a, false);
+        assert!(k.keeps(&a), "a kernel that asked once keeps");
     }
 }

@@ -93,7 +93,7 @@ where
         call,
         mem,
         Some(T::DTYPE as u64),
-        |blk| blk.decode::<T, _>(|v| v.to_compute()),
+        |blk, _| blk.decode::<T, _>(|v| v.to_compute()),
         |mem, pb, z, rows, cols| {
             let (i0, i1) = (rows.start, rows.end);
             let ab = p.read_a(mem, z, i0, i1)?;
@@ -203,11 +203,12 @@ fn matmul_int<TA: Int8, TB: Int8>(call: &KernelCall, mem: &mut dyn Memory) -> Re
     let zb = zero_points::<TB>(call, mem, bz, p.g.n, bzs)?;
     let (azs, bzs) = ((za.len() > 1) as usize, (zb.len() > 1) as usize);
     let (mut apack, mut acc, mut out) = (Vec::new(), Vec::new(), Vec::new());
-    let decode_b = |blk: &Block| {
+    // a block of B holding `cols` of its columns, less their zero points
+    let decode_b = |blk: &Block, cols: std::ops::Range<usize>| {
         let mut bv = blk.decode::<TB, _>(TB::widen);
         for kk in 0..p.k {
-            for j in 0..p.n {
-                bv[kk * blk.rs + j * blk.cs] -= zb[j * bzs];
+            for (j, col) in cols.clone().enumerate() {
+                bv[kk * blk.rs + j * blk.cs] -= zb[col * bzs];
             }
         }
         bv

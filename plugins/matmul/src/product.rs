@@ -82,12 +82,14 @@ impl Product {
 
     /// Calls `rows(pb, z, i0..i1, j0..j1)` for the output tiles of this call's share, rows
     /// in chunks of at most `chunk`, with `pb` holding B of batch `z` packed (at least columns
-    /// `j0..j1`; packed once per distinct B).
+    /// `j0..j1`). `decode_b(block, columns)` decodes a block of B holding `columns` (of B's
+    /// whole width) into the accumulation type.
     ///
     /// The share is of `panels × (batch × M)` items, column panel by column panel, so that
     /// with many block ranges each packs only the B columns of its panels (and reads only the
-    /// rows of A it needs); rows run outermost, so a range that covers every panel of a row
-    /// reads its A rows once and writes them whole.
+    /// rows of A it needs). B's columns are packed in groups of at most [`GROUP_BYTES`] of
+    /// work memory, groups outermost: within a group rows run outermost, so a range reads each
+    /// of its A rows once per group (once in all when B is one group, the common case).
     ///
     /// `keep`: when the host names B's bytes resident (a compiled model's weights, frozen), B
     /// is packed whole once per instance and kept ([`resident::derived`]) under `keep` — which
@@ -100,7 +102,7 @@ impl Product {
         call: &KernelCall,
         mem: &mut dyn Memory,
         keep: Option<u64>,
-        decode_b: impl Fn(&Block) -> Vec<A>,
+        decode_b: impl Fn(&Block, Range<usize>) -> Vec<A>,
         mut rows: impl FnMut(
             &mut dyn Memory,
             &PackedB<A>,
@@ -130,9 +132,10 @@ impl Product {
         let (p1, r1) = ((share.end - 1) / total, (share.end - 1) % total + 1);
         let cols = |pa: u64, pb: u64| pa as usize * width..n.min((pb as usize + 1) * width);
         // B whole, packed: strips of NR columns, k deep
-        let whole = n
-            .div_ceil(NR)
-            .saturating_mul(NR * k * std::mem::size_of::<A>());
+        let whole = (NR * std::mem::size_of::<A>())
+            .checked_mul(k)
+            .and_then(|v| v.checked_mul(n.div_ceil(NR)))
+            .unwrap_or(usize::MAX);
         let name = keep
             .and_then(|tag| Some((tag, mem.resident(self.b.0)?)))
             .filter(|&(_, name)| resident::would_keep(name, whole));
@@ -186,7 +189,7 @@ impl Product {
                                 (j.len(), self.g.sbn as usize),
                             )?;
                             let (rs, cs) = (blk.rs, blk.cs);
-                            let bv = decode_b(&blk);
+                            let bv = decode_b(&blk, j.clone());
                             drop(blk); // its bytes, before the packed copy is made
                             let view = Strided { data: &bv, rs, cs };
                             let pb = PackedB::pack(k, j.clone(), view).ok_or_else(|| {

@@ -425,6 +425,15 @@ impl rows::Scorer for Linear {
     fn launch(&self) -> Result<rows::RowLaunch, OpError> {
         let p = &self.p;
         let too_large = || OpError::internal("linear: launch too large");
+        // what `score` indexes: two score columns only from one, a label per class
+        if p.second && p.e != 1 {
+            return Err(OpError::internal(
+                "linear: two score columns from more than one",
+            ));
+        }
+        if p.yb.is_some() && p.e != 1 && (p.nlabels as usize) < p.e {
+            return Err(OpError::internal("linear: fewer labels than classes"));
+        }
         let xrow =
             p.c.checked_mul(rows::elem(self.dt)?)
                 .ok_or_else(too_large)?;

@@ -20,22 +20,39 @@ type Derived = (u64, Vec<u64>, usize, Rc<dyn Any>);
 
 /// Names of derived values evicted lately (at most this many remembered).
 const MAX_EVICTED: usize = 4096;
+/// How many times [`would_keep`] refuses a name after its value was evicted; then the value
+/// is tried again (kept, or evicted and refused again).
+const REFUSALS: u32 = 64;
 
 thread_local! {
     static KEPT: RefCell<Vec<(u64, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
     static DERIVED: RefCell<Vec<Derived>> = const { RefCell::new(Vec::new()) };
-    static EVICTED: RefCell<std::collections::VecDeque<u64>> =
+    static EVICTED: RefCell<std::collections::VecDeque<(u64, u32)>> =
         const { RefCell::new(std::collections::VecDeque::new()) };
 }
 
 /// Whether a value of `bytes` derived from the bytes named `name` would be kept by
 /// [`derived`] and likely still be there next launch: not when it is larger than
-/// [`MAX_BYTES`], nor when a value of that name was evicted lately — the kernels' values do
-/// not fit together (a model whose weights exceed the store), and a kernel that derives more
-/// than it needs to keep a value (a whole packed matrix where a part would do) would pay for
-/// that on every launch. Such a kernel does its launch's share only.
+/// [`MAX_BYTES`], nor when a value of that name was evicted lately (the next [`REFUSALS`]
+/// asks) — the kernels' values do not fit together (a model whose weights exceed the store),
+/// and a kernel that derives more than it needs to keep a value (a whole packed matrix where
+/// a part would do) would pay for that on every launch. Such a kernel does its launch's share
+/// only.
 pub fn would_keep(name: u64, bytes: usize) -> bool {
-    bytes <= MAX_BYTES && !EVICTED.with(|e| e.borrow().contains(&name))
+    if bytes > MAX_BYTES {
+        return false;
+    }
+    EVICTED.with(|e| {
+        let mut e = e.borrow_mut();
+        let Some(i) = e.iter().position(|(n, _)| *n == name) else {
+            return true;
+        };
+        e[i].1 -= 1;
+        if e[i].1 == 0 {
+            e.remove(i);
+        }
+        false
+    })
 }
 
 /// Takes the bytes kept under `name` out of the store (give them back with [`keep`]).
@@ -108,7 +125,8 @@ pub fn derived<T: Any, E>(
                     if e.len() >= MAX_EVICTED {
                         e.pop_front();
                     }
-                    e.push_back(gone);
+                    e.retain(|(n, _)| *n != gone);
+                    e.push_back((gone, REFUSALS));
                 });
             }
             d.push((name, key.to_vec(), bytes, value.clone() as Rc<dyn Any>));
@@ -164,6 +182,10 @@ mod tests {
         .unwrap();
         assert!(remade, "evicted");
         assert!(!would_keep(1, 1), "a name evicted lately");
+        for _ in 1..REFUSALS {
+            assert!(!would_keep(1, 1));
+        }
+        assert!(would_keep(1, 1), "tried again after {REFUSALS} refusals");
         assert!(would_keep(9, MAX_BYTES) && !would_keep(9, MAX_BYTES + 1));
         // an error keeps nothing
         assert!(derived::<u8, &str>(6, &[0], || Err("no")).is_err());

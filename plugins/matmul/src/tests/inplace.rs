@@ -164,6 +164,15 @@ fn every_split_gives_the_same_bytes_and_keeps_to_its_rows() {
         // B packed in 5 groups of 8 columns (GROUP_BYTES is 256 KiB in tests): A's rows are
         // read once per group
         mm(&[5, 2000], &[2000, 40], f32, false),
+        // MatMulInteger in 2 groups of 24 columns, a zero point per column of B
+        case(
+            Req::new("MatMulInteger")
+                .input(&[5, 1000], Dtype::U8)
+                .input(&[1000, 40], Dtype::I8)
+                .input(&[], Dtype::U8)
+                .input(&[40], Dtype::I8),
+            false,
+        ),
         mm(&[5, 13, 17], &[5, 17, 3], Dtype::I64, true),
         // column panels: N = 600 in 2, N = 1100 in 4 (a range may span panels)
         mm(&[37, 20], &[20, 600], f32, true),

@@ -206,7 +206,12 @@ where
         let d = mem.read(b, 0, c * s as usize)?;
         Ok((0..c).map(|i| super::load_f64::<T>(&d, i)).collect())
     };
-    let (sc, bi, me, va) = (chan(mem, scale)?, chan(mem, bias)?, chan(mem, mean)?, chan(mem, var)?);
+    let (sc, bi, me, va) = (
+        chan(mem, scale)?,
+        chan(mem, bias)?,
+        chan(mem, mean)?,
+        chan(mem, var)?,
+    );
     let k = |v: f64| <T::Compute as Real>::from_f64(v);
     // per channel: (mean, scale / √(var + ε), bias)
     let consts: Vec<_> = (0..c)
