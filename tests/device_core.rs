@@ -1,7 +1,8 @@
 //! The CPU device's core guarantees: hazards across streams (read-after-write and
 //! write-after-read wait for the conflicting work, whatever stream it is on), a failing kernel
-//! signals its fence with an error and work waiting on it does not hang, and a launch split
-//! across worker threads computes exactly what one thread computes.
+//! signals its fence with an error and work waiting on it does not hang, a launch split
+//! across worker threads computes exactly what one thread computes, and a launch whose
+//! parameters lie fails alone.
 
 use umd::device::BufferId;
 use umd::{Dtype, Host, OpRequest, TensorDesc, data};
@@ -181,4 +182,105 @@ fn reused_memory_never_shows_another_owners_data() {
         "the freed block was reused (else this test shows nothing)"
     );
     assert!(dev.read(second, 0, 4000).unwrap().iter().all(|&b| b == 0));
+}
+
+/// A TreeEnsembleClassifier of two one-split trees on 2 features.
+fn forest_request(rows: u64) -> OpRequest {
+    use umd::AttrValue::{Floats, Ints, Texts};
+    let mut r = OpRequest::new(
+        "TreeEnsembleClassifier",
+        vec![TensorDesc::new("X", vec![rows, 2], Dtype::F32)],
+    )
+    .attr("nodes_treeids", Ints(vec![0, 0, 0, 1, 1, 1]))
+    .attr("nodes_nodeids", Ints(vec![0, 1, 2, 0, 1, 2]))
+    .attr("nodes_featureids", Ints(vec![0, 0, 0, 1, 0, 0]))
+    .attr("nodes_values", Floats(vec![0.5, 0.0, 0.0, -0.25, 0.0, 0.0]))
+    .attr(
+        "nodes_modes",
+        Texts(
+            ["BRANCH_LEQ", "LEAF", "LEAF", "BRANCH_LT", "LEAF", "LEAF"]
+                .map(String::from)
+                .to_vec(),
+        ),
+    )
+    .attr("nodes_truenodeids", Ints(vec![1, 0, 0, 1, 0, 0]))
+    .attr("nodes_falsenodeids", Ints(vec![2, 0, 0, 2, 0, 0]))
+    .attr("class_treeids", Ints(vec![0, 0, 1, 1]))
+    .attr("class_nodeids", Ints(vec![1, 2, 1, 2]))
+    .attr("class_ids", Ints(vec![0, 1, 1, 0]))
+    .attr("class_weights", Floats(vec![1.0, 1.0, 0.5, 0.5]))
+    .attr("classlabels_int64s", Ints(vec![3, 4]));
+    r.domain = "ai.onnx.ml".into();
+    r
+}
+
+#[test]
+fn hostile_scorer_parameters_fail_their_launch_only() {
+    // The forest kernel decodes its table and sizes its buffers from the launch's parameters:
+    // a command buffer whose parameters lie (any count or offset set to 0, 3, 2^33 or 2^64-1)
+    // must fail or finish that launch — never panic the host or wedge the stream — and the
+    // honest translation must still compute the same scores afterwards.
+    let host = Host::builder().build().unwrap();
+    // 600 rows run as one `run-cpu` call, 70 000 (over 1 MiB bound) in place
+    for rows in [600u64, 70_000] {
+        hostile_forest_runs(&host, rows);
+    }
+}
+
+fn hostile_forest_runs(host: &Host, rows: u64) {
+    let t = host.translate(&forest_request(rows)).unwrap();
+    let (x, _) = filled(host, &[rows, 2], |i| ((i * 37) % 11) as f64 / 5.0 - 1.0);
+    let outs: Vec<BufferId> = t.outputs.iter().map(|d| host.alloc(d).unwrap()).collect();
+    // then the workspace (the forest's table), the last binding
+    let ws = t.cmdbuf.bindings.last().unwrap().desc.clone();
+    let ws = host.alloc(&ws).unwrap();
+    let binds: Vec<BufferId> = std::iter::once(x)
+        .chain(outs.iter().copied())
+        .chain([ws])
+        .collect();
+    let stream = host.device().default_stream();
+    let run = |cmdbuf: std::sync::Arc<umd::cmdbuf::CommandBuffer>| {
+        let u = umd::Translation {
+            cmdbuf,
+            bytes: t.bytes.clone(),
+            outputs: t.outputs.clone(),
+            plugin: t.plugin.clone(),
+            kernel_name: t.kernel_name.clone(),
+            generation: t.generation,
+            setup_launches: t.setup_launches,
+            planner: t.planner.clone(),
+        };
+        host.execute_wait(&u, &binds, stream)
+    };
+    run(t.cmdbuf.clone()).unwrap();
+    let read = |b: BufferId| host.read(b).unwrap();
+    let want: Vec<Vec<u8>> = outs.iter().map(|&b| read(b)).collect();
+    let last = t.cmdbuf.launches.len() - 1;
+    let l = &t.cmdbuf.launches[last];
+    assert!(
+        l.entry_point.starts_with("forest_cls_"),
+        "{}",
+        l.entry_point
+    );
+    let pointers: Vec<usize> = l.relocations.iter().map(|r| r.offset as usize).collect();
+    let (mut failed, mut tried) = (0, 0);
+    // the u64 counts and offsets after the pointers, up to (not including) max_steps
+    for off in (0..l.params.len().saturating_sub(8))
+        .step_by(8)
+        .filter(|o| !pointers.contains(o))
+        .take(9)
+    {
+        for v in [0u64, 3, 1 << 33, u64::MAX] {
+            let mut cmd = (*t.cmdbuf).clone();
+            cmd.launches[last].params[off..off + 8].copy_from_slice(&v.to_le_bytes());
+            tried += 1;
+            failed += run(std::sync::Arc::new(cmd)).is_err() as usize;
+        }
+    }
+    assert_eq!(tried, 36);
+    assert!(failed > 0, "some lies are caught");
+    run(t.cmdbuf.clone()).unwrap();
+    for (b, w) in outs.iter().zip(&want) {
+        assert_eq!(&read(*b), w, "the honest launch after the hostile ones");
+    }
 }
