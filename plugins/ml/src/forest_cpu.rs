@@ -30,8 +30,9 @@ struct Node {
 
 /// A forest's table as the CPU traversal reads it.
 pub struct Table {
-    /// The table's words (base values, labels).
-    words: Vec<u64>,
+    /// The base values, and a classifier's labels (empty for a regressor).
+    base: Vec<f32>,
+    labels: Vec<i64>,
     /// Each tree's first node (or leaf).
     roots: Vec<i32>,
     nodes: Vec<Node>,
@@ -55,7 +56,7 @@ fn link(v: u64, nodes: usize) -> Result<i32, OpError> {
 
 impl Table {
     /// Decodes `bytes` (the table's words) for the launch shape `sh`.
-    fn decode(bytes: &[u8], sh: &Shape) -> Result<Table, OpError> {
+    fn decode(bytes: &[u8], sh: &Shape, classifier: bool) -> Result<Table, OpError> {
         let words: Vec<u64> = bytes
             .chunks_exact(8)
             .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
@@ -129,8 +130,18 @@ impl Table {
                 targets.push((id as u32, wt));
             }
         }
+        let base = (0..sh.nbase)
+            .map(|k| word(sh.base.saturating_add(k)).map(|w| f64::from_bits(w) as f32))
+            .collect::<Result<_, _>>()?;
+        let labels = match classifier {
+            true => (0..sh.e)
+                .map(|k| word(sh.labels.saturating_add(k)).map(|w| w as i64))
+                .collect::<Result<_, _>>()?,
+            false => Vec::new(),
+        };
         Ok(Table {
-            words,
+            base,
+            labels,
             roots,
             nodes,
             leaves,
@@ -138,15 +149,8 @@ impl Table {
         })
     }
 
-    fn word(&self, i: usize) -> Result<u64, OpError> {
-        self.words
-            .get(i)
-            .copied()
-            .ok_or_else(|| bad_table(format!("word {i} of {}", self.words.len())))
-    }
-
     fn bytes(&self) -> usize {
-        self.words.len() * 8
+        (self.base.len() + self.labels.len()) * 8
             + self.nodes.len() * std::mem::size_of::<Node>()
             + (self.leaves.len() + self.targets.len()) * 8
     }
@@ -204,16 +208,7 @@ fn score<T: Val>(
     mut y: Option<&mut [u8]>,
 ) -> Result<(), OpError> {
     let e = sh.e;
-    let base: Vec<f32> = (0..sh.nbase)
-        .map(|k| t.word(sh.base + k).map(|w| f64::from_bits(w) as f32))
-        .collect::<Result<_, _>>()?;
-    let labels: Vec<i64> = if classifier {
-        (0..e)
-            .map(|k| t.word(sh.labels + k).map(|w| w as i64))
-            .collect::<Result<_, _>>()?
-    } else {
-        Vec::new()
-    };
+    let (base, labels) = (&t.base, &t.labels);
     let label = |k: usize| labels.get(k).copied().unwrap_or(0);
     // Rows in blocks, trees outermost within a block: a tree's nodes stay in cache while the
     // block's rows walk it (row by row, every row walked the whole forest). Each row still
@@ -271,7 +266,7 @@ fn score<T: Val>(
         }
         for r in 0..n {
             let (sr, hr) = (&mut s[r * w..][..w], &mut has[r * w..][..w]);
-            let l = finish(sr, hr, sh, &base, &label, classifier);
+            let l = finish(sr, hr, sh, base, &label, classifier);
             for (k, &v) in sr.iter().take(e).enumerate() {
                 put::<f32>(z, (b0 + r) * e + k, v);
             }
@@ -321,7 +316,20 @@ impl Scorer for Forest {
         let tbytes = words.checked_mul(8).ok_or_else(too_large)?;
         let mut outputs = vec![(zb, zrow)];
         outputs.extend(yb.map(|b| (b, 8)));
-        let key = [words, sh.nf, sh.e, sh.trees, sh.nodes, sh.leaves].map(|v| v as u64);
+        // everything decode reads besides the bytes
+        let key = [
+            words,
+            sh.nf,
+            sh.e,
+            sh.trees,
+            sh.nodes,
+            sh.leaves,
+            sh.base,
+            sh.nbase,
+            sh.labels,
+            self.classifier as usize,
+        ]
+        .map(|v| v as u64);
         Ok(RowLaunch {
             rows: sh.rows,
             x: (xb, xrow),
@@ -332,7 +340,7 @@ impl Scorer for Forest {
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<(Table, usize), OpError> {
-        let t = Table::decode(bytes, &self.sh)?;
+        let t = Table::decode(bytes, &self.sh, self.classifier)?;
         let n = t.bytes();
         Ok((t, n))
     }
