@@ -6,7 +6,7 @@ use umd_sdk::dtype::Element;
 use umd_sdk::kernel::{self, Memory};
 use umd_sdk::{KernelCall, OpError};
 
-use crate::gemm::Strided;
+use umd_sdk::gemm::Strided;
 
 /// Element `(r, c)` of a block read from a binding lies at `base + r * rs + c * cs`.
 pub struct Block {

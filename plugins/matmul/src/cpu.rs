@@ -13,9 +13,9 @@ use umd_sdk::params::ParamReader;
 use umd_sdk::{Dtype, KernelCall, OpError};
 
 use crate::block::{Block, check_fits, extent, read_block, read_span};
-use crate::gemm::{self, Acc};
 use crate::plan::Geometry;
 use crate::product::Product;
+use umd_sdk::gemm::{self, Acc};
 
 /// Whether `entry_point` names a kernel of this plugin (all of them split by output rows).
 pub fn splittable(entry_point: &str) -> bool {

@@ -11,7 +11,6 @@
 mod block;
 mod cpu;
 mod cuda;
-mod gemm;
 mod plan;
 mod product;
 

@@ -8,8 +8,8 @@ use umd_sdk::kernel::{self, Memory, resident};
 use umd_sdk::{KernelCall, OpError};
 
 use crate::block::{Block, check_fits, extent, read_block};
-use crate::gemm::{Acc, MR, NR, PackedB, Strided};
 use crate::plan::Geometry;
+use umd_sdk::gemm::{Acc, MR, NR, PackedB, Strided};
 
 /// Most work memory packing one group of B's columns takes (its bytes as read, decoded and
 /// packed): a Gemm with a 400 MB weight (VGG's first fully connected layer) packs it group by

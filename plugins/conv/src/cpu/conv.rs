@@ -1,15 +1,17 @@
 //! CPU Conv and ConvTranspose, per (image, group), over blocks of output (Conv) or input
-//! (ConvTranspose) positions:
+//! (ConvTranspose) positions, on the SDK's packed GEMM ([`umd_sdk::gemm`]: the weights packed
+//! once per (image, group), each block's right operand packed per block):
 //! - Conv: im2col of the block into a `[Cg·K, block]` scratch (for a 1×1 conv too: reading the
 //!   input rows in place, a plane apart, thrashes the cache), then `Y[Mg, block] += W[Mg, Cg·K]
-//!   · col` with the blocked GEMM;
+//!   · col`;
 //! - ConvTranspose: `col[Mg·K, block] = Wᵀ[Mg·K, Cg] · X[Cg, block]`, then col2im adds every
 //!   column into the output positions it reaches.
 //!
 //! Both accumulate in the compute type (f32, or f64 for f64) and add the bias at the end.
 
-use super::gemm::{MR, Real};
+use super::real::{MR, Real};
 use crate::geom::{Geom, valid_range};
+use umd_sdk::gemm::{self, PackedB, Strided};
 
 /// A run of consecutive positions along the last axis of a 3-D grid, inside a block of the
 /// grid's flattened positions.
@@ -81,22 +83,37 @@ pub fn conv_with<A: Real>(g: &Geom, direct: bool, x: &[A], w: &[A], y: &mut [A])
     }
     let jb = block_len::<A>(ck, out_sz);
     let mut col = vec![A::ZERO; ck * jb];
-    let mut rs = Vec::new();
+    let (mut rs, mut wpack, mut prod) = (Vec::new(), Vec::new(), Vec::new());
+    let mut packed = PackedB::pack(0, 0..0, strided(&[], 0)).expect("an empty operand");
     for n in 0..usize_of(g.n) {
         for grp in 0..usize_of(g.group) {
             let xg = &x[(n * c + grp * cg) * in_sz..][..cg * in_sz];
             let wg = &w[grp * mg * ck..][..mg * ck];
             let yg = &mut y[(n * m + grp * mg) * out_sz..][..mg * out_sz];
+            gemm::pack_a(mg, ck, strided(wg, ck), &mut wpack);
             let mut j0 = 0;
             while j0 < out_sz {
                 let len = jb.min(out_sz - j0);
                 runs(g.out, j0, len, &mut rs);
                 im2col(g, xg, &rs, len, &mut col[..ck * len]);
-                A::gemm(mg, len, ck, wg, ck, &col, len, &mut yg[j0..], out_sz);
+                packed
+                    .pack_into(ck, 0..len, strided(&col[..ck * len], len))
+                    .expect("the block's operand fits its scratch");
+                gemm::multiply(mg, &wpack, &packed, 0..len, &mut prod);
+                for (yrow, prow) in yg.chunks_exact_mut(out_sz).zip(prod.chunks_exact(len)) {
+                    for (o, &v) in yrow[j0..j0 + len].iter_mut().zip(prow) {
+                        *o += v;
+                    }
+                }
                 j0 += len;
             }
         }
     }
+}
+
+/// A row-major matrix of rows `rs` apart.
+fn strided<A>(data: &[A], rs: usize) -> Strided<'_, A> {
+    Strided { data, rs, cs: 1 }
 }
 
 /// Conv without im2col, for groups of fewer than [`MR`] output channels (depthwise convs):
@@ -253,21 +270,24 @@ pub fn conv_transpose_with<A: Real>(g: &Geom, pb: usize, x: &[A], w: &[A], y: &m
         }
     }
     let pb = pb.clamp(1, in_sz.max(1));
-    let mut col = vec![A::ZERO; rows * pb];
-    let mut rs = Vec::new();
+    let (mut rs, mut wpack, mut col) = (Vec::new(), Vec::new(), Vec::new());
+    let mut packed = PackedB::pack(0, 0..0, strided(&[], 0)).expect("an empty operand");
     for n in 0..usize_of(g.n) {
         for grp in 0..groups {
             let xg = &x[(n * c + grp * cg) * in_sz..][..cg * in_sz];
             let wtg = &wt[grp * rows * cg..][..rows * cg];
             let yg = &mut y[(n * m + grp * mg) * out_sz..][..mg * out_sz];
+            gemm::pack_a(rows, cg, strided(wtg, cg), &mut wpack);
             let mut p0 = 0;
             while p0 < in_sz {
                 let len = pb.min(in_sz - p0);
-                let col = &mut col[..rows * len];
-                col.fill(A::ZERO);
-                A::gemm(rows, len, cg, wtg, cg, &xg[p0..], in_sz, col, len);
+                // X[Cg, p0..p0 + len]: rows a plane apart
+                packed
+                    .pack_into(cg, 0..len, strided(&xg[p0..], in_sz))
+                    .expect("the block's operand fits memory");
+                gemm::multiply(rows, &wpack, &packed, 0..len, &mut col);
                 runs(g.inp, p0, len, &mut rs);
-                col2im(g, col, len, &rs, yg);
+                col2im(g, &col, len, &rs, yg);
                 p0 += len;
             }
         }

@@ -5,8 +5,8 @@
 //! read per input channel). Pools: a range computes its share of the `N × C` planes, a piece of
 //! input planes at a time.
 
-use super::gemm::{MR, Real};
 use super::pool::{self, MaxVal};
+use super::real::{Acc, MR, Real};
 use super::{conv, count};
 use half::{bf16, f16};
 use umd_sdk::dtype::{self, Element};
@@ -178,7 +178,7 @@ where
                 mg: cnt as i64,
                 ..g.clone()
             };
-            let mut y = vec![<T::Compute as Real>::ZERO; cnt * out_sz];
+            let mut y = vec![<T::Compute as Acc>::ZERO; cnt * out_sz];
             if transpose {
                 // W[grp * cg + ci][at - grp * mg ..][..cnt]: [Cg, cnt, K]
                 let mut w = Vec::with_capacity(cg * cnt * ks);
@@ -299,8 +299,12 @@ where
         y.resize(len, <T::Compute as MaxVal>::LOWEST);
         idx.clear();
         idx.resize(if with_idx { len } else { 0 }, 0i64);
-        let ys = &mut y;
-        pool::max(sub, x, |o, v| ys[o] = v, with_idx.then_some(&mut idx[..]));
+        if with_idx {
+            let ys = &mut y;
+            pool::max_indexed(sub, x, |o, v| ys[o] = v, &mut idx);
+        } else {
+            pool::max_rows(sub, x, &mut y);
+        }
         encode::<T>(y.iter().copied(), &mut bytes);
         mem.write(p.y, (first * out_sz * s) as u64, &bytes)?;
         if let Some(ib) = p.idx {
@@ -323,13 +327,12 @@ where
 {
     let p = PoolPlanes::read::<T>(call, false)?;
     let (s, out_sz) = (std::mem::size_of::<T>(), p.out_sz);
-    let lp = lp.then(|| <T::Compute as Real>::from_f64(p.g.p));
+    let lp = lp.then(|| <T::Compute as Acc>::from_f64(p.g.p));
     let (mut y, mut bytes) = (Vec::new(), Vec::new());
     p.each::<T>(call, mem, |mem, first, x, sub| {
         y.clear();
-        y.resize((sub.c as usize) * out_sz, <T::Compute as Real>::ZERO);
-        let ys = &mut y;
-        pool::sum(sub, x, lp, |o, v| ys[o] = v);
+        y.resize((sub.c as usize) * out_sz, <T::Compute as Acc>::ZERO);
+        pool::sum(sub, x, lp, &mut y);
         encode::<T>(y.iter().copied(), &mut bytes);
         mem.write(p.y, (first * out_sz * s) as u64, &bytes)
     })

@@ -4,13 +4,13 @@
 //! output planes per block range (ABI 1.3).
 
 pub mod conv;
-pub mod gemm;
 pub mod inplace;
 mod pool;
+pub mod real;
 
-use gemm::Real;
 use half::{bf16, f16};
 use pool::MaxVal;
+use real::{Acc, Real};
 use umd_sdk::cpu::Buffers;
 use umd_sdk::dtype::{self, Element};
 use umd_sdk::params::ParamReader;
@@ -111,7 +111,7 @@ where
     };
     let x = decode::<T>(&bufs, xb, x_len)?;
     let w = decode::<T>(&bufs, wb, w_len)?;
-    let mut y = vec![<T::Compute as Real>::ZERO; y_len];
+    let mut y = vec![<T::Compute as Acc>::ZERO; y_len];
     if transpose {
         conv::conv_transpose(&g, &x, &w, &mut y);
     } else {
@@ -174,12 +174,21 @@ where
         None => None,
     };
     let mut indices = idx.as_ref().map(|_| vec![0i64; p.out_len]);
-    pool::max(
-        &p.g,
-        &p.x,
-        |o, v| T::from_compute(v).store(&mut y.data[o * s..o * s + s]),
-        indices.as_deref_mut(),
-    );
+    match indices.as_deref_mut() {
+        Some(ind) => pool::max_indexed(
+            &p.g,
+            &p.x,
+            |o, v| T::from_compute(v).store(&mut y.data[o * s..o * s + s]),
+            ind,
+        ),
+        None => {
+            let mut v = vec![<T::Compute as MaxVal>::LOWEST; p.out_len];
+            pool::max_rows(&p.g, &p.x, &mut v);
+            for (o, &v) in y.data.chunks_exact_mut(s).zip(&v) {
+                T::from_compute(v).store(o);
+            }
+        }
+    }
     let mut out = vec![y];
     if let (Some(mut w), Some(ind)) = (idx.take(), indices) {
         for (o, v) in w.data.chunks_exact_mut(8).zip(ind) {
@@ -197,9 +206,11 @@ where
     let p = pool_call::<T>(call, false)?;
     let s = std::mem::size_of::<T>();
     let mut y = p.bufs.output(p.y, bytes::<T>(p.out_len)?)?;
-    let lp = lp.then(|| <T::Compute as Real>::from_f64(p.g.p));
-    pool::sum(&p.g, &p.x, lp, |o, v| {
-        T::from_compute(v).store(&mut y.data[o * s..o * s + s])
-    });
+    let lp = lp.then(|| <T::Compute as Acc>::from_f64(p.g.p));
+    let mut v = vec![<T::Compute as Acc>::ZERO; p.out_len];
+    pool::sum(&p.g, &p.x, lp, &mut v);
+    for (o, &v) in y.data.chunks_exact_mut(s).zip(&v) {
+        T::from_compute(v).store(o);
+    }
     Ok(vec![y])
 }

@@ -1,14 +1,21 @@
-//! CPU pooling: MaxPool (with optional Indices), AveragePool and LpPool over one window per
-//! output element, visiting only the window's in-bounds positions (the same arithmetic as the
-//! CUDA kernels).
+//! CPU pooling: MaxPool, AveragePool and LpPool row by row (each output row gathers the
+//! in-bounds input rows of its windows in turn), and
+//! MaxPool with Indices one window per output element; both visit only the windows' in-bounds
+//! positions, in the kernel's order (the same arithmetic as the CUDA kernels).
 
-use super::gemm::Real;
+use super::real::Real;
 use crate::geom::{FLAG_COL_MAJOR, FLAG_COUNT_PAD, Geom, valid_range};
 
 /// What MaxPool compares: NaN-aware ordering and the value of an empty window.
 pub trait MaxVal: Copy + PartialOrd {
     const LOWEST: Self;
     fn is_nan(self) -> bool;
+    /// `v` when it is greater than `best` or NaN, else `best` (without a branch).
+    #[inline(always)]
+    fn max_nan(best: Self, v: Self) -> Self {
+        let take = (v > best) | v.is_nan();
+        [best, v][take as usize]
+    }
 }
 
 macro_rules! max_val {
@@ -32,7 +39,7 @@ max_val!(u8, 0, |_| false);
 /// `ranges[d]` are the kernel offsets `k` with `0 <= base[d] + k*d[d] < in[d]`. The bases and
 /// ranges depend on one axis each: computed once per axis position (a division each), not per
 /// output.
-fn each_window(g: &Geom, mut f: impl FnMut(usize, usize, [i64; 3], [(i64, i64); 3], [i64; 3])) {
+fn each_window(g: &Geom, mut f: impl FnMut(usize, usize, [i64; 3], [(i64, i64); 3])) {
     let axis = |d: usize| -> Vec<(i64, (i64, i64))> {
         (0..g.out[d])
             .map(|o| {
@@ -45,11 +52,10 @@ fn each_window(g: &Geom, mut f: impl FnMut(usize, usize, [i64; 3], [(i64, i64); 
     let planes = (g.n * g.c) as usize;
     let mut o = 0usize;
     for plane in 0..planes {
-        for (oz, &(bz, rz)) in zs.iter().enumerate() {
-            for (oy, &(by, ry)) in ys.iter().enumerate() {
-                for (ox, &(bx, rx)) in xs.iter().enumerate() {
-                    let at = [oz as i64, oy as i64, ox as i64];
-                    f(plane, o, [bz, by, bx], [rz, ry, rx], at);
+        for &(bz, rz) in &zs {
+            for &(by, ry) in &ys {
+                for &(bx, rx) in &xs {
+                    f(plane, o, [bz, by, bx], [rz, ry, rx]);
                     o += 1;
                 }
             }
@@ -57,12 +63,12 @@ fn each_window(g: &Geom, mut f: impl FnMut(usize, usize, [i64; 3], [(i64, i64); 
     }
 }
 
-/// MaxPool: writes the maxima to `y` and, when given, their flat input indices to `idx`
+/// MaxPool with Indices: writes the maxima to `y` and their flat input indices to `idx`
 /// (row-major, or column-major over the spatial axes with `storage_order = 1`). NaN wins.
-pub fn max<V: MaxVal>(g: &Geom, x: &[V], mut y: impl FnMut(usize, V), mut idx: Option<&mut [i64]>) {
+pub fn max_indexed<V: MaxVal>(g: &Geom, x: &[V], mut y: impl FnMut(usize, V), idx: &mut [i64]) {
     let in_sz = g.in_size() as usize;
     let col_major = g.flags & FLAG_COL_MAJOR != 0;
-    each_window(g, |plane, o, b, r, _| {
+    each_window(g, |plane, o, b, r| {
         let xp = &x[plane * in_sz..][..in_sz];
         let mut best = V::LOWEST;
         let mut arg: Option<[i64; 3]> = None;
@@ -82,70 +88,232 @@ pub fn max<V: MaxVal>(g: &Geom, x: &[V], mut y: impl FnMut(usize, V), mut idx: O
             }
         }
         y(o, best);
-        if let Some(idx) = idx.as_deref_mut() {
-            idx[o] = match arg {
-                None => -1,
-                Some([iz, iy, ix]) => {
-                    let within = if col_major {
-                        iz + g.inp[0] * (iy + g.inp[1] * ix)
-                    } else {
-                        (iz * g.inp[1] + iy) * g.inp[2] + ix
-                    };
-                    (plane * in_sz) as i64 + within
-                }
-            };
-        }
+        idx[o] = match arg {
+            None => -1,
+            Some([iz, iy, ix]) => {
+                let within = if col_major {
+                    iz + g.inp[0] * (iy + g.inp[1] * ix)
+                } else {
+                    (iz * g.inp[1] + iy) * g.inp[2] + ix
+                };
+                (plane * in_sz) as i64 + within
+            }
+        };
     });
 }
 
-/// AveragePool (`lp = None`) or LpPool (`lp = Some(p)`): the window's in-bounds sum, divided
-/// by the in-bounds count (or, with `count_include_pad`, by the count of positions inside the
-/// padded input), or raised to `1/p`.
-pub fn sum<A: Real>(g: &Geom, x: &[A], lp: Option<A>, mut y: impl FnMut(usize, A)) {
-    let in_sz = g.in_size() as usize;
-    let count_pad = g.flags & FLAG_COUNT_PAD != 0;
-    let (one, two) = (A::ONE, A::ONE + A::ONE);
-    each_window(g, |plane, o, b, r, out| {
-        let xp = &x[plane * in_sz..][..in_sz];
-        let mut acc = A::ZERO;
-        for kz in r[0].0..r[0].1 {
-            let iz = b[0] + kz * g.d[0];
-            for ky in r[1].0..r[1].1 {
-                let row = (iz * g.inp[1] + b[1] + ky * g.d[1]) * g.inp[2] + b[2];
-                for kx in r[2].0..r[2].1 {
-                    let v = xp[(row + kx * g.d[2]) as usize];
-                    acc += match lp {
-                        None => v,
-                        Some(p) if p == one => v.abs(),
-                        Some(p) if p == two => v * v,
-                        Some(p) => v.abs().powf(p),
-                    };
+/// The windows of one output row along the last axis: for every output position its first
+/// in-bounds input position and how many of its kernel offsets lie inside the row, and the
+/// range of positions whose windows are whole (folded with the kernel width as a constant:
+/// a loop of unknown trip count per output costs several times more).
+struct RowWindows {
+    wins: Vec<(usize, usize)>,
+    whole: std::ops::Range<usize>,
+    k: usize,
+    s: usize,
+    d: usize,
+}
+
+impl RowWindows {
+    fn new(g: &Geom) -> Self {
+        let wins: Vec<(usize, usize)> = (0..g.out[2])
+            .map(|ox| {
+                let b = ox * g.s[2] - g.pb[2];
+                let (lo, hi) = valid_range(b, g.d[2], g.k[2], g.inp[2]);
+                if lo < hi {
+                    ((b + lo * g.d[2]) as usize, (hi - lo) as usize)
+                } else {
+                    (0, 0)
+                }
+            })
+            .collect();
+        let k = g.k[2] as usize;
+        // windows are whole on one contiguous range of positions
+        let lo = wins.iter().position(|w| w.1 == k).unwrap_or(0);
+        let hi = wins.iter().rposition(|w| w.1 == k).map_or(0, |i| i + 1);
+        RowWindows {
+            whole: lo..hi.max(lo),
+            wins,
+            k,
+            s: g.s[2] as usize,
+            d: g.d[2] as usize,
+        }
+    }
+
+    /// `out[ox] = f(… f(f(out[ox], x₀), x₁) …)` over the in-bounds inputs of `row` in the
+    /// window of every output position `ox`, in kernel order.
+    #[inline(always)]
+    fn fold<V: Copy>(&self, out: &mut [V], row: &[V], f: impl Fn(V, V) -> V + Copy) {
+        let edge = |out: &mut [V], wins: &[(usize, usize)]| {
+            for (o, &(at, n)) in out.iter_mut().zip(wins) {
+                let mut acc = *o;
+                for t in 0..n {
+                    acc = f(acc, row[at + t * self.d]);
+                }
+                *o = acc;
+            }
+        };
+        let w = self.whole.clone();
+        edge(&mut out[..w.start], &self.wins[..w.start]);
+        edge(&mut out[w.end..], &self.wins[w.end..]);
+        if w.is_empty() {
+            return;
+        }
+        let (mid, at, s) = (&mut out[w.clone()], self.wins[w.start].0, self.s);
+        // the common cases with constant strides: dilation 1, stride 1 or 2
+        match (self.k, self.d, s) {
+            (2, 1, 2) => whole::<V, 2>(mid, row, at, 2, 1, f),
+            (3, 1, 1) => whole::<V, 3>(mid, row, at, 1, 1, f),
+            (3, 1, 2) => whole::<V, 3>(mid, row, at, 2, 1, f),
+            (1, _, _) => whole::<V, 1>(mid, row, at, s, self.d, f),
+            (2, _, _) => whole::<V, 2>(mid, row, at, s, self.d, f),
+            (3, _, _) => whole::<V, 3>(mid, row, at, s, self.d, f),
+            (4, _, _) => whole::<V, 4>(mid, row, at, s, self.d, f),
+            (5, _, _) => whole::<V, 5>(mid, row, at, s, self.d, f),
+            (7, _, _) => whole::<V, 7>(mid, row, at, s, self.d, f),
+            _ => edge(mid, &self.wins[w]),
+        }
+    }
+}
+
+/// [`RowWindows::fold`] over whole windows of `K` offsets, the first starting at `at`: eight
+/// outputs at a time, their folds interleaved (independent chains the CPU overlaps, each in
+/// kernel order).
+#[inline(always)]
+fn whole<V: Copy, const K: usize>(
+    out: &mut [V],
+    row: &[V],
+    at: usize,
+    s: usize,
+    d: usize,
+    f: impl Fn(V, V) -> V,
+) {
+    const LANES: usize = 8;
+    let mut blocks = out.chunks_exact_mut(LANES);
+    let mut first = at;
+    for o in &mut blocks {
+        let mut acc: [V; LANES] = o.try_into().expect("a block of LANES");
+        let src = &row[first..][..(LANES - 1) * s + (K - 1) * d + 1];
+        for t in 0..K {
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = f(*a, src[j * s + t * d]);
+            }
+        }
+        o.copy_from_slice(&acc);
+        first += LANES * s;
+    }
+    for (i, o) in blocks.into_remainder().iter_mut().enumerate() {
+        let at = first + i * s;
+        let mut acc = *o;
+        for t in 0..K {
+            acc = f(acc, row[at + t * d]);
+        }
+        *o = acc;
+    }
+}
+
+/// For every output row `(plane, oz, oy)` of `y` (whole output planes of `x`'s planes):
+/// fills it with `init`, then calls `f(output row, input row)` for every in-bounds input row
+/// `(iz, iy)` of its window, in the kernel's `(kz, ky)` order.
+fn each_row_pair<V: Copy>(
+    g: &Geom,
+    x: &[V],
+    y: &mut [V],
+    init: V,
+    mut f: impl FnMut(&mut [V], &[V]),
+) {
+    let (ow, iw) = (g.out[2] as usize, g.inp[2] as usize);
+    let (ih, id) = (g.inp[1] as usize, g.inp[0] as usize);
+    let planes = (g.n * g.c) as usize;
+    if ow == 0 || g.out[1] == 0 || g.out[0] == 0 {
+        return;
+    }
+    let mut rows = y.chunks_exact_mut(ow);
+    for plane in 0..planes {
+        for oz in 0..g.out[0] {
+            let bz = oz * g.s[0] - g.pb[0];
+            let rz = valid_range(bz, g.d[0], g.k[0], g.inp[0]);
+            for oy in 0..g.out[1] {
+                let by = oy * g.s[1] - g.pb[1];
+                let ry = valid_range(by, g.d[1], g.k[1], g.inp[1]);
+                let out = rows.next().expect("one output row per (plane, oz, oy)");
+                out.fill(init);
+                for kz in rz.0..rz.1 {
+                    let iz = (bz + kz * g.d[0]) as usize;
+                    for ky in ry.0..ry.1 {
+                        let iy = (by + ky * g.d[1]) as usize;
+                        f(out, &x[((plane * id + iz) * ih + iy) * iw..][..iw]);
+                    }
                 }
             }
         }
-        let v = match lp {
-            Some(p) if p == one => acc,
-            Some(p) if p == two => acc.sqrt(),
-            Some(p) => acc.powf(one / p),
-            None => {
-                let count = if count_pad {
-                    (0..3)
-                        .map(|d| {
-                            let (lo, hi) = valid_range(
-                                out[d] * g.s[d],
-                                g.d[d],
-                                g.k[d],
-                                g.inp[d] + g.pb[d] + g.pe[d],
-                            );
-                            hi - lo
-                        })
-                        .product::<i64>()
-                } else {
-                    r.iter().map(|(lo, hi)| hi - lo).product::<i64>()
-                };
-                acc / A::from_f64(count as f64)
+    }
+}
+
+/// MaxPool without indices, row by row: every output row takes the maximum over the
+/// in-bounds input rows of its window (the same values as [`max_indexed`], compared in the
+/// same order, without a call per window). NaN wins.
+pub fn max_rows<V: MaxVal>(g: &Geom, x: &[V], y: &mut [V]) {
+    let wins = RowWindows::new(g);
+    each_row_pair(g, x, y, V::LOWEST, |out, row| {
+        wins.fold(out, row, V::max_nan)
+    });
+}
+
+/// AveragePool (`lp = None`) or LpPool (`lp = Some(p)`), row by row: the window's in-bounds
+/// sum (each output's terms added in the kernel's order), divided by the in-bounds count (or,
+/// with `count_include_pad`, by the count of positions inside the padded input), or raised
+/// to `1/p`. `y` holds whole output planes.
+pub fn sum<A: Real>(g: &Geom, x: &[A], lp: Option<A>, y: &mut [A]) {
+    let (one, two) = (A::ONE, A::ONE + A::ONE);
+    match lp {
+        None => sum_rows(g, x, y, |v| v),
+        Some(p) if p == one => sum_rows(g, x, y, |v| v.abs()),
+        Some(p) if p == two => sum_rows(g, x, y, |v| v * v),
+        Some(p) => sum_rows(g, x, y, |v| v.abs().powf(p)),
+    }
+    let (oh, ow) = (g.out[1] as usize, g.out[2] as usize);
+    if ow == 0 || oh == 0 {
+        return;
+    }
+    match lp {
+        Some(p) if p == one => {}
+        Some(p) if p == two => y.iter_mut().for_each(|v| *v = v.sqrt()),
+        Some(p) => y.iter_mut().for_each(|v| *v = v.powf(one / p)),
+        None => {
+            // the count of each output is a product of one count per axis
+            let count_pad = g.flags & FLAG_COUNT_PAD != 0;
+            let axis = |d: usize| -> Vec<i64> {
+                (0..g.out[d])
+                    .map(|o| {
+                        let (lo, hi) = if count_pad {
+                            let padded = g.inp[d] + g.pb[d] + g.pe[d];
+                            valid_range(o * g.s[d], g.d[d], g.k[d], padded)
+                        } else {
+                            valid_range(o * g.s[d] - g.pb[d], g.d[d], g.k[d], g.inp[d])
+                        };
+                        hi - lo
+                    })
+                    .collect()
+            };
+            let (cz, cy, cx) = (axis(0), axis(1), axis(2));
+            let rows_per_plane = g.out[0] as usize * oh;
+            for (r, row) in y.chunks_exact_mut(ow).enumerate() {
+                let r = r % rows_per_plane;
+                let zy = cz[r / oh] * cy[r % oh];
+                for (v, &c) in row.iter_mut().zip(&cx) {
+                    *v = *v / A::from_f64((zy * c) as f64);
+                }
             }
-        };
-        y(o, v);
+        }
+    }
+}
+
+/// `y` (whole output planes) gets the in-bounds window sums of `term(x)`.
+#[inline(always)]
+fn sum_rows<A: Real>(g: &Geom, x: &[A], y: &mut [A], term: impl Fn(A) -> A + Copy) {
+    let wins = RowWindows::new(g);
+    each_row_pair(g, x, y, A::ZERO, |out, row| {
+        wins.fold(out, row, |acc, v| acc + term(v))
     });
 }

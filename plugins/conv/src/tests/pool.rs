@@ -48,6 +48,10 @@ fn check(
         assert_eq!(plan.outputs[1].dtype, Dtype::I64);
         let arg: Vec<f64> = arg.iter().map(|&i| i as f64).collect();
         assert_eq!(got[1], arg, "{what}: indices");
+        // without Indices MaxPool takes another kernel (row by row): the same maxima
+        req.outputs_wanted = vec![true, false];
+        let (_, alone) = run(&req, std::slice::from_ref(&x)).unwrap();
+        assert_eq!(alone[0], got[0], "{what}: without indices");
     }
 }
 

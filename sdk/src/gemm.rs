@@ -1,5 +1,5 @@
-//! The packed GEMM of the CPU kernels: `C = A · B` for a chunk of rows of A against a whole,
-//! packed B. B is packed once per operand into zero-padded [`NR`]-column strips, a chunk of A
+//! The packed GEMM plugins' CPU kernels share (MatMul, Gemm, Conv, ConvTranspose…): `C = A · B`
+//! for a chunk of rows of A against a whole, packed B. B is packed once per operand into zero-padded [`NR`]-column strips, a chunk of A
 //! into [`MR`]-row panels; an MR×NR register micro-kernel runs over [`KC`]-deep slices, B
 //! strips grouped [`NC`] columns wide so a group stays in L2 while every panel of A passes it.
 //!
@@ -7,7 +7,7 @@
 //! explicit [`F32x4`] lanes (wasm SIMD128: 8 accumulators, 2 B vectors and a splat fit
 //! Cranelift's 16 vector registers); f64 and the wrapping integers a plain loop.
 
-use umd_sdk::simd::F32x4;
+use crate::simd::F32x4;
 
 /// Rows and columns of the register micro-tile.
 pub const MR: usize = 4;
@@ -310,10 +310,28 @@ impl<A: Acc> PackedB<A> {
     /// Packs the `k × cols.len()` matrix `b`, which holds the operand's columns `cols`; `None`
     /// when the packed copy would not fit in memory.
     pub fn pack(k: usize, cols: std::ops::Range<usize>, b: Strided<A>) -> Option<Self> {
+        let mut p = PackedB {
+            k: 0,
+            strips: 0,
+            first: 0,
+            data: Vec::new(),
+        };
+        p.pack_into(k, cols, b)?;
+        Some(p)
+    }
+
+    /// [`PackedB::pack`] into this one's memory (a kernel packing a B per block reuses one).
+    pub fn pack_into(
+        &mut self,
+        k: usize,
+        cols: std::ops::Range<usize>,
+        b: Strided<A>,
+    ) -> Option<()> {
         let n = cols.len();
         let strips = n.div_ceil(NR);
         let len = strips.checked_mul(NR)?.checked_mul(k)?;
-        let mut data = Vec::new();
+        let data = &mut self.data;
+        data.clear();
         data.try_reserve_exact(len).ok()?;
         data.resize(len, A::ZERO);
         // KC-deep blocks of every strip, one block after the other: the strips a group of
@@ -342,12 +360,8 @@ impl<A: Acc> PackedB<A> {
                 }
             }
         }
-        Some(PackedB {
-            k,
-            strips,
-            first: cols.start,
-            data,
-        })
+        (self.k, self.strips, self.first) = (k, strips, cols.start);
+        Some(())
     }
 
     /// The packed columns (for [`multiply`]) of the operand's columns `cols`.

@@ -1,0 +1,79 @@
+//! The compute types of the CPU kernels ([`Real`]: f32 for f32/f16/bf16, f64 for f64). Both
+//! convolutions multiply on the SDK's packed GEMM ([`umd_sdk::gemm`], whose accumulation type
+//! [`Acc`] every `Real` is).
+
+use crate::geom::Geom;
+use std::ops::{Add, AddAssign, Div, Mul, Sub};
+pub use umd_sdk::gemm::Acc;
+pub use umd_sdk::gemm::MR;
+
+/// Arithmetic the float kernels compute in.
+pub trait Real:
+    Acc
+    + Default
+    + PartialOrd
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + AddAssign
+    + Send
+    + Sync
+    + 'static
+{
+    const ONE: Self;
+    fn abs(self) -> Self;
+    fn sqrt(self) -> Self;
+    fn powf(self, p: Self) -> Self;
+    /// The direct convolution ([`super::conv::direct_body`]); on wasm32 the f32 one is
+    /// compiled with SIMD128 so its contiguous inner loop vectorizes.
+    fn conv_direct(g: &Geom, x: &[Self], w: &[Self], y: &mut [Self]) {
+        super::conv::direct_body(g, x, w, y)
+    }
+}
+
+impl Real for f64 {
+    const ONE: f64 = 1.0;
+    fn abs(self) -> f64 {
+        f64::abs(self)
+    }
+    fn sqrt(self) -> f64 {
+        f64::sqrt(self)
+    }
+    fn powf(self, p: f64) -> f64 {
+        f64::powf(self, p)
+    }
+}
+
+impl Real for f32 {
+    const ONE: f32 = 1.0;
+    fn abs(self) -> f32 {
+        f32::abs(self)
+    }
+    fn sqrt(self) -> f32 {
+        f32::sqrt(self)
+    }
+    fn powf(self, p: f32) -> f32 {
+        f32::powf(self, p)
+    }
+    #[cfg(target_arch = "wasm32")]
+    fn conv_direct(g: &Geom, x: &[f32], w: &[f32], y: &mut [f32]) {
+        // SAFETY: wasm SIMD128 is validated when the module loads; the engine the host uses
+        // enables it.
+        unsafe { simd::conv_direct_f32(g, x, w, y) }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+mod simd {
+    use crate::geom::Geom;
+
+    /// The direct convolution compiled with SIMD128.
+    ///
+    /// # Safety
+    /// The engine running the module must support SIMD128 (validated when it loads).
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn conv_direct_f32(g: &Geom, x: &[f32], w: &[f32], y: &mut [f32]) {
+        crate::cpu::conv::direct_body(g, x, w, y)
+    }
+}
