@@ -1,5 +1,7 @@
 //! The packed GEMM plugins' CPU kernels share (MatMul, Gemm, Conv, ConvTranspose…): `C = A · B`
-//! for a chunk of rows of A against a whole, packed B. B is packed once per operand into zero-padded [`NR`]-column strips, a chunk of A
+//! for a chunk of rows of A against a packed B (a whole operand, kept, or one block of it packed
+//! per block into reused memory: [`PackedB::pack_into`]). B is packed into zero-padded
+//! [`NR`]-column strips, a chunk of A
 //! into [`MR`]-row panels; an MR×NR register micro-kernel runs over [`KC`]-deep slices, B
 //! strips grouped [`NC`] columns wide so a group stays in L2 while every panel of A passes it.
 //!
@@ -9,8 +11,9 @@
 
 use crate::simd::F32x4;
 
-/// Rows and columns of the register micro-tile.
+/// Rows of the register micro-tile (the height of a packed panel of A).
 pub const MR: usize = 4;
+/// Columns of the register micro-tile (the width of a packed strip of B).
 pub const NR: usize = 8;
 /// Depth of one pass of the micro-kernel and width of a group of B strips.
 const KC: usize = 256;
@@ -330,6 +333,8 @@ impl<A: Acc> PackedB<A> {
         let n = cols.len();
         let strips = n.div_ceil(NR);
         let len = strips.checked_mul(NR)?.checked_mul(k)?;
+        // empty until packed: a failed pack leaves no stale extents behind
+        (self.k, self.strips, self.first) = (0, 0, 0);
         let data = &mut self.data;
         data.clear();
         data.try_reserve_exact(len).ok()?;
@@ -466,6 +471,55 @@ mod tests {
                     assert_eq!(c[r * w + j - j0], want, "{rows}x{n}x{k} at ({r}, {j})");
                 }
             }
+        }
+    }
+
+    /// `A · B` by definition.
+    fn naive(rows: usize, n: usize, k: usize, a: Strided<f64>, b: Strided<f64>) -> Vec<f64> {
+        let at = |m: Strided<f64>, r: usize, c: usize| m.data[r * m.rs + c * m.cs];
+        (0..rows * n)
+            .map(|i| (0..k).map(|kk| at(a, i / n, kk) * at(b, kk, i % n)).sum())
+            .collect()
+    }
+
+    #[test]
+    fn row_major_blocks_transposed_a_and_a_reused_packing() {
+        let buf: Vec<f64> = (0..8000).map(|i| ((i * 5) % 13) as f64 - 6.0).collect();
+        let abuf: Vec<f64> = (0..4000).map(|i| ((i * 7) % 11) as f64 - 5.0).collect();
+        let mut packed = PackedB::pack(
+            0,
+            0..0,
+            Strided {
+                data: &[],
+                rs: 0,
+                cs: 1,
+            },
+        )
+        .unwrap();
+        let (mut ap, mut c) = (Vec::new(), Vec::new());
+        // B: a block of a wider row-major matrix starting at an offset (a conv's input rows);
+        // A: transposed (rows lie together in each column); the same PackedB packed big, small
+        // and big again
+        for (rows, n, k, off) in [
+            (9, 19, 300, 7),
+            (3, 5, 3, 0),
+            (9, 19, 300, 11),
+            (5, 8, 1, 2),
+        ] {
+            let b = Strided {
+                data: &buf[off..],
+                rs: n + 5,
+                cs: 1,
+            };
+            let a = Strided {
+                data: &abuf[..],
+                rs: 1,
+                cs: rows + 2,
+            };
+            packed.pack_into(k, 0..n, b).unwrap();
+            pack_a(rows, k, a, &mut ap);
+            multiply(rows, &ap, &packed, 0..n, &mut c);
+            assert_eq!(c, naive(rows, n, k, a, b), "{rows}x{n}x{k} at {off}");
         }
     }
 

@@ -4,8 +4,8 @@
 //! launch on the CPU) and exports it with [`export_plugin!`]. The SDK supplies the WIT bindings
 //! ([`bindings`], types re-exported at the root), a CUDA-compatible [`params`] packer and reader,
 //! [`launch`] configuration helpers checked against the target's limits, [`shape`] helpers (numpy
-//! broadcasting, overflow-checked element counts), [`dtype`] sizes and element conversion, and
-//! typed [`attr`] getters.
+//! broadcasting, overflow-checked element counts), [`dtype`] sizes and element conversion,
+//! typed [`attr`] getters, and for CPU kernels [`simd`] vectors and a packed [`gemm`].
 //!
 //! The SDK never touches a device or the host's memory: it only builds the data the host checks.
 

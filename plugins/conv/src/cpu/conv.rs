@@ -45,13 +45,15 @@ pub fn runs(shape: [i64; 3], start: usize, len: usize, out: &mut Vec<Run>) {
 
 /// Positions per block: a B panel of the GEMM (256 deep × block) stays within L2.
 const BLOCK: usize = 256;
-/// Largest im2col / col2im scratch, in bytes (deep kernels take narrower blocks).
-const MAX_SCRATCH: usize = 8 << 20;
+/// Largest im2col / col2im scratch with its packed copy, in bytes (deep kernels take narrower
+/// blocks).
+const MAX_SCRATCH: usize = 16 << 20;
 
 /// Positions per block for scratch rows of `rows` elements of `A`: [`BLOCK`], narrower (down
-/// to 64) when the scratch would exceed [`MAX_SCRATCH`], at most `total`.
+/// to 64) when the scratch and the GEMM's packed copy of it would exceed [`MAX_SCRATCH`], at
+/// most `total`.
 fn block_len<A>(rows: usize, total: usize) -> usize {
-    let fit = MAX_SCRATCH / (rows.max(1) * std::mem::size_of::<A>());
+    let fit = MAX_SCRATCH / (2 * rows.max(1) * std::mem::size_of::<A>());
     BLOCK.min(fit.max(64) / 8 * 8).min(total).max(1)
 }
 
@@ -82,23 +84,31 @@ pub fn conv_with<A: Real>(g: &Geom, direct: bool, x: &[A], w: &[A], y: &mut [A])
         return A::conv_direct(g, x, w, y);
     }
     let jb = block_len::<A>(ck, out_sz);
-    let mut col = vec![A::ZERO; ck * jb];
+    // 1×1 kernel, stride 1, no padding: output position j reads input position j
+    let pointwise = ks == 1 && g.s == [1; 3] && g.pb == [0; 3] && g.out == g.inp;
+    let mut col = vec![A::ZERO; if pointwise { 0 } else { ck * jb }];
     let (mut rs, mut wpack, mut prod) = (Vec::new(), Vec::new(), Vec::new());
     let mut packed = PackedB::pack(0, 0..0, strided(&[], 0)).expect("an empty operand");
-    for n in 0..usize_of(g.n) {
-        for grp in 0..usize_of(g.group) {
+    for grp in 0..usize_of(g.group) {
+        let wg = &w[grp * mg * ck..][..mg * ck];
+        gemm::pack_a(mg, ck, strided(wg, ck), &mut wpack);
+        for n in 0..usize_of(g.n) {
             let xg = &x[(n * c + grp * cg) * in_sz..][..cg * in_sz];
-            let wg = &w[grp * mg * ck..][..mg * ck];
             let yg = &mut y[(n * m + grp * mg) * out_sz..][..mg * out_sz];
-            gemm::pack_a(mg, ck, strided(wg, ck), &mut wpack);
             let mut j0 = 0;
             while j0 < out_sz {
                 let len = jb.min(out_sz - j0);
-                runs(g.out, j0, len, &mut rs);
-                im2col(g, xg, &rs, len, &mut col[..ck * len]);
+                // a pointwise conv's im2col rows are the input rows: packed from them
+                let b = if pointwise {
+                    strided(&xg[j0..], in_sz)
+                } else {
+                    runs(g.out, j0, len, &mut rs);
+                    im2col(g, xg, &rs, len, &mut col[..ck * len]);
+                    strided(&col[..ck * len], len)
+                };
                 packed
-                    .pack_into(ck, 0..len, strided(&col[..ck * len], len))
-                    .expect("the block's operand fits its scratch");
+                    .pack_into(ck, 0..len, b)
+                    .expect("the block's packed operand fits memory");
                 gemm::multiply(mg, &wpack, &packed, 0..len, &mut prod);
                 for (yrow, prow) in yg.chunks_exact_mut(out_sz).zip(prod.chunks_exact(len)) {
                     for (o, &v) in yrow[j0..j0 + len].iter_mut().zip(prow) {
@@ -258,26 +268,20 @@ pub fn conv_transpose_with<A: Real>(g: &Geom, pb: usize, x: &[A], w: &[A], y: &m
     if cg == 0 || rows == 0 {
         return;
     }
-    // wt[grp][(mi, k)][ci] = w[grp*cg + ci][mi][k]
-    let mut wt = vec![A::ZERO; groups * rows * cg];
-    for grp in 0..groups {
-        let wtg = &mut wt[grp * rows * cg..][..rows * cg];
-        for ci in 0..cg {
-            let src = &w[(grp * cg + ci) * rows..][..rows];
-            for (r, &v) in src.iter().enumerate() {
-                wtg[r * cg + ci] = v;
-            }
-        }
-    }
     let pb = pb.clamp(1, in_sz.max(1));
     let (mut rs, mut wpack, mut col) = (Vec::new(), Vec::new(), Vec::new());
     let mut packed = PackedB::pack(0, 0..0, strided(&[], 0)).expect("an empty operand");
-    for n in 0..usize_of(g.n) {
-        for grp in 0..groups {
+    for grp in 0..groups {
+        // Wᵀ: element ((mi, k), ci) of the group is w[grp*cg + ci][mi][k], rows*ci + r apart
+        let wt = Strided {
+            data: &w[grp * cg * rows..][..cg * rows],
+            rs: 1,
+            cs: rows,
+        };
+        gemm::pack_a(rows, cg, wt, &mut wpack);
+        for n in 0..usize_of(g.n) {
             let xg = &x[(n * c + grp * cg) * in_sz..][..cg * in_sz];
-            let wtg = &wt[grp * rows * cg..][..rows * cg];
             let yg = &mut y[(n * m + grp * mg) * out_sz..][..mg * out_sz];
-            gemm::pack_a(rows, cg, strided(wtg, cg), &mut wpack);
             let mut p0 = 0;
             while p0 < in_sz {
                 let len = pb.min(in_sz - p0);

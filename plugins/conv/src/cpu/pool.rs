@@ -10,10 +10,11 @@ use crate::geom::{FLAG_COL_MAJOR, FLAG_COUNT_PAD, Geom, valid_range};
 pub trait MaxVal: Copy + PartialOrd {
     const LOWEST: Self;
     fn is_nan(self) -> bool;
-    /// `v` when it is greater than `best` or NaN, else `best` (without a branch).
+    /// `v` when it is greater than `best`, or the first NaN, else `best` (without a branch):
+    /// the window's first NaN wins, as in [`max_indexed`] and the CUDA kernel.
     #[inline(always)]
     fn max_nan(best: Self, v: Self) -> Self {
-        let take = (v > best) | v.is_nan();
+        let take = (v > best) | (v.is_nan() & !best.is_nan());
         [best, v][take as usize]
     }
 }

@@ -135,6 +135,22 @@ fn cases() -> Vec<Case> {
             win: Win::new(&[5]).pads(&[2, 2]),
             bias: true,
         },
+        // one input channel and a 1x1 kernel: a GEMM of depth 1
+        Case {
+            xs: vec![1, 1, 5, 5],
+            ws: vec![8, 1, 1, 1],
+            group: 1,
+            win: Win::new(&[1, 1]),
+            bias: true,
+        },
+        // pointwise (packed straight from the input rows) over several blocks of positions
+        Case {
+            xs: vec![2, 3, 20, 30],
+            ws: vec![5, 3, 1, 1],
+            group: 1,
+            win: Win::new(&[1, 1]),
+            bias: false,
+        },
         // deep enough to use several GEMM depth slices, wide enough for several blocks
         Case {
             xs: vec![1, 40, 13, 21],
@@ -434,6 +450,25 @@ fn conv_transpose_matches_the_reference_on_every_dtype() {
             &[0, 0],
             dt,
             6,
+        );
+        // more input channels than one GEMM depth slice (256), and one input position
+        check_convt(
+            &[1, 300, 2, 3],
+            &[300, 4, 2, 2],
+            1,
+            &Win::new(&[2, 2]).s(&[2, 1]),
+            &[0, 0],
+            dt,
+            7,
+        );
+        check_convt(
+            &[2, 3, 1, 1],
+            &[3, 4, 2, 2],
+            1,
+            &Win::new(&[2, 2]),
+            &[0, 0],
+            dt,
+            8,
         );
         // wide enough for several input blocks
         check_convt(

@@ -86,6 +86,28 @@ fn windows() -> Vec<(Vec<usize>, Win, bool)> {
             Win::new(&[5, 5]).s(&[3, 3]).d(&[2, 2]),
             true,
         ),
+        // rows wide enough for the row kernel's blocks of 8 whole windows, on each of its
+        // constant-width arms and the generic one, with partial windows at both ends
+        (vec![1, 2, 3, 41], Win::new(&[3, 3]), false),
+        (
+            vec![1, 2, 5, 41],
+            Win::new(&[3, 3]).s(&[2, 2]).pads(&[1, 1, 1, 1]),
+            true,
+        ),
+        (vec![1, 1, 2, 37], Win::new(&[2, 2]).s(&[2, 2]), false),
+        (vec![1, 1, 1, 60], Win::new(&[1, 7]), false),
+        (
+            vec![1, 1, 1, 60],
+            Win::new(&[1, 4]).s(&[1, 3]).d(&[1, 2]),
+            false,
+        ),
+        (vec![1, 1, 1, 30], Win::new(&[1, 1]).s(&[1, 3]), false),
+        (vec![1, 1, 1, 25], Win::new(&[1, 6]), false),
+        (
+            vec![1, 1, 3, 30],
+            Win::new(&[1, 3]).pads(&[0, 2, 0, 2]),
+            false,
+        ),
     ]
 }
 
@@ -151,6 +173,27 @@ fn maxpool_propagates_nan_and_serves_bytes() {
     let (_, out) = run(&r, &[vec![1., f64::NAN, f64::NAN, 3., -1., -2.]]).unwrap();
     assert!(out[0][0].is_nan() && out[0][1].is_nan());
     assert_eq!(out[0][2], -1.0);
+    // NaN inside the row kernel's blocks of 8 whole windows and in an edge window
+    let a3 = [("kernel_shape", ints(&[3])), ("pads", ints(&[1, 1]))];
+    let mut x: Vec<f64> = (0..24).map(|i| ((i * 7) % 11) as f64).collect();
+    (x[0], x[12]) = (f64::NAN, f64::NAN);
+    let (_, out) = run(
+        &request("MaxPool", &[(&[1, 1, 24], Dtype::F32)], &a3),
+        &[x.clone()],
+    )
+    .unwrap();
+    for (o, got) in out[0].iter().enumerate() {
+        let win = &x[o.saturating_sub(1)..(o + 2).min(24)];
+        if win.iter().any(|v| v.is_nan()) {
+            assert!(got.is_nan(), "output {o}: {got}");
+        } else {
+            assert_eq!(
+                *got,
+                win.iter().copied().fold(f64::MIN, f64::max),
+                "output {o}"
+            );
+        }
+    }
     for (dt, x, want) in [
         (
             Dtype::I8,
