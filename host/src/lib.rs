@@ -26,6 +26,7 @@ pub mod check;
 pub mod cmdbuf;
 pub mod data;
 pub mod device;
+pub(crate) mod disk_cache;
 pub mod error;
 pub mod graph;
 mod host;

@@ -52,7 +52,8 @@ impl Memory for HostMemory {
             .map_err(|_| OpError::internal(format!("read of {len} bytes does not fit memory")))?;
         while out.len() < len {
             let n = CHUNK_BYTES.min(len - out.len());
-            let chunk = read(binding, offset + out.len() as u64, n as u32).map_err(OpError::internal)?;
+            let chunk =
+                read(binding, offset + out.len() as u64, n as u32).map_err(OpError::internal)?;
             out.extend_from_slice(&chunk);
         }
         Ok(out)

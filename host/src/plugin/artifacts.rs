@@ -3,14 +3,15 @@
 //!
 //! Keyed by the wasm's SHA-256 and the engine's compatibility hash (wasmtime version and
 //! configuration: an artifact only loads into an engine configured the same way). Each file
-//! starts with the SHA-256 of the artifact that follows; a stale, truncated or corrupt entry
-//! fails that check (or wasmtime's own header check) and is recompiled, never trusted.
-//! Owns only its directory.
+//! is a [`crate::disk_cache`] entry (the SHA-256 of the artifact, then the artifact); a stale,
+//! truncated or corrupt entry fails that check (or wasmtime's own header check) and is
+//! recompiled, never trusted. The directory is kept within the disk cache's budget, least
+//! recently loaded artifacts out first. Owns only its directory.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
+use crate::disk_cache;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -68,14 +69,19 @@ impl ArtifactCache {
         let path = self.path(wasm_hash);
         let stale = match std::fs::read(&path) {
             Ok(file) => match self.deserialize(engine, &file) {
-                Ok(c) => return Ok((c, Provenance::Cached)),
+                Ok(c) => {
+                    disk_cache::touch(&path);
+                    return Ok((c, Provenance::Cached));
+                }
                 Err(reason) => Some(reason),
             },
             Err(_) => None,
         };
         let artifact = engine.precompile_component(wasm)?;
-        if let Err(e) = self.store(&path, &artifact) {
+        if let Err(e) = disk_cache::store(&path, &artifact) {
             tracing::warn!(path = %path.display(), error = %e, "compiled-artifact cache not written");
+        } else if let Err(e) = disk_cache::prune(&self.dir, disk_cache::BUDGET_BYTES, &path) {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "compiled-artifact cache not pruned");
         }
         // SAFETY: `artifact` was produced by `precompile_component` of this very engine a
         // moment ago and never left this process's memory.
@@ -87,29 +93,12 @@ impl ArtifactCache {
     }
 
     fn deserialize(&self, engine: &Engine, file: &[u8]) -> Result<Component, String> {
-        if file.len() < 32 {
-            return Err("truncated".into());
-        }
-        let (digest, artifact) = file.split_at(32);
-        if Sha256::digest(artifact).as_slice() != digest {
-            return Err("checksum mismatch".into());
-        }
+        let artifact = disk_cache::decode(file)?;
         // SAFETY: `Component::deserialize` trusts its input to be an artifact produced by
-        // wasmtime's `precompile_component`. This one was written by `store` below from exactly
-        // such output, and its SHA-256 was checked just above, so a truncated or corrupted file
-        // never reaches it; wasmtime also checks the header's version and engine configuration.
+        // wasmtime's `precompile_component`. This one was written by `disk_cache::store` from
+        // exactly such output, and its SHA-256 was checked just above, so a truncated or
+        // corrupted file never reaches it; wasmtime also checks the header's version and engine
+        // configuration.
         unsafe { Component::deserialize(engine, artifact) }.map_err(|e| format!("{e:#}"))
-    }
-
-    fn store(&self, path: &Path, artifact: &[u8]) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
-        // Unique per writer: threads of one process may store the same artifact at once.
-        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
-        let mut file = Sha256::digest(artifact).to_vec();
-        file.extend_from_slice(artifact);
-        std::fs::write(&tmp, &file)?;
-        std::fs::rename(&tmp, path)
     }
 }

@@ -7,7 +7,9 @@
 //! On disk (`$XDG_CACHE_HOME/umd/kernels` or `~/.cache/umd/kernels`), per key `KEY.ptx` and
 //! `KEY.cubin`, each the SHA-256 of its bytes followed by the bytes. Every read checks it; a
 //! missing, truncated or corrupt entry is compiled again and rewritten, never fatal, and a cache
-//! that cannot be written only costs a warning.
+//! that cannot be written only costs a warning. The directory is not pruned (unlike the
+//! compiled-artifact cache): prebuilt entries an operator copied there cannot be made again on
+//! a host without NVRTC; its entries are small text and binaries.
 //!
 //! Prebuilt modules (`umd plugins compile --out DIR`, for GPU hosts without NVRTC) are the same
 //! files under the key of "any compiler" ([`cache_key`] with `None`); a cache looks there after
@@ -27,6 +29,7 @@ use thiserror::Error;
 use super::driver::Version;
 use super::nvrtc;
 use crate::device::{KernelSource, SourceForm};
+use crate::disk_cache;
 
 /// Most modules kept in memory; past it the memory cache starts over (the disk keeps them).
 const MEMORY_ENTRIES: usize = 256;
@@ -174,26 +177,12 @@ pub fn cache_key(
     h.finalize().into()
 }
 
-/// A disk entry: SHA-256 of the bytes, then the bytes.
-pub fn encode_entry(bytes: &[u8]) -> Vec<u8> {
-    let mut file = Sha256::digest(bytes).to_vec();
-    file.extend_from_slice(bytes);
-    file
-}
-
-/// The bytes of a disk entry, or why it is unusable.
+/// The bytes of a disk entry ([`disk_cache::decode`], not empty), or why it is unusable.
 pub fn decode_entry(file: &[u8]) -> Result<&[u8], &'static str> {
-    if file.len() < 32 {
-        return Err("truncated");
+    match disk_cache::decode(file)? {
+        [] => Err("empty"),
+        bytes => Ok(bytes),
     }
-    let (digest, bytes) = file.split_at(32);
-    if Sha256::digest(bytes).as_slice() != digest {
-        return Err("checksum mismatch");
-    }
-    if bytes.is_empty() {
-        return Err("empty");
-    }
-    Ok(bytes)
 }
 
 /// The PTX of a disk entry, or why it is unusable.
@@ -354,7 +343,7 @@ impl<C: Compiler> KernelCache<C> {
         ];
         for (path, bytes) in files {
             if let (Some(path), Some(bytes)) = (path, bytes)
-                && let Err(e) = store(&path, bytes)
+                && let Err(e) = disk_cache::store(&path, bytes)
             {
                 tracing::warn!(path = %path.display(), error = %e, "kernel cache entry not written");
             }
@@ -378,20 +367,6 @@ fn compiled(key: [u8; 32], (ptx, cubin): Entry, provenance: Provenance) -> Compi
         cubin,
         provenance,
     }
-}
-
-/// Writes an entry atomically: a unique temporary file, then a rename.
-fn store(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
-    std::fs::write(&tmp, encode_entry(bytes))?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
 }
 
 #[cfg(test)]
@@ -515,14 +490,17 @@ mod tests {
 
     #[test]
     fn entries_round_trip_and_reject_damage() {
-        let file = encode_entry(b".version 9.0\n");
+        let file = disk_cache::encode(b".version 9.0\n");
         assert_eq!(decode_ptx(&file), Ok(".version 9.0\n"));
         assert_eq!(decode_entry(&file[..20]), Err("truncated"));
         let mut flipped = file.clone();
         *flipped.last_mut().unwrap() ^= 1;
         assert_eq!(decode_entry(&flipped), Err("checksum mismatch"));
-        assert_eq!(decode_entry(&encode_entry(b"")), Err("empty"));
-        assert_eq!(decode_ptx(&encode_entry(b"a\0b")), Err("not PTX text"));
+        assert_eq!(decode_entry(&disk_cache::encode(b"")), Err("empty"));
+        assert_eq!(
+            decode_ptx(&disk_cache::encode(b"a\0b")),
+            Err("not PTX text")
+        );
     }
 
     #[test]
