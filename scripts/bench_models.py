@@ -3,47 +3,28 @@
 onnxruntime's CPU execution provider, same model and inputs, same run. Prints a Markdown table
 for BENCHMARKS.md. Usage: scripts/bench_models.py [UMD_BIN] (default target/release/umd)."""
 
-import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "clients" / "python" / "tests"))
 import test_models as tm  # noqa: E402  (the models the tests build)
+import model_timing  # noqa: E402
 
 UMD = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "target" / "release" / "umd")
 REPEAT = 200
 
 
 def ort_times(path, feeds):
-    t0 = time.perf_counter()
-    s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    load = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    s.run(None, feeds)
-    first = time.perf_counter() - t1
-    times = []
-    for _ in range(REPEAT):
-        t = time.perf_counter()
-        s.run(None, feeds)
-        times.append(time.perf_counter() - t)
-    return load, first, sorted(times)[len(times) // 2]
+    return model_timing.ort_times(path, feeds, REPEAT)
 
 
-def umd_times(path, feeds, tmp):
-    args = [UMD, "run-model", str(path), "--json", "--repeat", str(REPEAT), "--profile"]
-    for name, arr in feeds.items():
-        f = Path(tmp) / f"{name}.npy"
-        np.save(f, arr)
-        args += ["-i", f"{name}={f}"]
-    return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+def umd_times(path, feeds):
+    return model_timing.umd_run_model(UMD, path, feeds, REPEAT, extra=["--profile"])
 
 
 def main():
@@ -60,7 +41,7 @@ def main():
         for name, (model, feeds) in models.items():
             path = Path(tmp) / "m.onnx"
             onnx.save(model, path)
-            u = umd_times(path, feeds, tmp)
+            u = umd_times(path, feeds)
             # umd's load in the CLI excludes the host start; ort's session creation includes
             # its graph optimisation, umd's compile happens in its first run.
             ol, of, os_ = ort_times(path, feeds)

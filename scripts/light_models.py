@@ -26,6 +26,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import model_timing  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 NP = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64}
@@ -58,26 +61,9 @@ def bench_one(umd, path: Path, repeat: int, timeout: float):
     """(umd load, first, steady), (ort load, first, steady) in seconds."""
     model = onnx.load(path)
     feeds = feeds_of(model, np.random.default_rng(0))
-    with tempfile.TemporaryDirectory() as tmp:
-        args = [umd, "run-model", str(path), "--repeat", str(repeat), "--json"]
-        for name, arr in feeds.items():
-            f = Path(tmp) / f"in_{len(args)}.npy"
-            np.save(f, arr)
-            args += ["-i", f"{name}={f}"]
-        r = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=True)
-        u = json.loads(r.stdout)
-    t0 = time.perf_counter()
-    s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    load = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    s.run(None, feeds)
-    first = time.perf_counter() - t0
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        s.run(None, feeds)
-        times.append(time.perf_counter() - t0)
-    return (u["load_s"], u["first_s"], u["steady_s"]), (load, first, float(np.median(times)))
+    u = model_timing.umd_run_model(umd, path, feeds, repeat, timeout=timeout)
+    ort_load, ort_first, ort_steady = model_timing.ort_times(path, feeds, repeat)
+    return (u["load_s"], u["first_s"], u["steady_s"]), (ort_load, ort_first, ort_steady)
 
 
 def run_one(umd, path: Path, timeout: float):

@@ -39,37 +39,59 @@ pub fn decode(file: &[u8]) -> Result<&[u8], &'static str> {
     Ok(bytes)
 }
 
-/// Writes `bytes` as an entry at `path` atomically (its directory created when missing).
+/// Writes `bytes` as an entry at `path` atomically (its directory created when missing): a
+/// temporary file of this writer's own (created exclusively: never an existing file or a
+/// link), then a rename; a failed write leaves no temporary file behind.
 pub fn store(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     // unique per writer: threads of one process may store the same entry at once
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
-    std::fs::write(&tmp, encode(bytes))?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
+    let written = std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(&encode(bytes)))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
-    })
+    }
+    written
 }
 
-/// Whether `name` is an entry's (or a writer's temporary file's): 64 hex digits first.
-fn is_entry_name(name: &str) -> bool {
-    name.len() > 64 && name.as_bytes()[..64].iter().all(u8::is_ascii_hexdigit)
+/// Whether `name` is an entry's with extension `ext`, or a writer's temporary file: 64
+/// lowercase hex digits first (as the caches name them).
+fn is_entry_name(name: &str, ext: &str) -> bool {
+    let hex = name.len() > 64
+        && name.as_bytes()[..64]
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b));
+    let suffix = name.rsplit_once('.').map(|(_, e)| e);
+    hex && suffix.is_some_and(|e| e == ext || e.starts_with("tmp"))
 }
 
 /// Marks the entry at `path` used now (its modification time), so pruning keeps it longer.
+/// Silently does nothing where this process may not (a file another user owns).
 pub fn touch(path: &Path) {
-    if let Ok(f) = std::fs::File::options().append(true).open(path) {
+    // Unix sets the time through any descriptor of the owner; Windows needs write access
+    let file = if cfg!(unix) {
+        std::fs::File::open(path)
+    } else {
+        std::fs::File::options().append(true).open(path)
+    };
+    if let Ok(f) = file {
         let _ = f.set_modified(SystemTime::now());
     }
 }
 
-/// Removes the least recently used entries of `dir` until the rest fit in `budget` bytes, and
-/// temporary files of crashed writers; `keep` stays whatever its size, and files not named
-/// like entries are neither counted nor touched. Returns how many files were removed. Another
+/// Removes the least recently used entries (files named `<64 hex digits>….ext`) of `dir` until
+/// the rest fit in `budget` bytes, and temporary files of crashed writers; `keep` stays whatever
+/// its size, and other files are neither counted nor touched. Returns how many files were removed. Another
 /// process may remove or replace files meanwhile: a file gone already is not an error.
-pub fn prune(dir: &Path, budget: u64, keep: &Path) -> std::io::Result<usize> {
+pub fn prune(dir: &Path, ext: &str, budget: u64, keep: &Path) -> std::io::Result<usize> {
     let now = SystemTime::now();
     let mut files = Vec::new();
     let mut removed = 0;
@@ -80,7 +102,11 @@ pub fn prune(dir: &Path, budget: u64, keep: &Path) -> std::io::Result<usize> {
             continue;
         }
         let path = entry.path();
-        if !entry.file_name().to_str().is_some_and(is_entry_name) {
+        if !entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| is_entry_name(n, ext))
+        {
             continue;
         }
         let used = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
@@ -155,8 +181,11 @@ mod tests {
         std::fs::write(d.join(name(9, "tmp2-0")), b"writing").unwrap();
         std::fs::write(d.join("notes.txt"), vec![0u8; 8192]).unwrap();
         aged(&d.join("notes.txt"), 9000);
+        // another cache's entry (a kernel module) in the same directory: not this one's
+        std::fs::write(d.join(name(7, "ptx")), vec![0u8; 4096]).unwrap();
+        aged(&d.join(name(7, "ptx")), 9000);
         // room for three: 0 (touched), 4 and 3 stay; 2 goes, and the old temporary
-        let removed = prune(&d, 3 * 1024, &d.join(name(1, "cwasm"))).unwrap();
+        let removed = prune(&d, "cwasm", 3 * 1024, &d.join(name(1, "cwasm"))).unwrap();
         let mut left: Vec<String> = std::fs::read_dir(&d)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -168,6 +197,7 @@ mod tests {
             name(1, "cwasm"),
             name(3, "cwasm"),
             name(4, "cwasm"),
+            name(7, "ptx"),
             name(9, "tmp2-0"),
             "notes.txt".to_string(),
         ];
@@ -185,6 +215,12 @@ mod tests {
         assert_eq!(decode(&std::fs::read(&p).unwrap()), Ok(&b"artifact"[..]));
         // no temporary file is left behind
         assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
+        // a failed store (the path is a directory: the rename fails) leaves none either
+        let blocked = d.join(format!("{}.ptx", "1e".repeat(32)));
+        std::fs::create_dir(&blocked).unwrap();
+        std::fs::write(blocked.join("inside"), b"x").unwrap();
+        assert!(store(&blocked, b"artifact").is_err());
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 2);
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

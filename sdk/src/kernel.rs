@@ -37,9 +37,11 @@ pub trait Memory {
 /// The host's buffers, through the `kernel-io` import (valid only inside `cpu-kernel.run`).
 pub struct HostMemory;
 
-/// Larger reads and writes cross into the host [`CHUNK_BYTES`] at a time: the host copies each
-/// call's bytes through a buffer of its own, which it keeps warm for chunk-sized calls (a
-/// multi-MiB one was a fresh mapping faulted in on every call: 5 % of ResNet-50's run).
+/// Reads larger than [`CHUNK_BYTES`] cross into the host a chunk at a time: the host copies a
+/// read's bytes through a buffer of its own, which stays warm in its heap for chunk-sized
+/// calls (a multi-MiB one was a fresh mapping faulted in on every call: 5 % of ResNet-50's
+/// run). A write is one call whatever its size: the host copies it straight out of the
+/// instance's memory, and refuses it whole, before writing anything, when it does not fit.
 impl Memory for HostMemory {
     #[cfg(target_arch = "wasm32")]
     fn read(&mut self, binding: u32, offset: u64, len: usize) -> Result<Vec<u8>, OpError> {
@@ -52,8 +54,15 @@ impl Memory for HostMemory {
             .map_err(|_| OpError::internal(format!("read of {len} bytes does not fit memory")))?;
         while out.len() < len {
             let n = CHUNK_BYTES.min(len - out.len());
-            let chunk =
-                read(binding, offset + out.len() as u64, n as u32).map_err(OpError::internal)?;
+            let at = offset + out.len() as u64;
+            let chunk = read(binding, at, n as u32)
+                .map_err(|e| OpError::internal(format!("reading {len} bytes at {offset}: {e}")))?;
+            if chunk.len() != n {
+                return Err(OpError::internal(format!(
+                    "the host returned {} of {n} bytes at {at}",
+                    chunk.len()
+                )));
+            }
             out.extend_from_slice(&chunk);
         }
         Ok(out)
@@ -61,15 +70,8 @@ impl Memory for HostMemory {
 
     #[cfg(target_arch = "wasm32")]
     fn write(&mut self, binding: u32, offset: u64, data: &[u8]) -> Result<(), OpError> {
-        use crate::bindings::umd::plugin::kernel_io::write;
-        if data.len() <= CHUNK_BYTES {
-            return write(binding, offset, data).map_err(OpError::internal);
-        }
-        for (i, chunk) in data.chunks(CHUNK_BYTES).enumerate() {
-            let at = offset + (i * CHUNK_BYTES) as u64;
-            write(binding, at, chunk).map_err(OpError::internal)?;
-        }
-        Ok(())
+        crate::bindings::umd::plugin::kernel_io::write(binding, offset, data)
+            .map_err(OpError::internal)
     }
 
     #[cfg(target_arch = "wasm32")]

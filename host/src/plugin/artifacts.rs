@@ -80,8 +80,16 @@ impl ArtifactCache {
         let artifact = engine.precompile_component(wasm)?;
         if let Err(e) = disk_cache::store(&path, &artifact) {
             tracing::warn!(path = %path.display(), error = %e, "compiled-artifact cache not written");
-        } else if let Err(e) = disk_cache::prune(&self.dir, disk_cache::BUDGET_BYTES, &path) {
-            tracing::warn!(dir = %self.dir.display(), error = %e, "compiled-artifact cache not pruned");
+        }
+        // also after a failed store: a full disk may be this directory's doing
+        match disk_cache::prune(&self.dir, "cwasm", disk_cache::BUDGET_BYTES, &path) {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::debug!(dir = %self.dir.display(), removed = n, "compiled-artifact cache pruned")
+            }
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "compiled-artifact cache not pruned")
+            }
         }
         // SAFETY: `artifact` was produced by `precompile_component` of this very engine a
         // moment ago and never left this process's memory.

@@ -102,7 +102,7 @@ pub fn splittable(entry_point: &str) -> bool {
 }
 
 /// Bytes of one outermost output row (or of the input extent it reads) past which a strided
-/// launch runs whole through [`run`] instead of row by row (a kernel-io read is bounded).
+/// launch runs whole through [`run`] instead of row by row (a row is read into one buffer).
 const MAX_ROW_BYTES: u64 = 16 << 20;
 
 /// Runs the blocks of a launch in place (ABI 1.3), in cache-sized chunks: each chunk of every

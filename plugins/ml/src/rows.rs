@@ -126,12 +126,12 @@ pub fn run_in_place<S: Scorer>(
     Ok(())
 }
 
-/// Bytes of an element of a scorer's `X` dtype.
+/// Bytes of an element of a scorer's `X` dtype (f32, f64, i32, i64, f16, bf16).
 pub fn elem(dt: Dtype) -> Result<usize, OpError> {
     match dt {
-        Dtype::F32 | Dtype::I32 => Ok(4),
-        Dtype::F64 | Dtype::I64 => Ok(8),
-        Dtype::F16 | Dtype::Bf16 => Ok(2),
+        Dtype::F32 | Dtype::I32 | Dtype::F64 | Dtype::I64 | Dtype::F16 | Dtype::Bf16 => {
+            Ok(umd_sdk::dtype::size(dt))
+        }
         _ => Err(OpError::internal(format!("unknown scorer dtype {dt:?}"))),
     }
 }

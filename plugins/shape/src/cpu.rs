@@ -16,7 +16,8 @@ use crate::cast::f64_to_f32_odd;
 use crate::consts::FILL_CHUNK;
 use crate::copy::KMAX;
 
-/// The most bytes one `kernel-io` read may ask for.
+/// The most bytes the strided copy reads at once (its buffer; the host also refuses one
+/// `kernel-io` call over 64 MiB).
 const MAX_READ: u64 = 64 << 20;
 
 /// What a launch runs, decoded from its entry point.
