@@ -313,14 +313,19 @@ impl<A: Acc> PackedB<A> {
     /// Packs the `k × cols.len()` matrix `b`, which holds the operand's columns `cols`; `None`
     /// when the packed copy would not fit in memory.
     pub fn pack(k: usize, cols: std::ops::Range<usize>, b: Strided<A>) -> Option<Self> {
-        let mut p = PackedB {
+        let mut p = Self::empty();
+        p.pack_into(k, cols, b)?;
+        Some(p)
+    }
+
+    /// No columns yet: memory for [`PackedB::pack_into`] to fill.
+    pub fn empty() -> Self {
+        PackedB {
             k: 0,
             strips: 0,
             first: 0,
             data: Vec::new(),
-        };
-        p.pack_into(k, cols, b)?;
-        Some(p)
+        }
     }
 
     /// [`PackedB::pack`] into this one's memory (a kernel packing a B per block reuses one).
@@ -486,16 +491,7 @@ mod tests {
     fn row_major_blocks_transposed_a_and_a_reused_packing() {
         let buf: Vec<f64> = (0..8000).map(|i| ((i * 5) % 13) as f64 - 6.0).collect();
         let abuf: Vec<f64> = (0..4000).map(|i| ((i * 7) % 11) as f64 - 5.0).collect();
-        let mut packed = PackedB::pack(
-            0,
-            0..0,
-            Strided {
-                data: &[],
-                rs: 0,
-                cs: 1,
-            },
-        )
-        .unwrap();
+        let mut packed = PackedB::empty();
         let (mut ap, mut c) = (Vec::new(), Vec::new());
         // B: a block of a wider row-major matrix starting at an offset (a conv's input rows);
         // A: transposed (rows lie together in each column); the same PackedB packed big, small

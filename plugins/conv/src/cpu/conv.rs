@@ -88,7 +88,7 @@ pub fn conv_with<A: Real>(g: &Geom, direct: bool, x: &[A], w: &[A], y: &mut [A])
     let pointwise = ks == 1 && g.s == [1; 3] && g.pb == [0; 3] && g.out == g.inp;
     let mut col = vec![A::ZERO; if pointwise { 0 } else { ck * jb }];
     let (mut rs, mut wpack, mut prod) = (Vec::new(), Vec::new(), Vec::new());
-    let mut packed = PackedB::pack(0, 0..0, strided(&[], 0)).expect("an empty operand");
+    let mut packed = PackedB::empty();
     for grp in 0..usize_of(g.group) {
         let wg = &w[grp * mg * ck..][..mg * ck];
         gemm::pack_a(mg, ck, strided(wg, ck), &mut wpack);
@@ -270,7 +270,7 @@ pub fn conv_transpose_with<A: Real>(g: &Geom, pb: usize, x: &[A], w: &[A], y: &m
     }
     let pb = pb.clamp(1, in_sz.max(1));
     let (mut rs, mut wpack, mut col) = (Vec::new(), Vec::new(), Vec::new());
-    let mut packed = PackedB::pack(0, 0..0, strided(&[], 0)).expect("an empty operand");
+    let mut packed = PackedB::empty();
     for grp in 0..groups {
         // Wᵀ: element ((mi, k), ci) of the group is w[grp*cg + ci][mi][k], rows*ci + r apart
         let wt = Strided {

@@ -167,36 +167,25 @@ where
     T::Compute: MaxVal,
 {
     let p = pool_call::<T>(call, with_idx)?;
+    let Some(ib) = p.idx else {
+        let mut v = vec![<T::Compute as MaxVal>::LOWEST; p.out_len];
+        pool::max_rows(&p.g, &p.x, &mut v);
+        return Ok(vec![encode::<T>(&p.bufs, p.y, &v)?]);
+    };
     let s = std::mem::size_of::<T>();
     let mut y = p.bufs.output(p.y, bytes::<T>(p.out_len)?)?;
-    let mut idx = match p.idx {
-        Some(b) => Some(p.bufs.output(b, bytes::<i64>(p.out_len)?)?),
-        None => None,
-    };
-    let mut indices = idx.as_ref().map(|_| vec![0i64; p.out_len]);
-    match indices.as_deref_mut() {
-        Some(ind) => pool::max_indexed(
-            &p.g,
-            &p.x,
-            |o, v| T::from_compute(v).store(&mut y.data[o * s..o * s + s]),
-            ind,
-        ),
-        None => {
-            let mut v = vec![<T::Compute as MaxVal>::LOWEST; p.out_len];
-            pool::max_rows(&p.g, &p.x, &mut v);
-            for (o, &v) in y.data.chunks_exact_mut(s).zip(&v) {
-                T::from_compute(v).store(o);
-            }
-        }
+    let mut idx = p.bufs.output(ib, bytes::<i64>(p.out_len)?)?;
+    let mut indices = vec![0i64; p.out_len];
+    pool::max_indexed(
+        &p.g,
+        &p.x,
+        |o, v| T::from_compute(v).store(&mut y.data[o * s..o * s + s]),
+        &mut indices,
+    );
+    for (o, v) in idx.data.chunks_exact_mut(8).zip(indices) {
+        o.copy_from_slice(&v.to_le_bytes());
     }
-    let mut out = vec![y];
-    if let (Some(mut w), Some(ind)) = (idx.take(), indices) {
-        for (o, v) in w.data.chunks_exact_mut(8).zip(ind) {
-            o.copy_from_slice(&v.to_le_bytes());
-        }
-        out.push(w);
-    }
-    Ok(out)
+    Ok(vec![y, idx])
 }
 
 fn sum_pool<T: Element>(call: &CpuCall, lp: bool) -> Result<Vec<CpuWrite>, OpError>
@@ -204,13 +193,8 @@ where
     T::Compute: Real,
 {
     let p = pool_call::<T>(call, false)?;
-    let s = std::mem::size_of::<T>();
-    let mut y = p.bufs.output(p.y, bytes::<T>(p.out_len)?)?;
     let lp = lp.then(|| <T::Compute as Acc>::from_f64(p.g.p));
     let mut v = vec![<T::Compute as Acc>::ZERO; p.out_len];
     pool::sum(&p.g, &p.x, lp, &mut v);
-    for (o, &v) in y.data.chunks_exact_mut(s).zip(&v) {
-        T::from_compute(v).store(o);
-    }
-    Ok(vec![y])
+    Ok(vec![encode::<T>(&p.bufs, p.y, &v)?])
 }
