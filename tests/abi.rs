@@ -15,7 +15,7 @@ use umd_tests::{fixture, fixture_dir};
 
 #[test]
 fn a_1_0_plugin_runs_unchanged_on_the_1_6_host() {
-    assert_eq!(HOST_ABI.to_string(), "1.7.0");
+    assert_eq!(HOST_ABI.to_string(), "1.8.0");
     let dir = fixture_dir(&["abi10"]);
     let host = Host::builder().plugin_dir(dir.path()).build().unwrap();
     let p = host
@@ -166,6 +166,15 @@ fn a_1_6_plugin_from_the_previous_sdk_plans_through_planner3_without_setup_launc
 }
 
 #[test]
+fn a_1_7_plugin_from_the_previous_sdk_imports_no_matrix_unit_and_runs_in_place() {
+    let (host, p) = prebuilt_tagger("1.7.0");
+    assert_eq!(p.abi().to_string(), "1.8.0");
+    assert!(p.has_planner4() && p.runs_in_place());
+    let out = host.run("Tag", &[]).unwrap();
+    assert_eq!(data::decode(Dtype::F32, &out[0].1), vec![1.0]);
+}
+
+#[test]
 fn an_sdk_plugin_that_serves_no_string_tensor_declines_them_through_the_sdk() {
     let dir = fixture_dir(&["tagger_v1"]);
     let host = Host::builder()
@@ -233,7 +242,7 @@ fn an_sdk_plugin_that_serves_no_packed_dtype_declines_them_through_the_sdk() {
         .by_label("tagger@1.0.0")
         .cloned()
         .unwrap();
-    assert_eq!(p.abi().to_string(), "1.7.0");
+    assert_eq!(p.abi().to_string(), "1.8.0");
     let err = host.translate(&int4_request()).unwrap_err();
     assert_eq!(err.status(), umd::error::status::UNSUPPORTED, "{err}");
     assert!(
@@ -267,7 +276,7 @@ fn plugins_built_with_the_sdk_are_1_7_and_declare_self_tests_and_hints() {
     let host = Host::builder().build().unwrap();
     let snap = host.registry().snapshot();
     let ew = snap.by_label("elementwise@0.1.0").unwrap();
-    assert_eq!(ew.abi().to_string(), "1.7.0");
+    assert_eq!(ew.abi().to_string(), "1.8.0");
     assert!(ew.has_planner());
     assert!(ew.has_planner2());
     assert!(ew.has_planner3());

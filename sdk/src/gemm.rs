@@ -28,6 +28,21 @@ pub trait Acc: Copy + Send + Sync + 'static {
     fn mul(self, o: Self) -> Self;
     /// Gemm's alpha/beta in this type (integers: whole numbers, checked when planning).
     fn from_f64(v: f64) -> Self;
+    /// Whether the device's matrix unit ([`crate::matrix`], ABI 1.8) multiplies this type
+    /// (f32): kernels then hand it [`Acc::unit`] products instead of packing for
+    /// [`multiply`].
+    const UNIT: bool = false;
+    /// `a · b` (`m × k` by `k × n`, row-major `m × n`) on the matrix unit; `None` when it has
+    /// none for this type, or refused (the caller multiplies on [`multiply`]).
+    fn unit(
+        _m: usize,
+        _n: usize,
+        _k: usize,
+        _a: Strided<Self>,
+        _b: Strided<Self>,
+    ) -> Option<Vec<Self>> {
+        None
+    }
     /// Fills `block` (`kc` rows of [`NR`]) with columns `0..cols` of a transposed operand:
     /// column `c` is `data[at + c * cs..][..kc]` (contiguous along the depth).
     #[inline(always)]
@@ -120,6 +135,10 @@ fn add_tile<A: Acc>(tile: &[[A; NR]; MR], c: &mut [A], ldc: usize, rows: usize, 
 }
 
 impl Acc for f32 {
+    const UNIT: bool = true;
+    fn unit(m: usize, n: usize, k: usize, a: Strided<f32>, b: Strided<f32>) -> Option<Vec<f32>> {
+        crate::matrix::multiply_f32(m, n, k, a.into(), b.into()).ok()
+    }
     const ZERO: Self = 0.0;
     #[inline(always)]
     fn mul_add(self, a: Self, b: Self) -> Self {

@@ -5,8 +5,8 @@
 //! (the 1.0–1.2 execution model).
 //!
 //! Run: `MATMUL_NUM_THREADS=2 cargo bench -p umd-tests --bench cpu_device` — umd's CPU device
-//! gets the same number of worker threads as matrixmultiply (default 1). Figures go in
-//! BENCHMARKS.md.
+//! gets the same number of worker threads as the native baseline, which splits the rows of
+//! its product between that many threads (default 1). Figures go in BENCHMARKS.md.
 
 use std::hint::black_box;
 
@@ -15,21 +15,13 @@ use ndarray::Array2;
 use umd::device::BufferId;
 use umd::{Dtype, Host, OpRequest, TensorDesc, data};
 
-/// Worker threads of both sides (matrixmultiply reads the same variable).
-/// Unset, it is 1 for both: matrixmultiply's own default (every core) is set aside, so the
-/// `_1_threads` baseline is one thread.
+/// Worker threads of both sides (`MATMUL_NUM_THREADS`, default 1).
 fn threads() -> usize {
-    let t = std::env::var("MATMUL_NUM_THREADS")
+    std::env::var("MATMUL_NUM_THREADS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
-    if std::env::var_os("MATMUL_NUM_THREADS").is_none() {
-        // SAFETY: called from the benchmark groups before any thread of the bench reads the
-        // environment (criterion runs the groups on this thread; matrixmultiply reads the
-        // variable at its first product, after this).
-        unsafe { std::env::set_var("MATMUL_NUM_THREADS", "1") };
-    }
-    t
+        .unwrap_or(1)
+        .max(1)
 }
 
 /// The configurations compared: in place on `threads()` workers, and copying on one.
@@ -168,8 +160,20 @@ fn matmul(c: &mut Criterion) {
         let b = Array2::from_shape_fn((n, n), |(i, j)| ((i + 3 * j) % 11) as f32 * 0.1);
         let mut out = Array2::<f32>::zeros((n, n));
         g.bench_function(format!("matrixmultiply_{}_threads", threads()), |bench| {
+            let rows = n.div_ceil(threads());
             bench.iter(|| {
-                ndarray::linalg::general_mat_mul(1.0, &a, &b, 0.0, &mut out);
+                // one share of A's and the output's rows per thread
+                std::thread::scope(|s| {
+                    for (a, mut out) in a
+                        .axis_chunks_iter(ndarray::Axis(0), rows)
+                        .zip(out.axis_chunks_iter_mut(ndarray::Axis(0), rows))
+                    {
+                        let b = &b;
+                        s.spawn(move || {
+                            ndarray::linalg::general_mat_mul(1.0, &a, b, 0.0, &mut out)
+                        });
+                    }
+                });
                 black_box(&mut out);
             })
         });

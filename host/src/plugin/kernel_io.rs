@@ -23,7 +23,7 @@ pub type KernelIo = Option<Arc<[BoundMemory]>>;
 /// Defines `umd:plugin/kernel-io` in `linker` (semver-compatible: any 1.x ≥ 1.3 import binds;
 /// 1.3–1.6 plugins import `read` and `write`, 1.7 ones `resident` too).
 pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-    let mut inst = linker.instance("umd:plugin/kernel-io@1.7.0")?;
+    let mut inst = linker.instance("umd:plugin/kernel-io@1.8.0")?;
     inst.func_wrap(
         "read",
         |store: StoreContextMut<'_, StoreState>,
@@ -84,7 +84,7 @@ fn locate(
     }
 }
 
-fn read(io: &KernelIo, binding: u32, offset: u64, len: u32) -> Result<Vec<u8>, String> {
+pub(super) fn read(io: &KernelIo, binding: u32, offset: u64, len: u32) -> Result<Vec<u8>, String> {
     if len > MAX_READ_BYTES {
         return Err(format!(
             "read of {len} bytes; at most {MAX_READ_BYTES} per call (read in chunks)"

@@ -12,6 +12,7 @@ pub mod convert;
 pub mod device_code;
 pub mod kernel_call;
 pub mod kernel_io;
+pub mod matrix;
 pub mod planner;
 pub mod sandbox;
 pub mod self_test;
@@ -37,9 +38,9 @@ use sandbox::StoreState;
 use crate::error::{LoadError, PluginFault};
 use crate::tensor::Dtype;
 
-/// The ABI this host implements: `umd:plugin@1.7.0`. Plugins of the same major load (1.0–1.6
+/// The ABI this host implements: `umd:plugin@1.8.0`. Plugins of the same major load (1.0–1.7
 /// plugins without the later additions).
-pub const HOST_ABI: semver::Version = semver::Version::new(1, 7, 0);
+pub const HOST_ABI: semver::Version = semver::Version::new(1, 8, 0);
 /// Most op signatures a plugin may declare, and constant inputs per signature.
 const MAX_SIGNATURES: usize = 1024;
 const MAX_CONSTANT_INPUTS: usize = 64;
@@ -90,6 +91,7 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         bindings::host_iface::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)
             .and_then(|()| kernel_io::add_to_linker(&mut linker))
+            .and_then(|()| matrix::add_to_linker(&mut linker))
             .map_err(|e| LoadError::Interface {
                 path: "<linker>".into(),
                 reason: format!("{e:#}"),
@@ -305,12 +307,13 @@ impl Runtime {
                     r.strip_prefix("/host@")
                         .or_else(|| r.strip_prefix("/types@"))
                         .or_else(|| r.strip_prefix("/kernel-io@"))
+                        .or_else(|| r.strip_prefix("/matrix@"))
                 })
                 .and_then(|v| semver::Version::parse(v).ok())
                 .is_some_and(|v| v.major == HOST_ABI.major);
             if !allowed {
                 return Err(iface(format!(
-                    "imports `{name}`, which the sandbox does not grant (plugins may import only {PACKAGE}/host and {PACKAGE}/kernel-io)"
+                    "imports `{name}`, which the sandbox does not grant (plugins may import only {PACKAGE}/host, {PACKAGE}/kernel-io and {PACKAGE}/matrix)"
                 )));
             }
         }

@@ -1,7 +1,8 @@
 //! CPU kernels, in place (ABI 1.3): `matmul_{T}` (MatMul and Gemm, every served dtype) and
 //! `matmulint_{TA}_{TB}` (MatMulInteger) read the parameter blocks of [`crate::plan`]. A block
 //! range computes its share of the output tiles ([`Product::for_each_chunk`]): per batch it
-//! reads and packs the B columns it needs once ([`gemm::PackedB`]), then per chunk of rows
+//! reads the B columns it needs once (packed, or for the matrix unit as they are:
+//! [`crate::operand::BOperand`]), then per chunk of rows
 //! reads A's rows (and Gemm's C), multiplies, applies the epilogue and writes the tile. Every
 //! launch is splittable; `run-cpu` runs the whole grid through the same code
 //! ([`umd_sdk::kernel::run_cpu_in_memory`]).
@@ -15,7 +16,7 @@ use umd_sdk::{Dtype, KernelCall, OpError};
 use crate::block::{Block, check_fits, extent, read_block, read_span};
 use crate::plan::Geometry;
 use crate::product::Product;
-use umd_sdk::gemm::{self, Acc};
+use umd_sdk::gemm::Acc;
 
 /// Whether `entry_point` names a kernel of this plugin (all of them split by output rows).
 pub fn splittable(entry_point: &str) -> bool {
@@ -98,8 +99,7 @@ where
             let (i0, i1) = (rows.start, rows.end);
             let ab = p.read_a(mem, z, i0, i1)?;
             let av = ab.decode::<T, _>(|v| v.to_compute());
-            gemm::pack_a(i1 - i0, p.k, ab.view(&av), &mut apack);
-            gemm::multiply(i1 - i0, &apack, pb, pb.columns(&cols), &mut acc);
+            pb.multiply(i1 - i0, p.k, ab.view(&av), &cols, &mut apack, &mut acc);
             let cb = match c {
                 Some(c) => Some(read_block(
                     mem,
@@ -222,8 +222,7 @@ fn matmul_int<TA: Int8, TB: Int8>(call: &KernelCall, mem: &mut dyn Memory) -> Re
                 av[r * ab.rs + kk * ab.cs] -= za[(i0 + r) * azs];
             }
         }
-        gemm::pack_a(i1 - i0, p.k, ab.view(&av), &mut apack);
-        gemm::multiply(i1 - i0, &apack, pb, pb.columns(&cols), &mut acc);
+        pb.multiply(i1 - i0, p.k, ab.view(&av), &cols, &mut apack, &mut acc);
         out.clear();
         out.extend(acc.iter().flat_map(|v| v.to_le_bytes()));
         p.write_y(mem, z, i0, cols, &out)

@@ -11,6 +11,7 @@
 mod block;
 mod cpu;
 mod cuda;
+mod operand;
 mod plan;
 mod product;
 

@@ -8,8 +8,9 @@ use umd_sdk::kernel::{self, Memory, resident};
 use umd_sdk::{KernelCall, OpError};
 
 use crate::block::{Block, check_fits, extent, read_block};
+use crate::operand::BOperand;
 use crate::plan::Geometry;
-use umd_sdk::gemm::{Acc, MR, NR, PackedB, Strided};
+use umd_sdk::gemm::{Acc, MR, NR};
 
 /// Most work memory packing one group of B's columns takes (its bytes as read, decoded and
 /// packed): a Gemm with a 400 MB weight (VGG's first fully connected layer) packs it group by
@@ -81,8 +82,8 @@ impl Product {
     }
 
     /// Calls `rows(pb, z, i0..i1, j0..j1)` for the output tiles of this call's share, rows
-    /// in chunks of at most `chunk`, with `pb` holding B of batch `z` packed (at least columns
-    /// `j0..j1`). `decode_b(block, columns)` decodes a block of B holding `columns` (of B's
+    /// in chunks of at most `chunk`, with `pb` holding B of batch `z` (at least columns
+    /// `j0..j1`), packed or as decoded for the matrix unit ([`BOperand`]). `decode_b(block, columns)` decodes a block of B holding `columns` (of B's
     /// whole width) into the accumulation type.
     ///
     /// The share is of `panels × (batch × M)` items, column panel by column panel, so that
@@ -105,7 +106,7 @@ impl Product {
         decode_b: impl Fn(&Block, Range<usize>) -> Vec<A>,
         mut rows: impl FnMut(
             &mut dyn Memory,
-            &PackedB<A>,
+            &BOperand<A>,
             u64,
             Range<usize>,
             Range<usize>,
@@ -154,7 +155,7 @@ impl Product {
         cuts.sort_unstable();
         for g0 in (packed_cols.start..packed_cols.end).step_by(group) {
             let gcols = g0..packed_cols.end.min(g0 + group);
-            let mut packed: Option<(u64, Rc<PackedB<A>>)> = None;
+            let mut packed: Option<(u64, Rc<BOperand<A>>)> = None;
             for w in cuts.windows(2).filter(|w| w[0] < w[1]) {
                 // the panels that hold every row of this segment
                 let pa = if w[0] >= r0 { p0 } else { p0 + 1 };
@@ -191,10 +192,13 @@ impl Product {
                             let (rs, cs) = (blk.rs, blk.cs);
                             let bv = decode_b(&blk, j.clone());
                             drop(blk); // its bytes, before the packed copy is made
-                            let view = Strided { data: &bv, rs, cs };
-                            let pb = PackedB::pack(k, j.clone(), view).ok_or_else(|| {
-                                OpError::internal(format!("no memory to pack B of {k}x{}", j.len()))
-                            })?;
+                            let pb =
+                                BOperand::prepare(k, j.clone(), bv, rs, cs).ok_or_else(|| {
+                                    OpError::internal(format!(
+                                        "no memory to pack B of {k}x{}",
+                                        j.len()
+                                    ))
+                                })?;
                             let bytes = pb.elements() * std::mem::size_of::<A>();
                             Ok::<_, OpError>((pb, bytes))
                         };

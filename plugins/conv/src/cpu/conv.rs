@@ -49,12 +49,43 @@ const BLOCK: usize = 256;
 /// blocks).
 const MAX_SCRATCH: usize = 16 << 20;
 
-/// Positions per block for scratch rows of `rows` elements of `A`: [`BLOCK`], narrower (down
-/// to 64) when the scratch and the GEMM's packed copy of it would exceed [`MAX_SCRATCH`], at
-/// most `total`.
-fn block_len<A>(rows: usize, total: usize) -> usize {
-    let fit = MAX_SCRATCH / (2 * rows.max(1) * std::mem::size_of::<A>());
-    BLOCK.min(fit.max(64) / 8 * 8).min(total).max(1)
+/// Positions per block on the matrix unit (it packs its operands itself: wider blocks spread
+/// its per-call packing of the weights over more columns).
+const WIDE_BLOCK: usize = 1024;
+
+/// Positions per block for scratch rows of `rows` elements of `A`: [`BLOCK`] ([`WIDE_BLOCK`]
+/// on the matrix unit), narrower (down to 64) when the scratch and the GEMM's packed copy of
+/// it (none on the matrix unit) would exceed [`MAX_SCRATCH`], at most `total`.
+fn block_len<A: Real>(rows: usize, total: usize) -> usize {
+    let (block, copies) = if A::UNIT { (WIDE_BLOCK, 1) } else { (BLOCK, 2) };
+    let fit = MAX_SCRATCH / (copies * rows.max(1) * std::mem::size_of::<A>());
+    block.min(fit.max(64) / 8 * 8).min(total).max(1)
+}
+
+/// `prod` (row-major `rows × len`) = `a · b` (`a` packed in `apack` unless on the matrix
+/// unit, `b`'s columns `0..len` of depth `k`): on the matrix unit when `A` has one, else
+/// packing `b` into `packed` for the SDK's GEMM.
+#[allow(clippy::too_many_arguments)]
+fn product<A: Real>(
+    rows: usize,
+    k: usize,
+    len: usize,
+    a: Strided<A>,
+    apack: &[A],
+    b: Strided<A>,
+    packed: &mut PackedB<A>,
+    prod: &mut Vec<A>,
+) {
+    if A::UNIT
+        && let Some(p) = A::unit(rows, len, k, a, b)
+    {
+        *prod = p;
+        return;
+    }
+    packed
+        .pack_into(k, 0..len, b)
+        .expect("the block's packed operand fits memory");
+    gemm::multiply(rows, apack, packed, 0..len, prod);
 }
 
 fn usize_of(v: i64) -> usize {
@@ -83,41 +114,106 @@ pub fn conv_with<A: Real>(g: &Geom, direct: bool, x: &[A], w: &[A], y: &mut [A])
     if direct {
         return A::conv_direct(g, x, w, y);
     }
-    let jb = block_len::<A>(ck, out_sz);
-    // 1×1 kernel, stride 1, no padding: output position j reads input position j
-    let pointwise = ks == 1 && g.s == [1; 3] && g.pb == [0; 3] && g.out == g.inp;
-    let mut col = vec![A::ZERO; if pointwise { 0 } else { ck * jb }];
-    let (mut rs, mut wpack, mut prod) = (Vec::new(), Vec::new(), Vec::new());
-    let mut packed = PackedB::empty();
+    let jb = block_of::<A>(g, ck, out_sz);
+    let mut s = Scratch::default();
+    let mut wpack = Vec::new();
     for grp in 0..usize_of(g.group) {
         let wg = &w[grp * mg * ck..][..mg * ck];
-        gemm::pack_a(mg, ck, strided(wg, ck), &mut wpack);
+        if !A::UNIT {
+            gemm::pack_a(mg, ck, strided(wg, ck), &mut wpack);
+        }
         for n in 0..usize_of(g.n) {
             let xg = &x[(n * c + grp * cg) * in_sz..][..cg * in_sz];
             let yg = &mut y[(n * m + grp * mg) * out_sz..][..mg * out_sz];
-            let mut j0 = 0;
-            while j0 < out_sz {
-                let len = jb.min(out_sz - j0);
-                // a pointwise conv's im2col rows are the input rows: packed from them
-                let b = if pointwise {
-                    strided(&xg[j0..], in_sz)
-                } else {
-                    runs(g.out, j0, len, &mut rs);
-                    im2col(g, xg, &rs, len, &mut col[..ck * len]);
-                    strided(&col[..ck * len], len)
-                };
-                packed
-                    .pack_into(ck, 0..len, b)
-                    .expect("the block's packed operand fits memory");
-                gemm::multiply(mg, &wpack, &packed, 0..len, &mut prod);
-                for (yrow, prow) in yg.chunks_exact_mut(out_sz).zip(prod.chunks_exact(len)) {
-                    for (o, &v) in yrow[j0..j0 + len].iter_mut().zip(prow) {
-                        *o += v;
-                    }
-                }
-                j0 += len;
+            let ws = Weights {
+                w: wg,
+                packed: &wpack,
+            };
+            positions(g, xg, ws, 0..out_sz, jb, (yg, out_sz, 0), &mut s);
+        }
+    }
+}
+
+/// Whether output position `j` reads input position `j` (1×1 kernel, stride 1, no padding).
+fn pointwise(g: &Geom) -> bool {
+    g.k_size() == 1 && g.s == [1; 3] && g.pb == [0; 3] && g.out == g.inp
+}
+
+/// Positions per block of [`positions`] for a group of depth `ck` and `out_sz` positions.
+pub fn block_of<A: Real>(g: &Geom, ck: usize, out_sz: usize) -> usize {
+    // the matrix unit reads a pointwise conv's input rows in place: one block
+    if pointwise(g) && A::UNIT {
+        out_sz.max(1)
+    } else {
+        block_len::<A>(ck, out_sz)
+    }
+}
+
+/// Work memory [`positions`] reuses between calls.
+pub struct Scratch<A> {
+    runs: Vec<Run>,
+    col: Vec<A>,
+    packed: PackedB<A>,
+    prod: Vec<A>,
+}
+
+impl<A: Real> Default for Scratch<A> {
+    fn default() -> Self {
+        Scratch {
+            runs: Vec::new(),
+            col: Vec::new(),
+            packed: PackedB::empty(),
+            prod: Vec::new(),
+        }
+    }
+}
+
+/// A group's weights `[Mg, Cg·K]` and (not on the matrix unit) their packed copy.
+#[derive(Clone, Copy)]
+pub struct Weights<'a, A> {
+    pub w: &'a [A],
+    pub packed: &'a [A],
+}
+
+/// Adds output positions `range` of one (image, group) — `xg` its input planes — into
+/// `y = (data, row stride, first position)`: position `j` of channel `mi` at
+/// `data[mi * rs + j - first]`. Blocks of `jb` positions: im2col (a pointwise conv's input rows
+/// as they are), then one product with the group's weights.
+pub fn positions<A: Real>(
+    g: &Geom,
+    xg: &[A],
+    w: Weights<A>,
+    range: std::ops::Range<usize>,
+    jb: usize,
+    (y, y_rs, first): (&mut [A], usize, usize),
+    s: &mut Scratch<A>,
+) {
+    let (in_sz, mg, ck) = (
+        usize_of(g.in_size()),
+        usize_of(g.mg),
+        usize_of(g.cg) * usize_of(g.k_size()),
+    );
+    let pointwise = pointwise(g);
+    let mut j0 = range.start;
+    while j0 < range.end {
+        let len = jb.min(range.end - j0);
+        // a pointwise conv's im2col rows are the input rows: multiplied from them
+        let b = if pointwise {
+            strided(&xg[j0..], in_sz)
+        } else {
+            s.col.resize(ck * len, A::ZERO);
+            runs(g.out, j0, len, &mut s.runs);
+            im2col(g, xg, &s.runs, len, &mut s.col[..ck * len]);
+            strided(&s.col[..ck * len], len)
+        };
+        let a = strided(w.w, ck);
+        product(mg, ck, len, a, w.packed, b, &mut s.packed, &mut s.prod);
+        for (yrow, prow) in y.chunks_mut(y_rs).zip(s.prod.chunks_exact(len)) {
+            for (o, &v) in yrow[j0 - first..][..len].iter_mut().zip(prow) {
+                *o += v;
             }
         }
+        j0 += len;
     }
 }
 
@@ -278,7 +374,9 @@ pub fn conv_transpose_with<A: Real>(g: &Geom, pb: usize, x: &[A], w: &[A], y: &m
             rs: 1,
             cs: rows,
         };
-        gemm::pack_a(rows, cg, wt, &mut wpack);
+        if !A::UNIT {
+            gemm::pack_a(rows, cg, wt, &mut wpack);
+        }
         for n in 0..usize_of(g.n) {
             let xg = &x[(n * c + grp * cg) * in_sz..][..cg * in_sz];
             let yg = &mut y[(n * m + grp * mg) * out_sz..][..mg * out_sz];
@@ -286,10 +384,8 @@ pub fn conv_transpose_with<A: Real>(g: &Geom, pb: usize, x: &[A], w: &[A], y: &m
             while p0 < in_sz {
                 let len = pb.min(in_sz - p0);
                 // X[Cg, p0..p0 + len]: rows a plane apart
-                packed
-                    .pack_into(cg, 0..len, strided(&xg[p0..], in_sz))
-                    .expect("the block's operand fits memory");
-                gemm::multiply(rows, &wpack, &packed, 0..len, &mut col);
+                let b = strided(&xg[p0..], in_sz);
+                product(rows, cg, len, wt, &wpack, b, &mut packed, &mut col);
                 runs(g.inp, p0, len, &mut rs);
                 col2im(g, &col, len, &rs, yg);
                 p0 += len;

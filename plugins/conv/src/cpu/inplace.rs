@@ -157,6 +157,9 @@ where
         return Ok(());
     };
     let direct = mg < MR;
+    if <T::Compute as Acc>::UNIT && !transpose && !direct && out_sz >= 2 * MIN_TILE {
+        return conv_tiles::<T>(call, mem, &g, (xb, wb, bb, yb));
+    }
     let block = conv::transpose_block::<T::Compute>(&g);
     let ck = cg * ks;
     let piece = (PLANE_BYTES / (out_sz.max(1) * 4)).max(1);
@@ -202,6 +205,101 @@ where
             at += cnt;
         }
         p += group_end - ch;
+    }
+    Ok(())
+}
+
+/// Fewest output positions per tile of [`conv_tiles`].
+const MIN_TILE: usize = 128;
+
+/// Conv on the matrix unit, for outputs of at least `2 * MIN_TILE` positions: a block range
+/// computes its share of `N × groups × tiles` tiles of output positions, every output channel
+/// of its group for its positions — im2col of only its own positions and one product with the
+/// group's whole weights per block (splitting output channels instead would have every range
+/// build the same im2col columns, and the matrix unit pack them, once per range). Reads each
+/// (image, group)'s input planes and each group's weights once per range; writes each
+/// channel's run of positions.
+fn conv_tiles<T: Element>(
+    call: &KernelCall,
+    mem: &mut dyn Memory,
+    g: &Geom,
+    (xb, wb, bb, yb): (u32, u32, Option<u32>, u32),
+) -> Result<(), OpError>
+where
+    T::Compute: Real,
+{
+    let (in_sz, out_sz, ck) = (
+        count(g.in_size())?,
+        count(g.out_size())?,
+        count(g.cg)? * count(g.k_size())?,
+    );
+    let (n, c, m, cg, mg, groups) = (
+        count(g.n)?,
+        count(g.c)?,
+        count(g.m)?,
+        count(g.cg)?,
+        count(g.mg)?,
+        count(g.group)?,
+    );
+    let s = std::mem::size_of::<T>();
+    let jb = conv::block_of::<T::Compute>(g, ck, out_sz);
+    let tiles = out_sz.div_ceil(jb).max(out_sz / MIN_TILE);
+    let tile = out_sz.div_ceil(tiles);
+    let tiles = out_sz.div_ceil(tile);
+    let one = Geom {
+        n: 1,
+        group: 1,
+        c: g.cg,
+        m: g.mg,
+        ..g.clone()
+    };
+    let share = call.share((n * groups * tiles) as u64);
+    let mut scratch = conv::Scratch::default();
+    // the (image, group) whose planes `x` holds, the group whose weights `wg` (and `bias`)
+    let (mut x_at, mut w_at) = (None, None);
+    let (mut x, mut wg, mut bias) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut y, mut out) = (Vec::new(), Vec::new());
+    for item in share.start as usize..share.end as usize {
+        let (img, grp, t) = (item / (groups * tiles), item / tiles % groups, item % tiles);
+        if x_at != Some((img, grp)) {
+            drop(std::mem::take(&mut x)); // the old planes go before the new are read
+            x = read::<T>(mem, xb, (img * c + grp * cg) * in_sz, cg * in_sz)?;
+            x_at = Some((img, grp));
+        }
+        if w_at != Some(grp) {
+            wg = read::<T>(mem, wb, grp * mg * ck, mg * ck)?;
+            if let Some(bb) = bb {
+                bias = read::<T>(mem, bb, grp * mg, mg)?;
+            }
+            w_at = Some(grp);
+        }
+        let range = t * tile..out_sz.min((t + 1) * tile);
+        let len = range.len();
+        y.clear();
+        y.resize(mg * len, <T::Compute as Acc>::ZERO);
+        let ws = conv::Weights {
+            w: &wg,
+            packed: &[],
+        };
+        conv::positions(
+            &one,
+            &x,
+            ws,
+            range.clone(),
+            jb,
+            (&mut y, len, range.start),
+            &mut scratch,
+        );
+        conv::add_bias(&mut y, &bias, len);
+        out.clear();
+        out.resize(len * s, 0);
+        for (mi, row) in y.chunks_exact(len).enumerate() {
+            for (o, &v) in out.chunks_exact_mut(s).zip(row) {
+                T::from_compute(v).store(o);
+            }
+            let at = ((img * m + grp * mg + mi) * out_sz + range.start) * s;
+            mem.write(yb, at as u64, &out)?;
+        }
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The compute types of the CPU kernels ([`Real`]: f32 for f32/f16/bf16, f64 for f64). Both
-//! convolutions multiply on the SDK's packed GEMM ([`umd_sdk::gemm`], whose accumulation type
-//! [`Acc`] every `Real` is).
+//! convolutions multiply f32 on the device's matrix unit ([`umd_sdk::matrix`], ABI 1.8) and
+//! f64 on the SDK's packed GEMM ([`umd_sdk::gemm`], whose accumulation type [`Acc`] every
+//! `Real` is).
 
 use crate::geom::Geom;
 use std::ops::{Add, AddAssign, Div, Mul, Sub};

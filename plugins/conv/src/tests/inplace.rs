@@ -7,38 +7,52 @@ use umd_sdk::kernel::{HeapMemory, Recorder, part};
 use umd_sdk::{CpuBuffer, CpuCall, KernelCall, Plugin};
 
 /// Runs the one launch of `req` as `parts` block ranges, last first, on outputs prefilled
-/// with 0xAB; checks each range writes only its share of the planes (of every output).
+/// with 0xAB; checks the ranges write disjoint bytes that together cover every output (a conv
+/// shares planes, or on the matrix unit tiles of positions; pools share planes).
 fn run_in_parts(req: &PlanRequestExt, inputs: &[Vec<u8>], parts: u64) -> Vec<Vec<u8>> {
     let plan = Conv::plan_ext(req).unwrap();
     let l = &plan.launches[0];
     assert!(Conv::splittable(&l.module_id, &l.entry_point));
-    let planes = plan.outputs[0].shape[0] * plan.outputs[0].shape[1];
     let mut bufs = inputs.to_vec();
-    let mut plane_bytes = Vec::new();
+    let mut outputs = Vec::new();
     for out in &plan.outputs {
-        let plane = out.shape[2..].iter().product::<u64>() * dtype::size(out.dtype) as u64;
-        plane_bytes.push((bufs.len() as u32, plane));
-        bufs.push(vec![0xAB; (planes * plane) as usize]);
+        let bytes = out.shape.iter().product::<u64>() * dtype::size(out.dtype) as u64;
+        outputs.push((bufs.len() as u32, bytes, Vec::new()));
+        bufs.push(vec![0xAB; bytes as usize]);
     }
     let (mut mem, buffers) = HeapMemory::for_launch(l, bufs);
     let blocks = l.grid.volume();
     for p in (0..parts).rev() {
         let call = KernelCall::for_launch(l, &buffers, part(blocks, parts, p));
-        let share = call.share(planes);
         let mut spy = Recorder::new(&mut mem);
         Conv::run_kernel(&call, &mut spy).unwrap();
-        for &(y, plane) in &plane_bytes {
-            let mine = spy.writes().filter(|w| w.binding == y).map(|w| &w.range);
-            let total: u64 = mine.clone().map(|r| r.end - r.start).sum();
-            assert_eq!(total, (share.end - share.start) * plane, "part {p}");
-            for r in mine {
-                assert!(r.start >= share.start * plane && r.end <= share.end * plane);
-            }
+        for (y, _, written) in &mut outputs {
+            written.extend(
+                spy.writes()
+                    .filter(|w| w.binding == *y)
+                    .map(|w| w.range.clone()),
+            );
         }
     }
-    plane_bytes
+    for (y, bytes, written) in &mut outputs {
+        written.sort_by_key(|r| r.start);
+        let mut end = 0;
+        for r in written.iter() {
+            assert!(
+                r.start >= end,
+                "binding {y}: bytes {r:?} written twice in {parts} parts"
+            );
+            end = r.end;
+        }
+        let total: u64 = written.iter().map(|r| r.end - r.start).sum();
+        assert_eq!(
+            total, *bytes,
+            "binding {y}: every byte written once in {parts} parts"
+        );
+    }
+    outputs
         .iter()
-        .map(|&(y, _)| mem.contents(y).unwrap().to_vec())
+        .map(|&(y, _, _)| mem.contents(y).unwrap().to_vec())
         .collect()
 }
 
@@ -83,9 +97,12 @@ type Case<'a> = (&'a [u64], &'a [u64], bool, i64, Dtype);
 #[test]
 fn conv_splits_give_the_bytes_of_the_whole() {
     // (x, w, bias, group, dtype): grouped with 6 channels a group (im2col + GEMM), depthwise
-    // (direct), a 1-D conv, f16 and f64
-    let cases: [Case; 5] = [
+    // (direct), a 1-D conv, f16 and f64; on the matrix unit, tiles of output positions
+    // (outputs of 323 and 625 positions: two and four tiles an image)
+    let cases: [Case; 7] = [
         (&[2, 4, 9, 11], &[12, 2, 3, 3], true, 2, Dtype::F32),
+        (&[2, 4, 17, 19], &[6, 2, 3, 3], true, 2, Dtype::F32),
+        (&[1, 3, 23, 23], &[5, 3, 1, 1], true, 1, Dtype::Bf16),
         (&[1, 6, 10, 7], &[6, 1, 3, 2], true, 6, Dtype::F32),
         (&[3, 5, 40], &[7, 5, 4], false, 1, Dtype::F16),
         (&[1, 3, 6, 6], &[9, 3, 1, 1], true, 1, Dtype::F64),

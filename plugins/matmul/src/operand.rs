@@ -1,0 +1,100 @@
+//! B as a launch keeps it between chunks of rows ([`BOperand`]): packed for the SDK's GEMM
+//! ([`umd_sdk::gemm`]), or decoded as it is for the device's matrix unit
+//! ([`umd_sdk::matrix`], ABI 1.8, f32 compute: f32, f16 and bf16), which packs for itself —
+//! and the product of a chunk of A's rows with it.
+
+use std::ops::Range;
+use umd_sdk::gemm::{self, Acc, PackedB, Strided};
+
+/// Columns `first..` of B, `k` deep.
+pub enum BOperand<A> {
+    Packed(PackedB<A>),
+    /// As decoded: column `c` (from `first`) of depth `kk` at `data[kk * rs + c * cs]`.
+    Plain {
+        data: Vec<A>,
+        rs: usize,
+        cs: usize,
+        first: usize,
+    },
+}
+
+impl<A: Acc> BOperand<A> {
+    /// B's columns `cols`, decoded into `data` (`rs`, `cs` apart): kept as they are for the
+    /// matrix unit, else packed; `None` when the packed copy does not fit memory.
+    pub fn prepare(
+        k: usize,
+        cols: Range<usize>,
+        data: Vec<A>,
+        rs: usize,
+        cs: usize,
+    ) -> Option<Self> {
+        if A::UNIT {
+            return Some(BOperand::Plain {
+                data,
+                rs,
+                cs,
+                first: cols.start,
+            });
+        }
+        PackedB::pack(
+            k,
+            cols,
+            Strided {
+                data: &data,
+                rs,
+                cs,
+            },
+        )
+        .map(BOperand::Packed)
+    }
+
+    /// Elements held.
+    pub fn elements(&self) -> usize {
+        match self {
+            BOperand::Packed(p) => p.elements(),
+            BOperand::Plain { data, .. } => data.len(),
+        }
+    }
+
+    /// `acc` (row-major `rows × cols.len()`) = `a` (`rows × k`) · B's columns `cols`
+    /// (`apack`: work memory for packing `a`).
+    pub fn multiply(
+        &self,
+        rows: usize,
+        k: usize,
+        a: Strided<A>,
+        cols: &Range<usize>,
+        apack: &mut Vec<A>,
+        acc: &mut Vec<A>,
+    ) {
+        if k == 0 {
+            acc.clear();
+            acc.resize(rows * cols.len(), A::ZERO);
+            return;
+        }
+        let pb;
+        let (packed, pcols) = match self {
+            BOperand::Packed(p) => (p, p.columns(cols)),
+            &BOperand::Plain {
+                ref data,
+                rs,
+                cs,
+                first,
+            } => {
+                let view = Strided {
+                    data: &data[(cols.start - first) * cs..],
+                    rs,
+                    cs,
+                };
+                if let Some(c) = A::unit(rows, cols.len(), k, a, view) {
+                    *acc = c;
+                    return;
+                }
+                pb = PackedB::pack(k, 0..cols.len(), view).expect("B's packed columns fit memory");
+                (&pb, 0..cols.len())
+            }
+        };
+        gemm::pack_a(rows, k, a, apack);
+        gemm::multiply(rows, apack, packed, pcols, acc);
+    }
+}
