@@ -14,7 +14,7 @@ use umd::{Dtype, Host, data};
 use umd_tests::{fixture, fixture_dir};
 
 #[test]
-fn a_1_0_plugin_runs_unchanged_on_the_1_6_host() {
+fn a_1_0_plugin_runs_unchanged_on_the_current_host() {
     assert_eq!(HOST_ABI.to_string(), "1.8.0");
     let dir = fixture_dir(&["abi10"]);
     let host = Host::builder().plugin_dir(dir.path()).build().unwrap();
@@ -168,7 +168,7 @@ fn a_1_6_plugin_from_the_previous_sdk_plans_through_planner3_without_setup_launc
 #[test]
 fn a_1_7_plugin_from_the_previous_sdk_imports_no_matrix_unit_and_runs_in_place() {
     let (host, p) = prebuilt_tagger("1.7.0");
-    assert_eq!(p.abi().to_string(), "1.8.0");
+    assert_eq!(p.abi().to_string(), "1.7.0");
     assert!(p.has_planner4() && p.runs_in_place());
     let out = host.run("Tag", &[]).unwrap();
     assert_eq!(data::decode(Dtype::F32, &out[0].1), vec![1.0]);
@@ -272,7 +272,7 @@ fn packed_dtypes_round_trip_through_cast_on_the_cpu_device() {
 }
 
 #[test]
-fn plugins_built_with_the_sdk_are_1_7_and_declare_self_tests_and_hints() {
+fn plugins_built_with_the_sdk_are_1_8_and_declare_self_tests_and_hints() {
     let host = Host::builder().build().unwrap();
     let snap = host.registry().snapshot();
     let ew = snap.by_label("elementwise@0.1.0").unwrap();

@@ -2,7 +2,7 @@
 //!
 //! The host never knows an operator and a plugin never touches a device. A request names an op
 //! and tensor descriptions; a plugin (a `.wasm` component behind the versioned WIT interface
-//! `umd:plugin@1.x`, today 1.2) plans it; the host validates the plan and encodes it as a `UMDCMD`
+//! `umd:plugin@1.x`, today 1.8) plans it; the host validates the plan and encodes it as a `UMDCMD`
 //! [`cmdbuf::CommandBuffer`]; a [`device::Device`] runs it.
 //!
 //! ```no_run

@@ -137,7 +137,16 @@ fn add_tile<A: Acc>(tile: &[[A; NR]; MR], c: &mut [A], ldc: usize, rows: usize, 
 impl Acc for f32 {
     const UNIT: bool = true;
     fn unit(m: usize, n: usize, k: usize, a: Strided<f32>, b: Strided<f32>) -> Option<Vec<f32>> {
-        crate::matrix::multiply_f32(m, n, k, a.into(), b.into()).ok()
+        crate::matrix::multiply_f32(m, n, k, a, b)
+            .inspect_err(|e| {
+                // said once per instance: the product still comes out, on the SDK's GEMM
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    let msg = format!("{e:?}; multiplying on the SDK's GEMM instead");
+                    crate::log(crate::LogLevel::Warn, &msg)
+                });
+            })
+            .ok()
     }
     const ZERO: Self = 0.0;
     #[inline(always)]
@@ -453,6 +462,52 @@ pub fn multiply<A: Acc>(
             }
         }
     }
+}
+
+/// Work memory of [`product`], reused between calls.
+pub struct Work<A> {
+    pub apack: Vec<A>,
+    pub packed: PackedB<A>,
+}
+
+impl<A: Acc> Default for Work<A> {
+    fn default() -> Self {
+        Work {
+            apack: Vec::new(),
+            packed: PackedB::empty(),
+        }
+    }
+}
+
+/// `c` (row-major `rows × n`) = `a · b` (`rows × k` by `k × n`): on the device's matrix unit
+/// when `A` has one ([`Acc::unit`]), else — or when it refuses — on [`multiply`], packing `b`
+/// and `a` (unless `a_packed` holds `a` packed by [`pack_a`]) into `work`.
+#[allow(clippy::too_many_arguments)]
+pub fn product<A: Acc>(
+    (rows, n, k): (usize, usize, usize),
+    a: Strided<A>,
+    a_packed: Option<&[A]>,
+    b: Strided<A>,
+    work: &mut Work<A>,
+    c: &mut Vec<A>,
+) {
+    if A::UNIT
+        && let Some(p) = A::unit(rows, n, k, a, b)
+    {
+        *c = p;
+        return;
+    }
+    work.packed
+        .pack_into(k, 0..n, b)
+        .expect("the packed operand fits memory");
+    let apack = match a_packed {
+        Some(p) => p,
+        None => {
+            pack_a(rows, k, a, &mut work.apack);
+            &work.apack
+        }
+    };
+    multiply(rows, apack, &work.packed, 0..n, c);
 }
 
 #[cfg(test)]

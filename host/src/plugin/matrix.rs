@@ -4,43 +4,34 @@
 //! 128-bit SIMD keeps a plugin's own GEMM near 12 G multiply-adds/s per core; this one runs at
 //! the core's native rate.
 //!
-//! Operands come with the call (little-endian f32 bytes) or name a buffer bound to the running
-//! launch (through [`super::kernel_io`]'s checks: binding, read access, range). Everything is
-//! validated before any memory is read; the work of one call is bounded
-//! ([`MAX_MULTIPLY_ADDS`]) because a host call cannot be interrupted by the plugin's deadline.
-//! Owns no buffer and touches no device state: a product is returned to the kernel, which
-//! writes it (so a split launch's blocks still write only their own bytes).
+//! The operands are views of the kernel's memory, read in place. Both views and the call's
+//! work are checked before anything is read: the span of each view against its elements, the
+//! results and multiply-adds against one call's limits (a host call cannot be interrupted by
+//! the plugin's deadline, so its time is bounded by its work). Owns no buffer and touches no
+//! device state: the product goes back to the kernel, which writes it (so a split launch's
+//! blocks still write only their own bytes).
 
 use std::cell::RefCell;
 
 use wasmtime::StoreContextMut;
 use wasmtime::component::{ComponentType, Lift, Linker, WasmList};
 
-use super::kernel_io::{KernelIo, MAX_READ_BYTES};
 use super::sandbox::StoreState;
 
 /// Most multiply-adds one call may ask for (~50 ms on one core at 85 G/s): a kernel splits a
 /// larger product into several calls, between which its deadline is checked.
 pub const MAX_MULTIPLY_ADDS: u64 = 1 << 32;
-/// Most elements of one operand's span or of a product (64 MiB of f32, as for a read).
-pub const MAX_ELEMENTS: u64 = MAX_READ_BYTES as u64 / 4;
+/// Most elements an operand spans from its offset, and most results, of one call.
+pub const MAX_ELEMENTS: u64 = 1 << 24;
+/// Copies of misaligned operands above this many elements are not kept for the next call.
+const KEEP_SCRATCH: usize = 1 << 20;
 
-/// Where a matrix's elements are (WIT `elements`).
-#[derive(ComponentType, Lift)]
-#[component(variant)]
-pub enum Elements {
-    #[component(name = "inline")]
-    Inline(WasmList<u8>),
-    #[component(name = "bound")]
-    Bound(u32),
-}
-
-/// A strided view of a matrix (WIT `matrix-view`): element `(i, j)` is element
-/// `offset + i * row_stride + j * col_stride` of `data`.
+/// A strided view of a matrix of little-endian f32s (WIT `matrix-view`): element `(i, j)` is
+/// element `offset + i * row_stride + j * col_stride` of `data`.
 #[derive(ComponentType, Lift)]
 #[component(record)]
 pub struct MatrixView {
-    pub data: Elements,
+    pub data: WasmList<u8>,
     pub offset: u64,
     #[component(name = "row-stride")]
     pub row_stride: u64,
@@ -56,11 +47,16 @@ pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
         |store: StoreContextMut<'_, StoreState>,
          (m, n, k, a, b): (u32, u32, u32, MatrixView, MatrixView)|
          -> wasmtime::Result<(Result<Vec<f32>, String>,)> {
-            let io = store.data().io.clone();
-            let shape = Shape { m, n, k };
-            let result = operand(&store, &io, &a, "A", m, k).and_then(|a| {
-                let b = operand(&store, &io, &b, "B", k, n)?;
-                shape.multiply(&a, &b)
+            let (ab, bb) = (a.data.as_le_slice(&store), b.data.as_le_slice(&store));
+            let shape = Shape {
+                m: m as usize,
+                n: n as usize,
+                k: k as usize,
+            };
+            let layout = |v: &MatrixView| (v.offset, v.row_stride, v.col_stride);
+            let result = View::check(ab, layout(&a), "A", shape.m, shape.k).and_then(|va| {
+                let vb = View::check(bb, layout(&b), "B", shape.k, shape.n)?;
+                shape.multiply(&va, &vb)
             });
             Ok((result,))
         },
@@ -71,159 +67,120 @@ pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
 /// A product's extents: `A` is `m × k`, `B` is `k × n`.
 #[derive(Debug, Clone, Copy)]
 struct Shape {
-    m: u32,
-    n: u32,
-    k: u32,
+    m: usize,
+    n: usize,
+    k: usize,
 }
 
-/// One operand ready to multiply: its elements (borrowed from the instance or copied out of a
-/// bound buffer) and where element `(0, 0)` is, with its strides.
-struct Operand<'a> {
-    data: Data<'a>,
-    offset: usize,
+/// A checked operand: the bytes of its span (from its offset), and its strides (0 along a
+/// dimension of one element, whose stride is never used).
+struct View<'a> {
+    bytes: &'a [u8],
     rs: usize,
     cs: usize,
 }
 
-enum Data<'a> {
-    Bytes(&'a [u8]),
-    /// Copied out of a bound buffer into this thread's scratch (the first for A, the second
-    /// for B).
-    Scratch,
-}
-
 thread_local! {
-    /// Per worker thread: A's and B's elements read from bound buffers, and both operands as
-    /// aligned f32s (reused: a multi-MiB allocation per call would be faulted in every time).
+    /// Per thread: A's and B's elements when their bytes are not 4-aligned in the instance's
+    /// memory (the canonical ABI aligns a `list<u8>` to 1).
     static SCRATCH: RefCell<[Vec<f32>; 2]> = const { RefCell::new([Vec::new(), Vec::new()]) };
 }
 
-/// The number of elements a view of `rows × cols` spans from its offset (0 when empty), or
-/// why it is refused.
-fn span(v: &MatrixView, which: &str, rows: u32, cols: u32) -> Result<u64, String> {
-    if rows == 0 || cols == 0 {
-        return Ok(0);
-    }
-    let last = (rows as u64 - 1)
-        .checked_mul(v.row_stride)
-        .and_then(|r| (cols as u64 - 1).checked_mul(v.col_stride)?.checked_add(r))
-        .and_then(|e| e.checked_add(1))
-        .filter(|&s| s <= MAX_ELEMENTS)
-        .ok_or_else(|| {
-            format!(
-                "{which} ({rows} × {cols}, strides {} and {}) spans more than {MAX_ELEMENTS} elements",
-                v.row_stride, v.col_stride
-            )
-        })?;
-    Ok(last)
-}
-
-/// Checks `v` as a `rows × cols` operand and makes its elements available.
-fn operand<'a>(
-    store: &'a StoreContextMut<'_, StoreState>,
-    io: &KernelIo,
-    v: &MatrixView,
-    which: &str,
-    rows: u32,
-    cols: u32,
-) -> Result<Operand<'a>, String> {
-    let span = span(v, which, rows, cols)?;
-    let end = v
-        .offset
-        .checked_add(span)
-        .ok_or_else(|| format!("{which}'s offset {} overflows", v.offset))?;
-    let view = |data| Operand {
-        data,
-        offset: v.offset as usize,
-        rs: v.row_stride as usize,
-        cs: v.col_stride as usize,
-    };
-    match &v.data {
-        Elements::Inline(list) => {
-            let bytes = list.as_le_slice(store);
-            if bytes.len() % 4 != 0 || end > (bytes.len() / 4) as u64 {
-                return Err(format!(
-                    "{which} needs elements up to {end} but {} bytes were passed",
-                    bytes.len()
-                ));
-            }
-            Ok(view(Data::Bytes(bytes)))
+impl<'a> View<'a> {
+    /// Checks `(offset, row stride, column stride)` as a `rows × cols` operand over `data`: its
+    /// span from its offset within one call's limit and inside `data`.
+    fn check(
+        data: &'a [u8],
+        (offset, row_stride, col_stride): (u64, u64, u64),
+        which: &str,
+        rows: usize,
+        cols: usize,
+    ) -> Result<View<'a>, String> {
+        // a dimension of one element never steps: its stride is not used (nor checked)
+        let rs = if rows > 1 { row_stride } else { 0 };
+        let cs = if cols > 1 { col_stride } else { 0 };
+        let span = if rows == 0 || cols == 0 {
+            0
+        } else {
+            (rows as u64 - 1)
+                .checked_mul(rs)
+                .and_then(|r| (cols as u64 - 1).checked_mul(cs)?.checked_add(r))
+                .and_then(|e| e.checked_add(1))
+                .filter(|&s| s <= MAX_ELEMENTS)
+                .ok_or_else(|| {
+                    format!(
+                        "{which} ({rows} × {cols}, strides {} and {}) spans more than {MAX_ELEMENTS} elements",
+                        row_stride, col_stride
+                    )
+                })?
+        };
+        let elements = data.len() as u64 / 4;
+        if data.len() % 4 != 0 {
+            return Err(format!("{which}'s {} bytes are not whole f32s", data.len()));
         }
-        Elements::Bound(binding) => {
-            // The covering range, read through kernel-io's checks (binding, access, range).
-            let len = (span * 4) as u32;
-            let bytes = super::kernel_io::read(io, *binding, v.offset.saturating_mul(4), len)
-                .map_err(|e| format!("{which}: {e}"))?;
-            let slot = usize::from(which != "A");
-            SCRATCH.with_borrow_mut(|s| {
-                let dst = &mut s[slot];
-                dst.clear();
-                dst.extend(
-                    bytes
+        match offset.checked_add(span) {
+            Some(end) if end <= elements => Ok(View {
+                bytes: &data[(offset * 4) as usize..][..(span * 4) as usize],
+                rs: rs as usize,
+                cs: cs as usize,
+            }),
+            _ => Err(format!(
+                "{which} reads elements {offset}..{} of {elements}",
+                offset.saturating_add(span)
+            )),
+        }
+    }
+
+    /// The span's elements as f32s: in place when 4-aligned, else copied into `scratch`.
+    fn elements<'s>(&'s self, scratch: &'s mut Vec<f32>) -> &'s [f32] {
+        match bytemuck::try_cast_slice(self.bytes) {
+            Ok(f) if cfg!(target_endian = "little") => f,
+            _ => {
+                scratch.clear();
+                scratch.extend(
+                    self.bytes
                         .chunks_exact(4)
                         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
                 );
-            });
-            Ok(Operand {
-                data: Data::Scratch,
-                offset: 0,
-                rs: v.row_stride as usize,
-                cs: v.col_stride as usize,
-            })
+                scratch
+            }
         }
     }
 }
 
 impl Shape {
     /// `A · B`, row-major `m × n`, after checking the work fits one call.
-    fn multiply(self, a: &Operand, b: &Operand) -> Result<Vec<f32>, String> {
-        let (m, n, k) = (self.m as usize, self.n as usize, self.k as usize);
-        let macs = self.m as u64 * self.n as u64 * self.k as u64;
-        if macs > MAX_MULTIPLY_ADDS || (m * n) as u64 > MAX_ELEMENTS {
+    fn multiply(self, a: &View, b: &View) -> Result<Vec<f32>, String> {
+        let Shape { m, n, k } = self;
+        let macs = (m as u64) * (n as u64) * (k as u64);
+        if macs > MAX_MULTIPLY_ADDS || (m as u64) * (n as u64) > MAX_ELEMENTS {
             return Err(format!(
                 "a {m} × {k} by {k} × {n} product is over one call's limit ({MAX_MULTIPLY_ADDS} multiply-adds, {MAX_ELEMENTS} results): split it"
             ));
         }
         let mut c = vec![0f32; m * n];
-        if m == 0 || n == 0 || k == 0 {
+        if macs == 0 {
             return Ok(c);
         }
         SCRATCH.with_borrow_mut(|s| {
             let [sa, sb] = &mut *s;
-            let a_el = elements(a, sa);
-            let b_el = elements(b, sb);
             product(
-                (m, n, k),
-                Strided::new(a_el, a.offset, a.rs, a.cs, m, k),
-                Strided::new(b_el, b.offset, b.rs, b.cs, k, n),
+                self,
+                Strided::new(a.elements(sa), a.rs, a.cs, m, k),
+                Strided::new(b.elements(sb), b.rs, b.cs, k, n),
                 &mut c,
             );
+            for v in [sa, sb] {
+                if v.capacity() > KEEP_SCRATCH {
+                    *v = Vec::new();
+                }
+            }
         });
         Ok(c)
     }
 }
 
-/// An operand's elements as aligned f32s: bytes passed with the call are reinterpreted in
-/// place when aligned, else copied into `scratch`.
-fn elements<'s>(op: &'s Operand, scratch: &'s mut Vec<f32>) -> &'s [f32] {
-    match op.data {
-        Data::Scratch => scratch,
-        Data::Bytes(bytes) => match bytemuck::try_cast_slice(bytes) {
-            Ok(f) if cfg!(target_endian = "little") => f,
-            _ => {
-                scratch.clear();
-                scratch.extend(
-                    bytes
-                        .chunks_exact(4)
-                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-                );
-                scratch
-            }
-        },
-    }
-}
-
-/// A checked strided matrix: every element `(i, j)` with `i < rows`, `j < cols` is in `data`.
+/// A strided matrix whose every element `(i, j)`, `i < rows`, `j < cols`, is in `data`.
 struct Strided<'a> {
     data: &'a [f32],
     rs: usize,
@@ -233,25 +190,22 @@ struct Strided<'a> {
 impl<'a> Strided<'a> {
     /// # Panics
     /// When the view reaches outside `data` (the callers checked it: a bug).
-    fn new(data: &'a [f32], offset: usize, rs: usize, cs: usize, rows: usize, cols: usize) -> Self {
-        let last = offset + (rows - 1) * rs + (cols - 1) * cs;
+    fn new(data: &'a [f32], rs: usize, cs: usize, rows: usize, cols: usize) -> Self {
+        let last = (rows - 1) * rs + (cols - 1) * cs;
         assert!(last < data.len(), "matrix view outside its elements");
-        Strided {
-            data: &data[offset..],
-            rs,
-            cs,
-        }
+        assert!(rs <= MAX_ELEMENTS as usize && cs <= MAX_ELEMENTS as usize);
+        Strided { data, rs, cs }
     }
 }
 
 /// `c` (row-major `m × n`, overwritten) = `a · b`.
-fn product((m, n, k): (usize, usize, usize), a: Strided, b: Strided, c: &mut [f32]) {
+fn product(Shape { m, n, k }: Shape, a: Strided, b: Strided, c: &mut [f32]) {
     assert_eq!(c.len(), m * n);
-    let stride = |s: usize| isize::try_from(s).expect("a stride within MAX_ELEMENTS");
     // SAFETY: `Strided::new` checked that every element (i, j), i < m, j < k of `a` and
-    // i < k, j < n of `b` lies inside its slice; `c` holds exactly m × n elements written at
-    // (i * n + j); strides are below MAX_ELEMENTS, so no offset overflows; beta = 0, so `c`'s
-    // previous contents are not read; the slices outlive the call and `c` aliases neither.
+    // i < k, j < n of `b` lies inside its slice and that every stride is at most
+    // MAX_ELEMENTS (so each converts to isize and no offset overflows); `c` holds exactly
+    // m × n elements, written at i * n + j; beta = 0, so `c`'s previous contents are not
+    // read; the slices outlive the call and `c` aliases neither.
     unsafe {
         matrixmultiply::sgemm(
             m,
@@ -259,14 +213,14 @@ fn product((m, n, k): (usize, usize, usize), a: Strided, b: Strided, c: &mut [f3
             n,
             1.0,
             a.data.as_ptr(),
-            stride(a.rs),
-            stride(a.cs),
+            a.rs as isize,
+            a.cs as isize,
             b.data.as_ptr(),
-            stride(b.rs),
-            stride(b.cs),
+            b.rs as isize,
+            b.cs as isize,
             0.0,
             c.as_mut_ptr(),
-            stride(n),
+            n as isize,
             1,
         );
     }
@@ -276,62 +230,122 @@ fn product((m, n, k): (usize, usize, usize), a: Strided, b: Strided, c: &mut [f3
 mod tests {
     use super::*;
 
-    /// Naive reference product.
-    fn naive(m: usize, n: usize, k: usize, a: &Strided, b: &Strided) -> Vec<f32> {
-        let mut c = vec![0f32; m * n];
+    fn bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn strided_products_match_a_naive_one_aligned_or_not() {
+        // A transposed (column-major) with an offset, B row-major with a padded row stride,
+        // extents that are not multiples of any kernel's tile
+        let (m, n, k) = (13, 29, 37);
+        let ad: Vec<f32> = (0..3 + m * k).map(|i| (i % 17) as f32 - 8.0).collect();
+        let bd: Vec<f32> = (0..k * (n + 3)).map(|i| (i % 11) as f32 * 0.5).collect();
+        let mut want = vec![0f32; m * n];
         for i in 0..m {
             for j in 0..n {
-                let mut s = 0f64;
-                for p in 0..k {
-                    s += a.data[i * a.rs + p * a.cs] as f64 * b.data[p * b.rs + j * b.cs] as f64;
-                }
-                c[i * n + j] = s as f32;
+                // small integers and halves: exact in f32 whatever the order
+                want[i * n + j] = (0..k)
+                    .map(|p| ad[3 + i + p * m] * bd[p * (n + 3) + j])
+                    .sum();
             }
         }
-        c
+        let shape = Shape { m, n, k };
+        let (ab, bb) = (bytes(&ad), bytes(&bd));
+        // the same bytes one byte into a buffer: misaligned for f32, copied
+        let mut shifted = vec![0u8];
+        shifted.extend_from_slice(&ab);
+        for a_bytes in [&ab[..], &shifted[1..]] {
+            let a = View {
+                bytes: &a_bytes[12..],
+                rs: 1,
+                cs: m,
+            };
+            let b = View {
+                bytes: &bb,
+                rs: n + 3,
+                cs: 1,
+            };
+            assert_eq!(shape.multiply(&a, &b).unwrap(), want);
+        }
     }
 
     #[test]
-    fn strided_products_match_a_naive_one() {
-        // A transposed (column-major) with an offset, B row-major with a padded row stride,
-        // extents that are not multiples of any kernel's tile.
-        let (m, n, k) = (13, 29, 37);
-        let a_data: Vec<f32> = (0..3 + m * k).map(|i| (i % 17) as f32 - 8.0).collect();
-        let b_data: Vec<f32> = (0..k * (n + 3)).map(|i| (i % 11) as f32 * 0.5).collect();
-        let a = Strided::new(&a_data, 3, 1, m, m, k);
-        let b = Strided::new(&b_data, 0, n + 3, 1, k, n);
-        let mut c = vec![f32::NAN; m * n];
-        product(
-            (m, n, k),
-            Strided::new(&a_data, 3, 1, m, m, k),
-            Strided::new(&b_data, 0, n + 3, 1, k, n),
-            &mut c,
-        );
-        assert_eq!(c, naive(m, n, k, &a, &b), "small integers: exact in f32");
-    }
-
-    #[test]
-    fn spans_are_checked_without_overflow() {
-        let view = |rs, cs| MatrixView {
-            data: Elements::Bound(0),
-            offset: 0,
-            row_stride: rs,
-            col_stride: cs,
+    fn views_and_work_are_checked_before_anything_is_read() {
+        let data = bytes(&[1.0; 12]);
+        let check = |off, rs, cs, rows, cols| {
+            View::check(&data, (off, rs, cs), "A", rows, cols)
+                .map(|v| (v.bytes.len() / 4, v.rs, v.cs))
         };
-        assert_eq!(span(&view(10, 1), "A", 3, 10).unwrap(), 30);
-        assert_eq!(span(&view(1, 3), "A", 3, 2).unwrap(), 6);
-        assert_eq!(span(&view(5, 5), "A", 0, 7).unwrap(), 0);
+        assert_eq!(check(0, 4, 1, 3, 4), Ok((12, 4, 1)));
+        assert_eq!(check(2, 1, 3, 3, 2), Ok((6, 1, 3)));
         assert!(
-            span(&view(u64::MAX, 1), "A", 3, 1)
+            check(1, 4, 1, 3, 4)
+                .unwrap_err()
+                .contains("elements 1..13 of 12")
+        );
+        // a dimension of one element: its stride is never used, however large
+        assert_eq!(check(0, u64::MAX, 1, 1, 12), Ok((12, 0, 1)));
+        assert_eq!(check(5, 7, u64::MAX, 1, 1), Ok((1, 0, 0)));
+        assert!(
+            check(0, u64::MAX, 1, 2, 1)
                 .unwrap_err()
                 .contains("spans more")
         );
-        assert!(span(&view(1, MAX_ELEMENTS), "B", 1, 2).is_err());
+        assert!(
+            check(0, 1, MAX_ELEMENTS, 1, 2)
+                .unwrap_err()
+                .contains("spans more")
+        );
+        assert!(
+            check(u64::MAX, 1, 1, 1, 1)
+                .unwrap_err()
+                .contains("reads elements")
+        );
+        assert_eq!(
+            check(99, 1, 1, 0, 5),
+            Ok((0, 0, 1)),
+            "an empty view reads nothing"
+        );
+        assert!(
+            View::check(&data[..5], (0, 1, 1), "B", 1, 1)
+                .err()
+                .unwrap()
+                .contains("not whole f32s")
+        );
+        let empty = View {
+            bytes: &[],
+            rs: 0,
+            cs: 0,
+        };
+        let big = Shape {
+            m: 1 << 12,
+            n: 1 << 12,
+            k: 1 << 12,
+        };
+        assert!(
+            big.multiply(&empty, &empty)
+                .unwrap_err()
+                .contains("split it")
+        );
+        let results = Shape {
+            m: 1 << 13,
+            n: 1 << 12,
+            k: 1,
+        };
+        assert!(
+            results
+                .multiply(&empty, &empty)
+                .unwrap_err()
+                .contains("split it")
+        );
+        let none = Shape { m: 2, n: 3, k: 0 };
+        assert_eq!(none.multiply(&empty, &empty).unwrap(), vec![0.0; 6]);
     }
 
     #[test]
     #[should_panic(expected = "outside")]
     fn a_view_outside_its_elements_is_a_bug_caught_before_the_product() {
-        Strided::new(&[0.0; 8], 1, 4, 1, 2, 4);
+        Strided::new(&[0.0; 8], 4, 1, 3, 1);
     }
 }

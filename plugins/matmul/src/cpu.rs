@@ -16,7 +16,7 @@ use umd_sdk::{Dtype, KernelCall, OpError};
 use crate::block::{Block, check_fits, extent, read_block, read_span};
 use crate::plan::Geometry;
 use crate::product::Product;
-use umd_sdk::gemm::Acc;
+use umd_sdk::gemm::{Acc, Work};
 
 /// Whether `entry_point` names a kernel of this plugin (all of them split by output rows).
 pub fn splittable(entry_point: &str) -> bool {
@@ -89,7 +89,7 @@ where
         <T::Compute as Acc>::from_f64(alpha),
         <T::Compute as Acc>::from_f64(beta),
     );
-    let (mut apack, mut acc, mut out) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut work, mut acc, mut out) = (Work::default(), Vec::new(), Vec::new());
     p.for_each_chunk(
         call,
         mem,
@@ -99,7 +99,7 @@ where
             let (i0, i1) = (rows.start, rows.end);
             let ab = p.read_a(mem, z, i0, i1)?;
             let av = ab.decode::<T, _>(|v| v.to_compute());
-            pb.multiply(i1 - i0, p.k, ab.view(&av), &cols, &mut apack, &mut acc);
+            pb.multiply(i1 - i0, p.k, ab.view(&av), &cols, &mut work, &mut acc);
             let cb = match c {
                 Some(c) => Some(read_block(
                     mem,
@@ -202,7 +202,7 @@ fn matmul_int<TA: Int8, TB: Int8>(call: &KernelCall, mem: &mut dyn Memory) -> Re
     let za = zero_points::<TA>(call, mem, az, p.g.m, azs)?;
     let zb = zero_points::<TB>(call, mem, bz, p.g.n, bzs)?;
     let (azs, bzs) = ((za.len() > 1) as usize, (zb.len() > 1) as usize);
-    let (mut apack, mut acc, mut out) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut work, mut acc, mut out) = (Work::default(), Vec::new(), Vec::new());
     // a block of B holding `cols` of its columns, less their zero points
     let decode_b = |blk: &Block, cols: std::ops::Range<usize>| {
         let mut bv = blk.decode::<TB, _>(TB::widen);
@@ -222,7 +222,7 @@ fn matmul_int<TA: Int8, TB: Int8>(call: &KernelCall, mem: &mut dyn Memory) -> Re
                 av[r * ab.rs + kk * ab.cs] -= za[(i0 + r) * azs];
             }
         }
-        pb.multiply(i1 - i0, p.k, ab.view(&av), &cols, &mut apack, &mut acc);
+        pb.multiply(i1 - i0, p.k, ab.view(&av), &cols, &mut work, &mut acc);
         out.clear();
         out.extend(acc.iter().flat_map(|v| v.to_le_bytes()));
         p.write_y(mem, z, i0, cols, &out)

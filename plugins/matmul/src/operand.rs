@@ -4,7 +4,7 @@
 //! and the product of a chunk of A's rows with it.
 
 use std::ops::Range;
-use umd_sdk::gemm::{self, Acc, PackedB, Strided};
+use umd_sdk::gemm::{self, Acc, PackedB, Strided, Work};
 
 /// Columns `first..` of B, `k` deep.
 pub enum BOperand<A> {
@@ -57,44 +57,35 @@ impl<A: Acc> BOperand<A> {
     }
 
     /// `acc` (row-major `rows × cols.len()`) = `a` (`rows × k`) · B's columns `cols`
-    /// (`apack`: work memory for packing `a`).
+    /// (`work`: memory for packing).
     pub fn multiply(
         &self,
         rows: usize,
         k: usize,
         a: Strided<A>,
         cols: &Range<usize>,
-        apack: &mut Vec<A>,
+        work: &mut Work<A>,
         acc: &mut Vec<A>,
     ) {
-        if k == 0 {
-            acc.clear();
-            acc.resize(rows * cols.len(), A::ZERO);
-            return;
-        }
-        let pb;
-        let (packed, pcols) = match self {
-            BOperand::Packed(p) => (p, p.columns(cols)),
+        match self {
+            BOperand::Packed(p) => {
+                gemm::pack_a(rows, k, a, &mut work.apack);
+                gemm::multiply(rows, &work.apack, p, p.columns(cols), acc);
+            }
             &BOperand::Plain {
                 ref data,
                 rs,
                 cs,
                 first,
             } => {
-                let view = Strided {
-                    data: &data[(cols.start - first) * cs..],
+                let skip = if k == 0 { 0 } else { (cols.start - first) * cs };
+                let b = Strided {
+                    data: &data[skip..],
                     rs,
                     cs,
                 };
-                if let Some(c) = A::unit(rows, cols.len(), k, a, view) {
-                    *acc = c;
-                    return;
-                }
-                pb = PackedB::pack(k, 0..cols.len(), view).expect("B's packed columns fit memory");
-                (&pb, 0..cols.len())
+                gemm::product((rows, cols.len(), k), a, None, b, work, acc);
             }
-        };
-        gemm::pack_a(rows, k, a, apack);
-        gemm::multiply(rows, apack, packed, pcols, acc);
+        }
     }
 }

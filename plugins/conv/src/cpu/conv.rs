@@ -11,7 +11,7 @@
 
 use super::real::{MR, Real};
 use crate::geom::{Geom, valid_range};
-use umd_sdk::gemm::{self, PackedB, Strided};
+use umd_sdk::gemm::{self, Strided, Work};
 
 /// A run of consecutive positions along the last axis of a 3-D grid, inside a block of the
 /// grid's flattened positions.
@@ -60,32 +60,6 @@ fn block_len<A: Real>(rows: usize, total: usize) -> usize {
     let (block, copies) = if A::UNIT { (WIDE_BLOCK, 1) } else { (BLOCK, 2) };
     let fit = MAX_SCRATCH / (copies * rows.max(1) * std::mem::size_of::<A>());
     block.min(fit.max(64) / 8 * 8).min(total).max(1)
-}
-
-/// `prod` (row-major `rows × len`) = `a · b` (`a` packed in `apack` unless on the matrix
-/// unit, `b`'s columns `0..len` of depth `k`): on the matrix unit when `A` has one, else
-/// packing `b` into `packed` for the SDK's GEMM.
-#[allow(clippy::too_many_arguments)]
-fn product<A: Real>(
-    rows: usize,
-    k: usize,
-    len: usize,
-    a: Strided<A>,
-    apack: &[A],
-    b: Strided<A>,
-    packed: &mut PackedB<A>,
-    prod: &mut Vec<A>,
-) {
-    if A::UNIT
-        && let Some(p) = A::unit(rows, len, k, a, b)
-    {
-        *prod = p;
-        return;
-    }
-    packed
-        .pack_into(k, 0..len, b)
-        .expect("the block's packed operand fits memory");
-    gemm::multiply(rows, apack, packed, 0..len, prod);
 }
 
 fn usize_of(v: i64) -> usize {
@@ -153,7 +127,7 @@ pub fn block_of<A: Real>(g: &Geom, ck: usize, out_sz: usize) -> usize {
 pub struct Scratch<A> {
     runs: Vec<Run>,
     col: Vec<A>,
-    packed: PackedB<A>,
+    work: Work<A>,
     prod: Vec<A>,
 }
 
@@ -162,7 +136,7 @@ impl<A: Real> Default for Scratch<A> {
         Scratch {
             runs: Vec::new(),
             col: Vec::new(),
-            packed: PackedB::empty(),
+            work: Work::default(),
             prod: Vec::new(),
         }
     }
@@ -207,7 +181,8 @@ pub fn positions<A: Real>(
             strided(&s.col[..ck * len], len)
         };
         let a = strided(w.w, ck);
-        product(mg, ck, len, a, w.packed, b, &mut s.packed, &mut s.prod);
+        let a_packed = (!w.packed.is_empty()).then_some(w.packed);
+        gemm::product((mg, len, ck), a, a_packed, b, &mut s.work, &mut s.prod);
         for (yrow, prow) in y.chunks_mut(y_rs).zip(s.prod.chunks_exact(len)) {
             for (o, &v) in yrow[j0 - first..][..len].iter_mut().zip(prow) {
                 *o += v;
@@ -366,7 +341,7 @@ pub fn conv_transpose_with<A: Real>(g: &Geom, pb: usize, x: &[A], w: &[A], y: &m
     }
     let pb = pb.clamp(1, in_sz.max(1));
     let (mut rs, mut wpack, mut col) = (Vec::new(), Vec::new(), Vec::new());
-    let mut packed = PackedB::empty();
+    let mut work = Work::default();
     for grp in 0..groups {
         // Wᵀ: element ((mi, k), ci) of the group is w[grp*cg + ci][mi][k], rows*ci + r apart
         let wt = Strided {
@@ -385,7 +360,8 @@ pub fn conv_transpose_with<A: Real>(g: &Geom, pb: usize, x: &[A], w: &[A], y: &m
                 let len = pb.min(in_sz - p0);
                 // X[Cg, p0..p0 + len]: rows a plane apart
                 let b = strided(&xg[p0..], in_sz);
-                product(rows, cg, len, wt, &wpack, b, &mut packed, &mut col);
+                let a_packed = (!A::UNIT).then_some(&wpack[..]);
+                gemm::product((rows, len, cg), wt, a_packed, b, &mut work, &mut col);
                 runs(g.inp, p0, len, &mut rs);
                 col2im(g, &col, len, &rs, yg);
                 p0 += len;

@@ -211,9 +211,12 @@ where
 
 /// Fewest output positions per tile of [`conv_tiles`].
 const MIN_TILE: usize = 128;
+/// Tiles a launch of [`conv_tiles`] is cut into at least (when its output has the positions):
+/// enough to share among the CPU device's worker threads.
+const TILES: usize = 8;
 
 /// Conv on the matrix unit, for outputs of at least `2 * MIN_TILE` positions: a block range
-/// computes its share of `N × groups × tiles` tiles of output positions, every output channel
+/// computes its share of `groups × N × tiles` tiles of output positions, every output channel
 /// of its group for its positions — im2col of only its own positions and one product with the
 /// group's whole weights per block (splitting output channels instead would have every range
 /// build the same im2col columns, and the matrix unit pack them, once per range). Reads each
@@ -243,7 +246,10 @@ where
     );
     let s = std::mem::size_of::<T>();
     let jb = conv::block_of::<T::Compute>(g, ck, out_sz);
-    let tiles = out_sz.div_ceil(jb).max(out_sz / MIN_TILE);
+    // enough tiles that the launch splits across worker threads (at least TILES in all),
+    // none narrower than MIN_TILE nor wider than a block
+    let want = TILES.div_ceil(n * groups).min(out_sz / MIN_TILE);
+    let tiles = out_sz.div_ceil(jb).max(want).max(1);
     let tile = out_sz.div_ceil(tiles);
     let tiles = out_sz.div_ceil(tile);
     let one = Geom {
@@ -260,7 +266,8 @@ where
     let (mut x, mut wg, mut bias) = (Vec::new(), Vec::new(), Vec::new());
     let (mut y, mut out) = (Vec::new(), Vec::new());
     for item in share.start as usize..share.end as usize {
-        let (img, grp, t) = (item / (groups * tiles), item / tiles % groups, item % tiles);
+        // group-major: a range reads each group's weights once
+        let (grp, img, t) = (item / (n * tiles), item / tiles % n, item % tiles);
         if x_at != Some((img, grp)) {
             drop(std::mem::take(&mut x)); // the old planes go before the new are read
             x = read::<T>(mem, xb, (img * c + grp * cg) * in_sz, cg * in_sz)?;
