@@ -482,7 +482,6 @@ impl<A: Acc> Default for Work<A> {
 /// `c` (row-major `rows × n`) = `a · b` (`rows × k` by `k × n`): on the device's matrix unit
 /// when `A` has one ([`Acc::unit`]), else — or when it refuses — on [`multiply`], packing `b`
 /// and `a` (unless `a_packed` holds `a` packed by [`pack_a`]) into `work`.
-#[allow(clippy::too_many_arguments)]
 pub fn product<A: Acc>(
     (rows, n, k): (usize, usize, usize),
     a: Strided<A>,

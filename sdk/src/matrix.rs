@@ -7,9 +7,9 @@
 use crate::OpError;
 use crate::gemm::Strided;
 
-/// Most multiply-adds, results, and elements an operand spans, in one host call (the WIT's
-/// `multiply-f32` limits).
+/// Most multiply-adds of one host call (the WIT's `multiply-f32` limits).
 pub const MAX_MULTIPLY_ADDS: u64 = 1 << 32;
+/// Most results of one host call, and most elements an operand spans from its offset.
 pub const MAX_ELEMENTS: u64 = 1 << 24;
 
 /// Elements `offset..` of `data` spanned by a `rows × cols` view with strides `rs`, `cs`
@@ -76,7 +76,7 @@ fn split(
         span(&a, rows, depth) <= max_elements
             && span(&b, depth, cols) <= max_elements
             && (rows * cols) as u64 <= max_elements
-            && (rows * cols) as u64 * depth as u64 <= max_macs
+            && ((rows * cols) as u64).saturating_mul(depth as u64) <= max_macs
     };
     if fits(m, n, k) {
         return call(m, n, k, a, b);

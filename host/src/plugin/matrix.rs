@@ -118,6 +118,14 @@ impl<'a> View<'a> {
         if data.len() % 4 != 0 {
             return Err(format!("{which}'s {} bytes are not whole f32s", data.len()));
         }
+        if span == 0 {
+            // an empty operand reads nothing, wherever its offset points
+            return Ok(View {
+                bytes: &[],
+                rs: rs as usize,
+                cs: cs as usize,
+            });
+        }
         match offset.checked_add(span) {
             Some(end) if end <= elements => Ok(View {
                 bytes: &data[(offset * 4) as usize..][..(span * 4) as usize],
@@ -152,8 +160,9 @@ impl Shape {
     /// `A · B`, row-major `m × n`, after checking the work fits one call.
     fn multiply(self, a: &View, b: &View) -> Result<Vec<f32>, String> {
         let Shape { m, n, k } = self;
-        let macs = (m as u64) * (n as u64) * (k as u64);
-        if macs > MAX_MULTIPLY_ADDS || (m as u64) * (n as u64) > MAX_ELEMENTS {
+        let results = (m as u64) * (n as u64); // both below 2^32: no overflow
+        let macs = results.saturating_mul(k as u64);
+        if macs > MAX_MULTIPLY_ADDS || results > MAX_ELEMENTS {
             return Err(format!(
                 "a {m} × {k} by {k} × {n} product is over one call's limit ({MAX_MULTIPLY_ADDS} multiply-adds, {MAX_ELEMENTS} results): split it"
             ));
@@ -336,6 +345,16 @@ mod tests {
         assert!(
             results
                 .multiply(&empty, &empty)
+                .unwrap_err()
+                .contains("split it")
+        );
+        let huge = Shape {
+            m: u32::MAX as usize,
+            n: u32::MAX as usize,
+            k: u32::MAX as usize,
+        };
+        assert!(
+            huge.multiply(&empty, &empty)
                 .unwrap_err()
                 .contains("split it")
         );

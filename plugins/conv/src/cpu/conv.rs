@@ -1,9 +1,10 @@
 //! CPU Conv and ConvTranspose, per (image, group), over blocks of output (Conv) or input
-//! (ConvTranspose) positions, on the SDK's packed GEMM ([`umd_sdk::gemm`]: the weights packed
-//! once per (image, group), each block's right operand packed per block):
-//! - Conv: im2col of the block into a `[Cg·K, block]` scratch (for a 1×1 conv too: reading the
-//!   input rows in place, a plane apart, thrashes the cache), then `Y[Mg, block] += W[Mg, Cg·K]
-//!   · col`;
+//! (ConvTranspose) positions. f32 compute (f32, f16, bf16) multiplies on the device's matrix
+//! unit (ABI 1.8: [`umd_sdk::gemm::product`], which packs nothing here), f64 on the SDK's packed
+//! GEMM (the weights packed once per group, each block's right operand packed per block):
+//! - Conv: im2col of the block into a `[Cg·K, block]` scratch, then `Y[Mg, block] += W[Mg,
+//!   Cg·K] · col` (a pointwise conv's columns are its input rows: the matrix unit reads them in
+//!   place, the packed GEMM packs from them);
 //! - ConvTranspose: `col[Mg·K, block] = Wᵀ[Mg·K, Cg] · X[Cg, block]`, then col2im adds every
 //!   column into the output positions it reaches.
 //!

@@ -248,7 +248,7 @@ where
     let jb = conv::block_of::<T::Compute>(g, ck, out_sz);
     // enough tiles that the launch splits across worker threads (at least TILES in all),
     // none narrower than MIN_TILE nor wider than a block
-    let want = TILES.div_ceil(n * groups).min(out_sz / MIN_TILE);
+    let want = TILES.div_ceil((n * groups).max(1)).min(out_sz / MIN_TILE);
     let tiles = out_sz.div_ceil(jb).max(want).max(1);
     let tile = out_sz.div_ceil(tiles);
     let tiles = out_sz.div_ceil(tile);

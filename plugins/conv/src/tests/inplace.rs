@@ -98,8 +98,9 @@ type Case<'a> = (&'a [u64], &'a [u64], bool, i64, Dtype);
 fn conv_splits_give_the_bytes_of_the_whole() {
     // (x, w, bias, group, dtype): grouped with 6 channels a group (im2col + GEMM), depthwise
     // (direct), a 1-D conv, f16 and f64; on the matrix unit, tiles of output positions
-    // (outputs of 323 and 625 positions: two and four tiles an image)
-    let cases: [Case; 7] = [
+    // (outputs of 323 and 625 positions: two and four tiles an image; and no image at all)
+    let cases: [Case; 8] = [
+        (&[0, 4, 17, 19], &[6, 2, 3, 3], true, 2, Dtype::F32),
         (&[2, 4, 9, 11], &[12, 2, 3, 3], true, 2, Dtype::F32),
         (&[2, 4, 17, 19], &[6, 2, 3, 3], true, 2, Dtype::F32),
         (&[1, 3, 23, 23], &[5, 3, 1, 1], true, 1, Dtype::Bf16),
