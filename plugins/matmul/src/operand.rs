@@ -6,6 +6,9 @@
 use std::ops::Range;
 use umd_sdk::gemm::{self, Acc, PackedB, Strided, Work};
 
+/// Fewest rows of A (per batch) whose products run on the matrix unit ([`BOperand::prepare`]).
+pub const UNIT_MIN_ROWS: usize = 16;
+
 /// Columns `first..` of B, `k` deep.
 pub enum BOperand<A> {
     Packed(PackedB<A>),
@@ -19,16 +22,19 @@ pub enum BOperand<A> {
 }
 
 impl<A: Acc> BOperand<A> {
-    /// B's columns `cols`, decoded into `data` (`rs`, `cs` apart): kept as they are for the
-    /// matrix unit, else packed; `None` when the packed copy does not fit memory.
+    /// B's columns `cols`, decoded into `data` (`rs`, `cs` apart), for products with `m` rows
+    /// of A: kept as they are for the matrix unit, else packed; `None` when the packed copy
+    /// does not fit memory. Products of fewer than [`UNIT_MIN_ROWS`] rows stay on the packed
+    /// GEMM: the matrix unit packs B on every call, which costs more than a few rows'
+    /// multiply-adds (a fully connected layer at batch 1 is a matrix-vector product), while a
+    /// packed B is kept between launches.
     pub fn prepare(
         k: usize,
         cols: Range<usize>,
-        data: Vec<A>,
-        rs: usize,
-        cs: usize,
+        (data, rs, cs): (Vec<A>, usize, usize),
+        m: usize,
     ) -> Option<Self> {
-        if A::UNIT {
+        if A::UNIT && m >= UNIT_MIN_ROWS {
             return Some(BOperand::Plain {
                 data,
                 rs,
