@@ -23,18 +23,17 @@ pub enum BOperand<A> {
 
 impl<A: Acc> BOperand<A> {
     /// B's columns `cols`, decoded into `data` (`rs`, `cs` apart), for products with `m` rows
-    /// of A: kept as they are for the matrix unit, else packed; `None` when the packed copy
-    /// does not fit memory. Products of fewer than [`UNIT_MIN_ROWS`] rows stay on the packed
-    /// GEMM: the matrix unit packs B on every call, which costs more than a few rows'
-    /// multiply-adds (a fully connected layer at batch 1 is a matrix-vector product), while a
-    /// packed B is kept between launches.
+    /// of A, `kept` between launches or not: as they are for the matrix unit, else packed;
+    /// `None` when the packed copy does not fit memory. A kept B multiplying fewer than
+    /// [`UNIT_MIN_ROWS`] rows stays packed for the wasm GEMM: the matrix unit packs B on every
+    /// call, which costs more than a few rows' multiply-adds, while a packed B is packed once.
     pub fn prepare(
         k: usize,
         cols: Range<usize>,
         (data, rs, cs): (Vec<A>, usize, usize),
-        m: usize,
+        (m, kept): (usize, bool),
     ) -> Option<Self> {
-        if A::UNIT && m >= UNIT_MIN_ROWS {
+        if A::UNIT && (m >= UNIT_MIN_ROWS || !kept) {
             return Some(BOperand::Plain {
                 data,
                 rs,

@@ -192,14 +192,14 @@ impl Product {
                             let (rs, cs) = (blk.rs, blk.cs);
                             let bv = decode_b(&blk, j.clone());
                             drop(blk); // its bytes, before the packed copy is made
-                            let pb = BOperand::prepare(k, j.clone(), (bv, rs, cs), m).ok_or_else(
-                                || {
-                                    OpError::internal(format!(
-                                        "no memory to pack B of {k}x{}",
-                                        j.len()
-                                    ))
-                                },
-                            )?;
+                            let pb =
+                                BOperand::prepare(k, j.clone(), (bv, rs, cs), (m, name.is_some()))
+                                    .ok_or_else(|| {
+                                        OpError::internal(format!(
+                                            "no memory to pack B of {k}x{}",
+                                            j.len()
+                                        ))
+                                    })?;
                             let bytes = pb.elements() * std::mem::size_of::<A>();
                             Ok::<_, OpError>((pb, bytes))
                         };
