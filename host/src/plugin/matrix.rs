@@ -115,7 +115,7 @@ impl<'a> View<'a> {
                 })?
         };
         let elements = data.len() as u64 / 4;
-        if data.len() % 4 != 0 {
+        if !data.len().is_multiple_of(4) {
             return Err(format!("{which}'s {} bytes are not whole f32s", data.len()));
         }
         if span == 0 {
