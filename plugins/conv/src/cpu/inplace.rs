@@ -160,10 +160,13 @@ where
     if <T::Compute as Acc>::UNIT && !transpose && !direct && out_sz >= 2 * MIN_TILE {
         return conv_tiles::<T>(call, mem, &g, (xb, wb, bb, yb));
     }
-    let block = conv::transpose_block::<T::Compute>(&g);
     let ck = cg * ks;
     let piece = (PLANE_BYTES / (out_sz.max(1) * 4)).max(1);
     let share = call.share(planes as u64);
+    if direct && mg == 1 && !transpose {
+        return conv_depthwise::<T>(mem, &g, (xb, wb, bb, yb), share, piece);
+    }
+    let block = conv::transpose_block::<T::Compute>(&g);
     let (mut p, end) = (share.start as usize, share.end as usize);
     while p < end {
         let (img, ch) = (p / m, p % m);
@@ -205,6 +208,58 @@ where
             at += cnt;
         }
         p += group_end - ch;
+    }
+    Ok(())
+}
+
+/// Conv of one output channel per group (depthwise convs), on the direct kernel: this
+/// range's share of the `N × M` output planes in runs of up to `piece` consecutive channels of
+/// one image, each run's input planes, weights, bias and output read or written in one piece
+/// (one output channel at a time, a depthwise conv made a host call of each per channel).
+fn conv_depthwise<T: Element>(
+    mem: &mut dyn Memory,
+    g: &Geom,
+    (xb, wb, bb, yb): (u32, u32, Option<u32>, u32),
+    share: std::ops::Range<u64>,
+    piece: usize,
+) -> Result<(), OpError>
+where
+    T::Compute: Real,
+{
+    let (in_sz, out_sz, ks) = (
+        count(g.in_size())?,
+        count(g.out_size())?,
+        count(g.k_size())?,
+    );
+    let (c, m, cg) = (count(g.c)?, count(g.m)?, count(g.cg)?);
+    let s = std::mem::size_of::<T>();
+    let in_piece = (PLANE_BYTES / (cg * in_sz * 4).max(1)).max(1);
+    let (mut p, end) = (share.start as usize, share.end as usize);
+    while p < end {
+        let (img, ch) = (p / m, p % m);
+        // channels ch..ch + cnt of image img: groups ch.., one output channel each
+        let cnt = piece.min(in_piece).min(m - ch).min(end - p);
+        let x = read::<T>(mem, xb, (img * c + ch * cg) * in_sz, cnt * cg * in_sz)?;
+        let w = read::<T>(mem, wb, ch * cg * ks, cnt * cg * ks)?;
+        let sub = Geom {
+            n: 1,
+            c: (cnt * cg) as i64,
+            m: cnt as i64,
+            group: cnt as i64,
+            mg: 1,
+            ..g.clone()
+        };
+        let mut y = vec![<T::Compute as Acc>::ZERO; cnt * out_sz];
+        conv::conv_with(&sub, true, &x, &w, &mut y);
+        if let Some(bb) = bb {
+            conv::add_bias(&mut y, &read::<T>(mem, bb, ch, cnt)?, out_sz);
+        }
+        let mut out = vec![0; y.len() * s];
+        for (o, &v) in out.chunks_exact_mut(s).zip(&y) {
+            T::from_compute(v).store(o);
+        }
+        mem.write(yb, ((img * m + ch) * out_sz * s) as u64, &out)?;
+        p += cnt;
     }
     Ok(())
 }

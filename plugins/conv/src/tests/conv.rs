@@ -79,6 +79,14 @@ fn cases() -> Vec<Case> {
             bias: false,
         },
         // depthwise 3x3, stride 2, pads 1
+        // depthwise, two images, stride 2, bias: the channel runs of `conv_depthwise`
+        Case {
+            xs: vec![2, 3, 9, 10],
+            ws: vec![3, 1, 3, 3],
+            group: 3,
+            win: Win::new(&[3, 3]).s(&[2, 2]).pads(&[1, 1, 1, 1]),
+            bias: true,
+        },
         Case {
             xs: vec![1, 5, 8, 8],
             ws: vec![5, 1, 3, 3],
