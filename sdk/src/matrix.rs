@@ -30,6 +30,21 @@ fn span(v: &Strided<f32>, rows: usize, cols: usize) -> u64 {
         .saturating_add(1)
 }
 
+/// Whether a `rows × depth` by `depth × cols` product of views `a` and `b` is within one
+/// call's limits (most elements per operand span and result, most multiply-adds).
+fn within(
+    (max_elements, max_macs): (u64, u64),
+    a: &Strided<f32>,
+    b: &Strided<f32>,
+    (rows, cols, depth): (usize, usize, usize),
+) -> bool {
+    let results = (rows as u64).saturating_mul(cols as u64);
+    span(a, rows, depth) <= max_elements
+        && span(b, depth, cols) <= max_elements
+        && results <= max_elements
+        && results.saturating_mul(depth as u64) <= max_macs
+}
+
 /// The view from element `(r0, c0)` of `v` on.
 fn at<'a>(v: &Strided<'a, f32>, r0: usize, c0: usize) -> Strided<'a, f32> {
     let skip = if r0 > 0 { r0 * v.rs } else { 0 } + if c0 > 0 { c0 * v.cs } else { 0 };
@@ -72,12 +87,7 @@ fn split(
     if results == 0 || k == 0 {
         return Ok(vec![0f32; results]);
     }
-    let fits = |rows: usize, cols: usize, depth: usize| {
-        span(&a, rows, depth) <= max_elements
-            && span(&b, depth, cols) <= max_elements
-            && (rows * cols) as u64 <= max_elements
-            && ((rows * cols) as u64).saturating_mul(depth as u64) <= max_macs
-    };
+    let fits = |rows, cols, depth| within((max_elements, max_macs), &a, &b, (rows, cols, depth));
     if fits(m, n, k) {
         return call(m, n, k, a, b);
     }
@@ -155,10 +165,7 @@ fn call(
     b: Strided<f32>,
 ) -> Result<Vec<f32>, OpError> {
     use crate::gemm::{self, PackedB};
-    let over = span(&a, m, k) > MAX_ELEMENTS
-        || span(&b, k, n) > MAX_ELEMENTS
-        || (m * n) as u64 > MAX_ELEMENTS
-        || (m * n) as u64 * k as u64 > MAX_MULTIPLY_ADDS;
+    let over = !within((MAX_ELEMENTS, MAX_MULTIPLY_ADDS), &a, &b, (m, n, k));
     if over || span(&a, m, k) > a.data.len() as u64 || span(&b, k, n) > b.data.len() as u64 {
         return Err(OpError::internal(format!(
             "the matrix unit refuses {m}×{k}·{k}×{n}"

@@ -200,10 +200,8 @@ where
             if let Some(bb) = bb {
                 conv::add_bias(&mut y, &read::<T>(mem, bb, at, cnt)?, out_sz);
             }
-            let mut out = vec![0; y.len() * s];
-            for (o, &v) in out.chunks_exact_mut(s).zip(&y) {
-                T::from_compute(v).store(o);
-            }
+            let mut out = Vec::new();
+            encode::<T>(y.iter().copied(), &mut out);
             mem.write(yb, ((img * m + at) * out_sz * s) as u64, &out)?;
             at += cnt;
         }
@@ -254,10 +252,8 @@ where
         if let Some(bb) = bb {
             conv::add_bias(&mut y, &read::<T>(mem, bb, ch, cnt)?, out_sz);
         }
-        let mut out = vec![0; y.len() * s];
-        for (o, &v) in out.chunks_exact_mut(s).zip(&y) {
-            T::from_compute(v).store(o);
-        }
+        let mut out = Vec::new();
+        encode::<T>(y.iter().copied(), &mut out);
         mem.write(yb, ((img * m + ch) * out_sz * s) as u64, &out)?;
         p += cnt;
     }
@@ -353,12 +349,8 @@ where
             &mut scratch,
         );
         conv::add_bias(&mut y, &bias, len);
-        out.clear();
-        out.resize(len * s, 0);
         for (mi, row) in y.chunks_exact(len).enumerate() {
-            for (o, &v) in out.chunks_exact_mut(s).zip(row) {
-                T::from_compute(v).store(o);
-            }
+            encode::<T>(row.iter().copied(), &mut out);
             let at = ((img * m + grp * mg + mi) * out_sz + range.start) * s;
             mem.write(yb, at as u64, &out)?;
         }
@@ -435,6 +427,7 @@ impl PoolPlanes {
 fn encode<T: Element>(values: impl Iterator<Item = T::Compute>, out: &mut Vec<u8>) {
     let s = std::mem::size_of::<T>();
     out.clear();
+    out.reserve(values.size_hint().0 * s);
     for v in values {
         let at = out.len();
         out.resize(at + s, 0);
