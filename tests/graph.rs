@@ -1241,3 +1241,122 @@ fn weights_kept_by_kernels_stay_each_models_own_across_runs() {
         }
     }
 }
+
+/// A residual block: conv → BN → Relu → conv → BN, plus a projection conv → BN of the input,
+/// summed, then Relu. With `exposed`, every intermediate is also a graph output, which keeps
+/// every node its own (a fused chain's values are read by nothing else).
+fn residual_block(exposed: bool) -> GraphDef {
+    let mut seed = 7u64;
+    let mut rand = |n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    };
+    let (c, m) = (4u64, 8u64);
+    let mut constants = HashMap::new();
+    let mut weights = |name: &str, shape: Vec<u64>, positive: bool| {
+        let n = shape.iter().product::<u64>() as usize;
+        let v: Vec<f32> = rand(n)
+            .iter()
+            .map(|x| if positive { x.abs() + 0.5 } else { *x })
+            .collect();
+        constants.insert(name.to_string(), constant(shape, Dtype::F32, f32s(&v)));
+    };
+    weights("w1", vec![m, c, 3, 3], false);
+    weights("w2", vec![m, m, 3, 3], false);
+    weights("wp", vec![m, c, 1, 1], false);
+    weights("b1", vec![m], false);
+    for bn in ["n1", "n2", "np"] {
+        weights(&format!("{bn}s"), vec![m], false);
+        weights(&format!("{bn}b"), vec![m], false);
+        weights(&format!("{bn}m"), vec![m], false);
+        weights(&format!("{bn}v"), vec![m], true);
+    }
+    let pads = || vec![("pads".to_string(), AttrValue::Ints(vec![1, 1, 1, 1]))];
+    let bn = |x: &str, p: &str, y: &str| {
+        let (s, b, mm, v) = (
+            format!("{p}s"),
+            format!("{p}b"),
+            format!("{p}m"),
+            format!("{p}v"),
+        );
+        Node::new(
+            "BatchNormalization",
+            &[x, s.as_str(), b.as_str(), mm.as_str(), v.as_str()],
+            &[y],
+            vec![("epsilon".into(), AttrValue::Float(1e-3))],
+        )
+    };
+    let nodes = vec![
+        Node::new("Conv", &["x", "w1", "b1"], &["c1"], pads()),
+        bn("c1", "n1", "a1"),
+        Node::new("Relu", &["a1"], &["r1"], vec![]),
+        Node::new("Conv", &["x", "wp"], &["cp"], vec![]),
+        bn("cp", "np", "ap"),
+        Node::new("Conv", &["r1", "w2"], &["c2"], pads()),
+        bn("c2", "n2", "a2"),
+        Node::new("Sum", &["ap", "a2"], &["s"], vec![]),
+        Node::new("Relu", &["s"], &["y"], vec![]),
+    ];
+    let shape = |n: u64| vec![Dim::Fixed(2), Dim::Fixed(n), Dim::Fixed(17), Dim::Fixed(17)];
+    let mut outputs = vec![decl("y", shape(m))];
+    if exposed {
+        for v in ["c1", "a1", "r1", "cp", "ap", "c2", "a2", "s"] {
+            outputs.push(decl(v, shape(m)));
+        }
+    }
+    GraphDef {
+        nodes,
+        inputs: vec![decl("x", shape(c))],
+        outputs,
+        constants,
+        opsets: HashMap::from([(String::new(), 17)]),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn chains_a_plugin_computes_as_one_op_run_fused_and_match_the_chain() {
+    let h = host();
+    let x: Vec<f32> = (0..2 * 4 * 17 * 17)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+        .collect();
+    let input = [tensor("x", vec![2, 4, 17, 17], &x)];
+    let fused = Model::new(h.clone(), residual_block(false))
+        .unwrap()
+        .run(&input)
+        .unwrap();
+    let plain = Model::new(h, residual_block(true))
+        .unwrap()
+        .run(&input)
+        .unwrap();
+    // conv+BN+Relu, conv+BN (the projection), conv+BN+Sum+Relu: 3 launches for 9 nodes
+    assert_eq!(
+        (fused.stats.fused, fused.stats.launched),
+        (9, 3),
+        "{:?}",
+        fused.stats
+    );
+    assert_eq!(
+        (plain.stats.fused, plain.stats.launched),
+        (0, 9),
+        "{:?}",
+        plain.stats
+    );
+    let (got, want) = (
+        data::decode(Dtype::F32, &fused.outputs[0].data),
+        data::decode(Dtype::F32, &plain.outputs[0].data),
+    );
+    assert!(want.iter().any(|v| *v > 0.0) && want.contains(&0.0));
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+            "element {i}: {g} fused, {w} node by node"
+        );
+    }
+}

@@ -434,6 +434,89 @@ pub trait Element: Copy + Send + Sync + 'static {
     fn store(self, out: &mut [u8]);
     fn to_compute(self) -> Self::Compute;
     fn from_compute(v: Self::Compute) -> Self;
+    /// `bytes` (little-endian elements) viewed in place as `Compute` values, when `Compute`
+    /// is `Self` with its little-endian layout and `bytes` is aligned for it; `None`: decode.
+    fn view(_bytes: &[u8]) -> Option<&[Self::Compute]> {
+        None
+    }
+    /// [`Element::view`], mutable.
+    fn view_mut(_bytes: &mut [u8]) -> Option<&mut [Self::Compute]> {
+        None
+    }
+    /// The little-endian bytes of `values` as they lie in memory, when that is how `Self`
+    /// stores them; `None`: encode.
+    fn bytes_of(_values: &[Self::Compute]) -> Option<&[u8]> {
+        None
+    }
+}
+
+/// Little-endian elements of `T` read as bytes, as `T::Compute` values: viewed in place when
+/// the layouts agree (f32, f64, the integers on a little-endian machine such as wasm32), else
+/// decoded once — a kernel reading f32 planes pays no decode pass.
+pub struct Decoded<T: Element>(Repr<T>);
+
+enum Repr<T: Element> {
+    Bytes(Vec<u8>),
+    Values(Vec<T::Compute>),
+}
+
+impl<T: Element> Decoded<T> {
+    /// `bytes` as values (a trailing partial element is ignored).
+    pub fn new(bytes: Vec<u8>) -> Self {
+        let s = std::mem::size_of::<T>();
+        let whole = bytes.len() / s * s;
+        if T::view(&bytes[..whole]).is_some() {
+            let mut bytes = bytes;
+            bytes.truncate(whole);
+            return Decoded(Repr::Bytes(bytes));
+        }
+        Decoded(Repr::Values(
+            bytes
+                .chunks_exact(s)
+                .map(|b| T::load(b).to_compute())
+                .collect(),
+        ))
+    }
+}
+
+impl<T: Element> Default for Decoded<T> {
+    fn default() -> Self {
+        Decoded(Repr::Values(Vec::new()))
+    }
+}
+
+impl<T: Element> std::ops::Deref for Decoded<T> {
+    type Target = [T::Compute];
+    fn deref(&self) -> &[T::Compute] {
+        match &self.0 {
+            Repr::Bytes(b) => T::view(b).expect("viewable when made"),
+            Repr::Values(v) => v,
+        }
+    }
+}
+
+impl<T: Element> std::ops::DerefMut for Decoded<T> {
+    fn deref_mut(&mut self) -> &mut [T::Compute] {
+        match &mut self.0 {
+            Repr::Bytes(b) => T::view_mut(b).expect("viewable when made"),
+            Repr::Values(v) => v,
+        }
+    }
+}
+
+/// `values` as little-endian bytes of `T`: their own bytes when that is how `T` stores them,
+/// else encoded into `buf`.
+pub fn bytes<'a, T: Element>(values: &'a [T::Compute], buf: &'a mut Vec<u8>) -> &'a [u8] {
+    if let Some(b) = T::bytes_of(values) {
+        return b;
+    }
+    let s = std::mem::size_of::<T>();
+    buf.clear();
+    buf.resize(values.len() * s, 0);
+    for (o, &v) in buf.chunks_exact_mut(s).zip(values) {
+        T::from_compute(v).store(o);
+    }
+    buf
 }
 
 macro_rules! plain_element {
@@ -456,6 +539,26 @@ macro_rules! plain_element {
             #[inline(always)]
             fn from_compute(v: $t) -> Self {
                 v
+            }
+            #[inline(always)]
+            fn view(bytes: &[u8]) -> Option<&[$t]> {
+                if cfg!(target_endian = "little") {
+                    bytemuck::try_cast_slice(bytes).ok()
+                } else {
+                    None
+                }
+            }
+            #[inline(always)]
+            fn view_mut(bytes: &mut [u8]) -> Option<&mut [$t]> {
+                if cfg!(target_endian = "little") {
+                    bytemuck::try_cast_slice_mut(bytes).ok()
+                } else {
+                    None
+                }
+            }
+            #[inline(always)]
+            fn bytes_of(values: &[$t]) -> Option<&[u8]> {
+                cfg!(target_endian = "little").then(|| bytemuck::cast_slice(values))
             }
         }
     };
@@ -681,6 +784,43 @@ mod tests {
         for d in ALL {
             assert_eq!(from_name(name(d)), Some(d));
         }
+    }
+
+    #[test]
+    fn decoded_views_or_decodes_and_bytes_round_trips() {
+        let vals = [1.5f32, -2.0, 3.25, f32::NAN];
+        let raw: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+        // aligned: viewed in place, same values
+        let mut d = Decoded::<f32>::new(raw.clone());
+        assert!(matches!(d.0, Repr::Bytes(_)));
+        assert_eq!(d[..3], vals[..3]);
+        assert!(d[3].is_nan());
+        d[0] = 7.0;
+        assert_eq!(d[0], 7.0);
+        // misaligned bytes are decoded, not viewed, with the same values
+        let mut shifted = vec![0u8; raw.len() + 1];
+        shifted[1..].copy_from_slice(&raw);
+        assert_eq!(
+            f32::view(&shifted[1..]).is_none(),
+            !(shifted[1..].as_ptr() as usize).is_multiple_of(4)
+        );
+        let odd = Decoded::<f32>::new(shifted[1..].to_vec());
+        assert_eq!(odd[..3], vals[..3]);
+        // a trailing partial element is dropped
+        assert_eq!(Decoded::<f32>::new(raw[..6].to_vec()).len(), 1);
+        // halves decode to f32 and encode back through the buffer
+        let h: Vec<u8> = [half::f16::from_f32(0.5), half::f16::from_f32(-4.0)]
+            .iter()
+            .flat_map(|v| v.to_bits().to_le_bytes())
+            .collect();
+        let dh = Decoded::<half::f16>::new(h.clone());
+        assert_eq!(&dh[..], &[0.5, -4.0]);
+        let mut buf = Vec::new();
+        assert_eq!(bytes::<half::f16>(&dh, &mut buf), &h[..]);
+        // plain types give their own bytes
+        let mut unused = Vec::new();
+        assert_eq!(bytes::<f32>(&vals, &mut unused), &raw[..]);
+        assert!(unused.is_empty());
     }
 
     #[test]

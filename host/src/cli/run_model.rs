@@ -139,6 +139,13 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
             "nodes       {} ({} folded at load, {} views, {} with {} launches in {} submission(s))",
             s.nodes, s.folded, s.views, s.launched, s.launches, s.submissions
         );
+        if s.fused > 0 {
+            println!(
+                "fused       {} nodes run inside fused ops (chains plugins compute as one op; \
+                 UMD_FUSION=0 runs them one by one)",
+                s.fused
+            );
+        }
         if s.setup_launches > 0 {
             println!(
                 "setup       {} launches filled their nodes' tables once, before the first run",

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::def::{GraphDef, Node};
+use super::fusion;
 use super::place::{self, Life};
 use super::{GraphError, Tensor};
 use crate::Host;
@@ -34,6 +35,9 @@ pub struct PlanStats {
     pub views: usize,
     /// Nodes with launches.
     pub launched: usize,
+    /// Nodes computed inside fused ops (a plugin's chain, [`super::fusion`]): each fused op
+    /// counts once in `launched`.
+    pub fused: usize,
     /// Launches one run makes.
     pub launches: usize,
     /// (ABI 1.7) Setup launches run once, before the first run, into workspaces the plan keeps
@@ -154,6 +158,8 @@ struct Builder<'a> {
     setup: Vec<Setup>,
     planners: Vec<Arc<crate::plugin::LoadedPlugin>>,
     stats: PlanStats,
+    /// Chains of nodes a plugin computes as one op ([`fusion`]).
+    chains: &'a [fusion::Chain],
 }
 
 impl Compiled {
@@ -167,9 +173,11 @@ impl Compiled {
         upload: &dyn Fn(&str) -> Result<BufferId, GraphError>,
     ) -> Result<Compiled, GraphError> {
         let dev = host.device().clone();
+        let chains = fusion_chains(host, def);
         let mut b = Builder {
             host,
             def,
+            chains: &chains,
             vals: Vec::new(),
             by_name: HashMap::new(),
             stores: Vec::new(),
@@ -432,8 +440,32 @@ impl<'a> Builder<'a> {
             self.stores.push(Store::Fixed(buf));
             self.by_name.insert(&decl.name, id);
         }
-        for node in &def.nodes {
-            self.node(node)?;
+        // a chain's nodes wait for its last one, where the fused node is planned (or, when no
+        // plugin plans it, the chain's own nodes in order: every value they read is defined
+        // there, and what they define is read by no node in between)
+        let mut last_of = HashMap::new();
+        let mut in_chain = vec![false; def.nodes.len()];
+        for (c, chain) in self.chains.iter().enumerate() {
+            last_of.insert(*chain.nodes.last().expect("a chain has stages"), c);
+            for &k in &chain.nodes {
+                in_chain[k] = true;
+            }
+        }
+        for (i, node) in def.nodes.iter().enumerate() {
+            let chains: &'a [fusion::Chain] = self.chains;
+            match last_of.get(&i).map(|&c| &chains[c]) {
+                Some(chain) if self.plans(&chain.fused) => {
+                    self.node(&chain.fused)?;
+                    self.stats.fused += chain.nodes.len();
+                }
+                Some(chain) => {
+                    for &k in &chain.nodes {
+                        self.node(&def.nodes[k])?;
+                    }
+                }
+                None if in_chain[i] => {}
+                None => self.node(node)?,
+            }
         }
         let n_steps = self.steps.len();
         let mut outputs = Vec::new();
@@ -623,17 +655,7 @@ impl<'a> Builder<'a> {
             self.stats.folded += 1;
             return Ok(());
         }
-        let present: Vec<usize> = node
-            .inputs
-            .iter()
-            .filter(|i| !i.is_empty())
-            .map(|name| self.by_name[name.as_str()])
-            .collect();
-        let mut req = node_request(
-            self.def,
-            node,
-            present.iter().map(|&id| &self.vals[id].desc),
-        );
+        let (present, mut req) = self.request(node);
         let all_const = present
             .iter()
             .all(|&v| matches!(self.vals[v].kind, Kind::Const(_)));
@@ -761,6 +783,37 @@ impl<'a> Builder<'a> {
         self.steps
             .push((node.label(), node.op.clone(), t.clone(), bindings));
         self.check_outputs(node)
+    }
+
+    /// The values `node` reads (its present inputs) and its request on them.
+    fn request(&self, node: &Node) -> (Vec<usize>, OpRequest) {
+        let present: Vec<usize> = node
+            .inputs
+            .iter()
+            .filter(|i| !i.is_empty())
+            .map(|name| self.by_name[name.as_str()])
+            .collect();
+        let req = node_request(
+            self.def,
+            node,
+            present.iter().map(|&id| &self.vals[id].desc),
+        );
+        (present, req)
+    }
+
+    /// Whether some plugin plans `node` (a fused chain's node) on its inputs as compiled so
+    /// far; nothing is recorded (the translation is cached for [`Builder::node`]).
+    fn plans(&self, node: &Node) -> bool {
+        let (present, mut req) = self.request(node);
+        let vals = &self.vals;
+        let filled =
+            self.host
+                .translator()
+                .fill_values(&mut req, |i, _| match &vals[present[i]].kind {
+                    Kind::Const(d) => Ok(d.to_vec()),
+                    _ => Err(()),
+                });
+        filled.is_ok() && self.host.translate(&req).is_ok()
     }
 
     /// `Shape` and `Size` of any value are known at compile time (shapes are): folded here, so
@@ -918,6 +971,23 @@ pub(super) fn node_request<'d>(
         req.outputs_wanted = node.outputs.iter().map(|o| !o.is_empty()).collect();
     }
     req
+}
+
+/// The fused chains of `def` for the chains the registry serves on the device's target; none
+/// when `UMD_FUSION=0` (for comparing a model's run with and without fusion).
+fn fusion_chains(host: &Host, def: &GraphDef) -> Vec<fusion::Chain> {
+    if std::env::var_os("UMD_FUSION").is_some_and(|v| v == "0") {
+        return Vec::new();
+    }
+    let snap = host.registry().snapshot();
+    let target = host.device().target();
+    // an op is a chain when its plugin's signature puts it in the fused domain
+    let ops = snap
+        .plugins()
+        .iter()
+        .flat_map(|p| p.ops_in_domain(fusion::DOMAIN))
+        .filter(|op| !snap.candidates(op, target).is_empty());
+    fusion::chains(def, &fusion::patterns(ops))
 }
 
 /// The value of an ONNX `Constant` node (a graph constant, like an initializer).

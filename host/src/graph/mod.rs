@@ -22,6 +22,7 @@ pub mod def;
 mod expand;
 mod functions;
 pub mod fuse;
+mod fusion;
 mod interpret;
 mod maps;
 pub mod onnx;

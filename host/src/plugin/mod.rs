@@ -578,6 +578,14 @@ impl LoadedPlugin {
         self.planner.is_some()
     }
 
+    /// (1.2) The ops whose signature puts them in `domain`.
+    pub fn ops_in_domain<'a>(&'a self, domain: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.signatures
+            .iter()
+            .filter(move |s| s.domain == domain)
+            .map(|s| s.name.as_str())
+    }
+
     /// (1.2) Input positions of `op` whose values a plan needs (empty for older plugins).
     pub fn constant_inputs(&self, op: &str) -> &[u32] {
         self.signatures

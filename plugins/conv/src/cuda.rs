@@ -2,7 +2,7 @@
 //! loop), the rank-generic index math in registers over three spatial dimensions. Every entry
 //! point takes its pointers and then `struct conv_geom` (= [`crate::geom::Geom`]) by value.
 //!
-//! Float modules hold `conv`, `conv_bias`, `convt`, `convt_bias`, `maxpool`, `maxpool_idx`,
+//! Float modules hold `conv`, `conv_bias`, `conv_fused` (a conv with an epilogue: `crate::fused`), `convt`, `convt_bias`, `maxpool`, `maxpool_idx`,
 //! `avgpool` and `lppool`; the i8/u8 modules only the two MaxPool entries.
 
 use umd_sdk::dtype::{self, CUDA_PRELUDE, CudaType};
@@ -92,10 +92,15 @@ extern "C" __global__ void maxpool_idx_DT(const T* __restrict__ x, T* __restrict
 "#;
 
 const FLOAT: &str = r#"
-template <bool BIAS>
+/* The epilogue of conv_fused (flags: 1 bias, 2 BatchNormalization, 4 residual, 8 Relu), in
+   the order the fused chain computes it. */
+struct conv_epi {
+  const T* sc; const T* bb; const T* mean; const T* var; const T* r; double eps; unsigned flags;
+};
+template <bool BIAS, bool EPI>
 __device__ __forceinline__ void conv_body(const T* __restrict__ x, const T* __restrict__ w,
                                           const T* __restrict__ b, T* __restrict__ y,
-                                          const conv_geom& g) {
+                                          const conv_geom& g, const conv_epi& e) {
   const long long total = g.n * g.m * g.out[0] * g.out[1] * g.out[2];
   const long long in_sz = g.in[0] * g.in[1] * g.in[2];
   const long long ks = g.k[0] * g.k[1] * g.k[2];
@@ -125,16 +130,33 @@ __device__ __forceinline__ void conv_body(const T* __restrict__ x, const T* __re
       }
     }
     if (BIAS) acc += LD(b[m]);
+    if (EPI) {
+      if (e.flags & 1u) acc += LD(b[m]);
+      if (e.flags & 2u) {
+        const ACC a = (ACC)((double)LD(e.sc[m]) / sqrt((double)LD(e.var[m]) + e.eps));
+        acc = (acc - LD(e.mean[m])) * a + LD(e.bb[m]);
+      }
+      if (e.flags & 4u) acc += LD(e.r[i]);
+      if ((e.flags & 8u) && acc < (ACC)0) acc = (ACC)0; /* NaN stays NaN */
+    }
     y[i] = ST(acc);
   }
 }
 extern "C" __global__ void conv_DT(const T* __restrict__ x, const T* __restrict__ w,
                                    T* __restrict__ y, conv_geom g) {
-  conv_body<false>(x, w, 0, y, g);
+  conv_body<false, false>(x, w, 0, y, g, conv_epi{});
 }
 extern "C" __global__ void conv_bias_DT(const T* __restrict__ x, const T* __restrict__ w,
                                         const T* __restrict__ b, T* __restrict__ y, conv_geom g) {
-  conv_body<true>(x, w, b, y, g);
+  conv_body<true, false>(x, w, b, y, g, conv_epi{});
+}
+extern "C" __global__ void conv_fused_DT(const T* __restrict__ x, const T* __restrict__ w,
+                                         const T* __restrict__ b, const T* __restrict__ sc,
+                                         const T* __restrict__ bb, const T* __restrict__ mean,
+                                         const T* __restrict__ var, const T* __restrict__ r,
+                                         T* __restrict__ y, conv_geom g, double eps,
+                                         unsigned flags) {
+  conv_body<false, true>(x, w, b, y, g, conv_epi{sc, bb, mean, var, r, eps, flags});
 }
 
 /* ConvTranspose as a gather: output o takes input i wherever i*s - pb + k*d == o, i.e. the taps
@@ -266,6 +288,7 @@ pub fn kernels(dt: Dtype) -> &'static [&'static str] {
         &[
             "conv",
             "conv_bias",
+            "conv_fused",
             "convt",
             "convt_bias",
             "maxpool",

@@ -11,6 +11,7 @@
 pub mod cpu;
 pub mod cuda;
 pub mod deform;
+pub mod fused;
 pub mod geom;
 pub mod plan;
 pub mod quant;
@@ -44,7 +45,11 @@ pub struct Conv;
 
 impl Plugin for Conv {
     fn describe() -> PluginInfo {
-        umd_sdk::plugin_info("conv", env!("CARGO_PKG_VERSION"), OPS.iter().copied())
+        umd_sdk::plugin_info(
+            "conv",
+            env!("CARGO_PKG_VERSION"),
+            OPS.iter().chain(&fused::OPS).copied(),
+        )
     }
 
     fn plan_ext(request: &PlanRequestExt) -> Result<OpPlan, OpError> {
@@ -52,13 +57,20 @@ impl Plugin for Conv {
     }
 
     fn signatures() -> Vec<OpSignature> {
-        Vec::new()
+        fused::OPS
+            .iter()
+            .map(|op| OpSignature {
+                name: op.to_string(),
+                domain: umd_sdk::fused::DOMAIN.into(),
+                constant_inputs: Vec::new(),
+            })
+            .collect()
     }
 
     fn tolerance(op: &str, dt: Dtype) -> Option<Tolerance> {
         let is = |names: &[&str]| names.iter().any(|n| op.eq_ignore_ascii_case(n));
         let t = |absolute, relative| Some(Tolerance { absolute, relative });
-        if is(&["Conv", "ConvTranspose", "DeformConv"]) {
+        if is(&["Conv", "ConvTranspose", "DeformConv"]) || fused::OPS.iter().any(|f| is(&[f])) {
             match dt {
                 Dtype::F32 => t(1e-4, 1e-4),
                 Dtype::F16 => t(2e-2, 2e-2),
@@ -93,6 +105,9 @@ impl Plugin for Conv {
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
+        if call.entry_point.starts_with("conv_fused_") {
+            return umd_sdk::kernel::run_cpu_in_memory::<Conv>(call);
+        }
         if quant::is_entry(&call.entry_point) {
             return quant::run_cpu(&call);
         }
@@ -161,6 +176,40 @@ impl Plugin for Conv {
                 )],
                 vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1, 1, 1, 1])],
                 vec![(Dtype::F32, vec![3., 3.5, 4., 4.5, 5., 5.5, 6., 6.5, 7.])],
+                1e-6,
+            ),
+            // the fused chain: conv [8, 12, 20, 24] → BN (scale 2, B 1, mean 10, var 3, ε 1:
+            // y - 9) → + [0, -5, 0, 0] → Relu
+            umd_sdk::test_case_with(
+                "conv, batchnormalization, add and relu fused",
+                "Conv.BatchNormalization.Add.Relu",
+                vec![
+                    (t(&[1, 1, 3, 3], Dtype::F32), nine.clone()),
+                    (t(&[1, 1, 2, 2], Dtype::F32), vec![1.0; 4]),
+                    (t(&[1], Dtype::F32), vec![2.0]),
+                    (t(&[1], Dtype::F32), vec![1.0]),
+                    (t(&[1], Dtype::F32), vec![10.0]),
+                    (t(&[1], Dtype::F32), vec![3.0]),
+                    (t(&[1, 1, 2, 2], Dtype::F32), vec![0., -5., 0., 0.]),
+                ],
+                [
+                    ("0.inputs", 2),
+                    ("1.inputs", 4),
+                    ("1.link", 0),
+                    ("2.inputs", 1),
+                ]
+                .into_iter()
+                .chain([("2.link", 0), ("3.inputs", 0), ("3.link", 0)])
+                .map(|(n, v)| Attribute {
+                    name: n.into(),
+                    value: AttrValue::Int(v),
+                })
+                .chain([Attribute {
+                    name: "1.epsilon".into(),
+                    value: AttrValue::Float(1.0),
+                }])
+                .collect(),
+                vec![(Dtype::F32, vec![0., 0., 11., 15.])],
                 1e-6,
             ),
             umd_sdk::test_case(

@@ -31,6 +31,10 @@ pub enum Pool {
 
 /// Plans one request of this plugin.
 pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
+    // a chain is named by its op alone (self-test cases carry no domain)
+    if req.domain == umd_sdk::fused::DOMAIN || crate::fused::OPS.contains(&req.op.as_str()) {
+        return crate::fused::plan(req);
+    }
     if !(req.domain.is_empty() || req.domain == "ai.onnx") {
         return Err(umd_sdk::unsupported_op_ext(req));
     }
@@ -87,7 +91,7 @@ pub(crate) fn spatial_rank(
     Ok(r - 2)
 }
 
-fn flag(attrs: &[umd_sdk::AttributeExt], name: &str) -> Result<bool, OpError> {
+pub(crate) fn flag(attrs: &[umd_sdk::AttributeExt], name: &str) -> Result<bool, OpError> {
     match attr::int_or(attrs, name, 0)? {
         0 => Ok(false),
         1 => Ok(true),
@@ -109,7 +113,7 @@ pub(crate) fn slots(req: &PlanRequestExt, min: usize, max: usize) -> Result<(), 
 }
 
 /// The single launch of a plan: module `conv_{dt}`, entry `{kernel}_{dt}`, over `n` outputs.
-fn launch(
+pub(crate) fn launch(
     req: &PlanRequestExt,
     dt: Dtype,
     kernel: &str,
@@ -154,6 +158,36 @@ pub(crate) fn binding(req: &PlanRequestExt, i: usize) -> Result<u32, OpError> {
 
 /// Conv and ConvTranspose.
 fn conv(req: &PlanRequestExt, transpose: bool) -> Result<OpPlan, OpError> {
+    let (g, out_shape, dt) = conv_checked(req, transpose)?;
+    let b = req.input(2);
+    let total = shape::numel(&out_shape)?;
+    let mut p = ParamPacker::new();
+    p.ptr(binding(req, 0)?, Access::Read)
+        .ptr(binding(req, 1)?, Access::Read);
+    if b.is_some() {
+        p.ptr(binding(req, 2)?, Access::Read);
+    }
+    p.ptr(req.output_binding(0), Access::Write);
+    g.pack(&mut p);
+    let kernel = match (transpose, b.is_some()) {
+        (false, false) => "conv",
+        (false, true) => "conv_bias",
+        (true, false) => "convt",
+        (true, true) => "convt_bias",
+    };
+    Ok(OpPlan {
+        outputs: vec![TensorDesc::new("Y", out_shape, dt)],
+        launches: vec![launch(req, dt, kernel, total, p)?],
+        workspace_bytes: 0,
+    })
+}
+
+/// The checked geometry, output shape and dtype of a Conv or ConvTranspose request (inputs
+/// `X`, `W`, optional `B`).
+pub(crate) fn conv_checked(
+    req: &PlanRequestExt,
+    transpose: bool,
+) -> Result<(Geom, Vec<u64>, Dtype), OpError> {
     let attrs = &req.attributes;
     let mut known = vec![
         "auto_pad",
@@ -194,26 +228,7 @@ fn conv(req: &PlanRequestExt, transpose: bool) -> Result<OpPlan, OpError> {
     }
     shape::byte_size(&out_shape, dt)?;
     shape::byte_size(&w.shape, dt)?;
-    let total = shape::numel(&out_shape)?;
-    let mut p = ParamPacker::new();
-    p.ptr(binding(req, 0)?, Access::Read)
-        .ptr(binding(req, 1)?, Access::Read);
-    if b.is_some() {
-        p.ptr(binding(req, 2)?, Access::Read);
-    }
-    p.ptr(req.output_binding(0), Access::Write);
-    g.pack(&mut p);
-    let kernel = match (transpose, b.is_some()) {
-        (false, false) => "conv",
-        (false, true) => "conv_bias",
-        (true, false) => "convt",
-        (true, true) => "convt_bias",
-    };
-    Ok(OpPlan {
-        outputs: vec![TensorDesc::new("Y", out_shape, dt)],
-        launches: vec![launch(req, dt, kernel, total, p)?],
-        workspace_bytes: 0,
-    })
+    Ok((g, out_shape, dt))
 }
 
 /// The geometry and output shape of a Conv-like op: `x` `[N, C, D1..Dk]` (1 <= k <= 3), `w`

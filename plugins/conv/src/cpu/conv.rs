@@ -67,7 +67,7 @@ fn usize_of(v: i64) -> usize {
     v as usize
 }
 
-/// Conv: `y` (zeroed, `[N, M, out]`) gets `x` (`[N, C, in]`) convolved with `w`
+/// Conv: `y` (`[N, M, out]`) gets `x` (`[N, C, in]`) convolved with `w`
 /// (`[M, Cg, K]`).
 pub fn conv<A: Real>(g: &Geom, x: &[A], w: &[A], y: &mut [A]) {
     conv_with(g, g.mg < MR as i64, x, w, y)
@@ -150,10 +150,9 @@ pub struct Weights<'a, A> {
     pub packed: &'a [A],
 }
 
-/// Adds output positions `range` of one (image, group) — `xg` its input planes — into
+/// Stores output positions `range` of one (image, group) — `xg` its input planes — into
 /// `y = (data, row stride, first position)`: position `j` of channel `mi` at
-/// `data[mi * rs + j - first]`. Blocks of `jb` positions: im2col (a pointwise conv's input rows
-/// as they are), then one product with the group's weights.
+/// `data[mi * rs + j - first]`, in blocks of `jb` positions ([`block`]).
 pub fn positions<A: Real>(
     g: &Geom,
     xg: &[A],
@@ -163,34 +162,45 @@ pub fn positions<A: Real>(
     (y, y_rs, first): (&mut [A], usize, usize),
     s: &mut Scratch<A>,
 ) {
+    let mut j0 = range.start;
+    while j0 < range.end {
+        let len = jb.min(range.end - j0);
+        let prod = block(g, xg, w, j0..j0 + len, s);
+        for (yrow, prow) in y.chunks_mut(y_rs).zip(prod.chunks_exact(len)) {
+            yrow[j0 - first..][..len].copy_from_slice(prow);
+        }
+        j0 += len;
+    }
+}
+
+/// Output positions `js` of one (image, group) — `xg` its input planes — as a row-major
+/// `Mg × js.len()` matrix in `s`: im2col of those positions (a pointwise conv's input rows as
+/// they are), then one product with the group's weights.
+pub fn block<'s, A: Real>(
+    g: &Geom,
+    xg: &[A],
+    w: Weights<A>,
+    js: std::ops::Range<usize>,
+    s: &'s mut Scratch<A>,
+) -> &'s mut [A] {
     let (in_sz, mg, ck) = (
         usize_of(g.in_size()),
         usize_of(g.mg),
         usize_of(g.cg) * usize_of(g.k_size()),
     );
-    let pointwise = pointwise(g);
-    let mut j0 = range.start;
-    while j0 < range.end {
-        let len = jb.min(range.end - j0);
-        // a pointwise conv's im2col rows are the input rows: multiplied from them
-        let b = if pointwise {
-            strided(&xg[j0..], in_sz)
-        } else {
-            s.col.resize(ck * len, A::ZERO);
-            runs(g.out, j0, len, &mut s.runs);
-            im2col(g, xg, &s.runs, len, &mut s.col[..ck * len]);
-            strided(&s.col[..ck * len], len)
-        };
-        let a = strided(w.w, ck);
-        let a_packed = (!w.packed.is_empty()).then_some(w.packed);
-        gemm::product((mg, len, ck), a, a_packed, b, &mut s.work, &mut s.prod);
-        for (yrow, prow) in y.chunks_mut(y_rs).zip(s.prod.chunks_exact(len)) {
-            for (o, &v) in yrow[j0 - first..][..len].iter_mut().zip(prow) {
-                *o += v;
-            }
-        }
-        j0 += len;
-    }
+    let (j0, len) = (js.start, js.len());
+    let b = if pointwise(g) {
+        strided(&xg[j0..], in_sz)
+    } else {
+        s.col.resize(ck * len, A::ZERO);
+        runs(g.out, j0, len, &mut s.runs);
+        im2col(g, xg, &s.runs, len, &mut s.col[..ck * len]);
+        strided(&s.col[..ck * len], len)
+    };
+    let a = strided(w.w, ck);
+    let a_packed = (!w.packed.is_empty()).then_some(w.packed);
+    gemm::product((mg, len, ck), a, a_packed, b, &mut s.work, &mut s.prod);
+    &mut s.prod[..mg * len]
 }
 
 /// A row-major matrix of rows `rs` apart.

@@ -5,11 +5,12 @@
 //! read per input channel). Pools: a range computes its share of the `N × C` planes, a piece of
 //! input planes at a time.
 
+use super::epilogue::Epilogue;
 use super::pool::{self, MaxVal};
 use super::real::{Acc, MR, Real};
 use super::{conv, count};
 use half::{bf16, f16};
-use umd_sdk::dtype::{self, Element};
+use umd_sdk::dtype::{self, Decoded, Element};
 use umd_sdk::kernel::{self, Memory};
 use umd_sdk::params::ParamReader;
 use umd_sdk::{Dtype, KernelCall, OpError};
@@ -19,16 +20,27 @@ use crate::geom::Geom;
 /// Output planes computed at once: about 4 MiB of f32 output.
 const PLANE_BYTES: usize = 4 << 20;
 
-/// `(transpose, bias, dtype)` of a `conv{,t}{,_bias}_{dtype}` entry point.
-fn entry(entry_point: &str) -> Option<(bool, bool, Dtype)> {
+/// A conv entry point's kind.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// `conv{,t}{,_bias}`
+    Plain { transpose: bool, bias: bool },
+    /// `conv_fused` (a conv with an epilogue, [`crate::fused`])
+    Fused,
+}
+
+/// The kind and dtype of a `conv{,t}{,_bias}_{dtype}` or `conv_fused_{dtype}` entry point.
+fn entry(entry_point: &str) -> Option<(Kind, Dtype)> {
     let (kernel, dt) = entry_point.rsplit_once('_')?;
     let dt = dtype::from_name(dt)
         .filter(|d| matches!(d, Dtype::F32 | Dtype::F16 | Dtype::Bf16 | Dtype::F64))?;
+    let plain = |transpose, bias| Some((Kind::Plain { transpose, bias }, dt));
     match kernel {
-        "conv" => Some((false, false, dt)),
-        "conv_bias" => Some((false, true, dt)),
-        "convt" => Some((true, false, dt)),
-        "convt_bias" => Some((true, true, dt)),
+        "conv" => plain(false, false),
+        "conv_bias" => plain(false, true),
+        "convt" => plain(true, false),
+        "convt_bias" => plain(true, true),
+        "conv_fused" => Some((Kind::Fused, dt)),
         _ => None,
     }
 }
@@ -69,10 +81,10 @@ pub fn splittable(entry_point: &str) -> bool {
 /// names it).
 pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError> {
     match (entry(&call.entry_point), pool_entry(&call.entry_point)) {
-        (Some((t, bias, Dtype::F32)), _) => conv_planes::<f32>(call, mem, t, bias),
-        (Some((t, bias, Dtype::F16)), _) => conv_planes::<f16>(call, mem, t, bias),
-        (Some((t, bias, Dtype::Bf16)), _) => conv_planes::<bf16>(call, mem, t, bias),
-        (Some((t, bias, _)), _) => conv_planes::<f64>(call, mem, t, bias),
+        (Some((k, Dtype::F32)), _) => conv_planes::<f32>(call, mem, k),
+        (Some((k, Dtype::F16)), _) => conv_planes::<f16>(call, mem, k),
+        (Some((k, Dtype::Bf16)), _) => conv_planes::<bf16>(call, mem, k),
+        (Some((k, _)), _) => conv_planes::<f64>(call, mem, k),
         (None, Some((Pool::Max { idx }, dt))) => match dt {
             Dtype::F32 => max_planes::<f32>(call, mem, idx),
             Dtype::F16 => max_planes::<f16>(call, mem, idx),
@@ -94,33 +106,35 @@ pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError
     }
 }
 
-/// `n` elements of `T` from element `at` of `binding`, decoded.
+/// `n` elements of `T` from element `at` of `binding`, as values (f32 viewed in place).
 fn read<T: Element>(
     mem: &mut dyn Memory,
     binding: u32,
     at: usize,
     n: usize,
-) -> Result<Vec<T::Compute>, OpError> {
+) -> Result<Decoded<T>, OpError> {
     let s = std::mem::size_of::<T>();
-    let bytes = mem.read(binding, (at * s) as u64, n * s)?;
-    Ok(bytes
-        .chunks_exact(s)
-        .map(|b| T::load(b).to_compute())
-        .collect())
+    Ok(Decoded::new(mem.read(binding, (at * s) as u64, n * s)?))
 }
 
 fn conv_planes<T: Element>(
     call: &KernelCall,
     mem: &mut dyn Memory,
-    transpose: bool,
-    bias: bool,
+    kind: Kind,
 ) -> Result<(), OpError>
 where
     T::Compute: Real,
 {
     let mut r = ParamReader::new(&call.params, &call.relocations);
     let (xb, wb) = (r.ptr()?, r.ptr()?);
-    let bb = if bias { Some(r.ptr()?) } else { None };
+    let (transpose, bb, fused) = match kind {
+        Kind::Plain { transpose, bias } => (transpose, bias.then(|| r.ptr()).transpose()?, None),
+        Kind::Fused => (
+            false,
+            None,
+            Some(Epilogue::<T::Compute>::fused_pointers(&mut r)?),
+        ),
+    };
     let yb = r.ptr()?;
     let g = Geom::read(&mut r)?;
     let (in_sz, out_sz, ks) = (
@@ -149,22 +163,24 @@ where
     let planes = n.checked_mul(m);
     fits(xb, n.checked_mul(c).and_then(|v| v.checked_mul(in_sz)), "X")?;
     fits(wb, m.checked_mul(cg).and_then(|v| v.checked_mul(ks)), "W")?;
-    fits(yb, planes.and_then(|p| p.checked_mul(out_sz)), "Y")?;
-    if let Some(bb) = bb {
-        fits(bb, Some(m), "B")?;
-    }
+    let y_elems = planes.and_then(|p| p.checked_mul(out_sz));
+    fits(yb, y_elems, "Y")?;
+    let epi = match fused {
+        Some(ptrs) => Epilogue::finish::<T>(call, mem, &mut r, ptrs, m, y_elems.unwrap_or(0))?,
+        None => Epilogue::bias::<T>(call, mem, bb, m)?,
+    };
     let Some(planes) = planes.filter(|_| mg > 0) else {
         return Ok(());
     };
     let direct = mg < MR;
     if <T::Compute as Acc>::UNIT && !transpose && !direct && out_sz >= 2 * MIN_TILE {
-        return conv_tiles::<T>(call, mem, &g, (xb, wb, bb, yb));
+        return conv_tiles::<T>(call, mem, &g, (xb, wb, yb), &epi);
     }
     let ck = cg * ks;
     let piece = (PLANE_BYTES / (out_sz.max(1) * 4)).max(1);
     let share = call.share(planes as u64);
     if direct && mg == 1 && !transpose {
-        return conv_depthwise::<T>(mem, &g, (xb, wb, bb, yb), share, piece);
+        return conv_depthwise::<T>(mem, &g, (xb, wb, yb), share, piece, &epi);
     }
     let block = conv::transpose_block::<T::Compute>(&g);
     let (mut p, end) = (share.start as usize, share.end as usize);
@@ -190,19 +206,17 @@ where
                 let mut w = Vec::with_capacity(cg * cnt * ks);
                 for ci in 0..cg {
                     let first = ((grp * cg + ci) * mg + at - grp * mg) * ks;
-                    w.extend(read::<T>(mem, wb, first, cnt * ks)?);
+                    w.extend_from_slice(&read::<T>(mem, wb, first, cnt * ks)?);
                 }
                 conv::conv_transpose_with(&sub, block, &x, &w, &mut y);
             } else {
                 let w = read::<T>(mem, wb, at * ck, cnt * ck)?;
                 conv::conv_with(&sub, direct, &x, &w, &mut y);
             }
-            if let Some(bb) = bb {
-                conv::add_bias(&mut y, &read::<T>(mem, bb, at, cnt)?, out_sz);
-            }
+            let first = (img * m + at) * out_sz;
+            epi.run_rows::<T>(mem, at, &mut y, out_sz, first)?;
             let mut out = Vec::new();
-            encode::<T>(y.iter().copied(), &mut out);
-            mem.write(yb, ((img * m + at) * out_sz * s) as u64, &out)?;
+            mem.write(yb, (first * s) as u64, dtype::bytes::<T>(&y, &mut out))?;
             at += cnt;
         }
         p += group_end - ch;
@@ -217,9 +231,10 @@ where
 fn conv_depthwise<T: Element>(
     mem: &mut dyn Memory,
     g: &Geom,
-    (xb, wb, bb, yb): (u32, u32, Option<u32>, u32),
+    (xb, wb, yb): (u32, u32, u32),
     share: std::ops::Range<u64>,
     piece: usize,
+    epi: &Epilogue<T::Compute>,
 ) -> Result<(), OpError>
 where
     T::Compute: Real,
@@ -249,12 +264,10 @@ where
         };
         let mut y = vec![<T::Compute as Acc>::ZERO; cnt * out_sz];
         conv::conv_with(&sub, true, &x, &w, &mut y);
-        if let Some(bb) = bb {
-            conv::add_bias(&mut y, &read::<T>(mem, bb, ch, cnt)?, out_sz);
-        }
+        let first = (img * m + ch) * out_sz;
+        epi.run_rows::<T>(mem, ch, &mut y, out_sz, first)?;
         let mut out = Vec::new();
-        encode::<T>(y.iter().copied(), &mut out);
-        mem.write(yb, ((img * m + ch) * out_sz * s) as u64, &out)?;
+        mem.write(yb, (first * s) as u64, dtype::bytes::<T>(&y, &mut out))?;
         p += cnt;
     }
     Ok(())
@@ -277,7 +290,8 @@ fn conv_tiles<T: Element>(
     call: &KernelCall,
     mem: &mut dyn Memory,
     g: &Geom,
-    (xb, wb, bb, yb): (u32, u32, Option<u32>, u32),
+    (xb, wb, yb): (u32, u32, u32),
+    epi: &Epilogue<T::Compute>,
 ) -> Result<(), OpError>
 where
     T::Compute: Real,
@@ -312,10 +326,10 @@ where
     };
     let share = call.share((n * groups * tiles) as u64);
     let mut scratch = conv::Scratch::default();
-    // the (image, group) whose planes `x` holds, the group whose weights `wg` (and `bias`)
+    // the (image, group) whose planes `x` holds, the group whose weights `wg`
     let (mut x_at, mut w_at) = (None, None);
-    let (mut x, mut wg, mut bias) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut y, mut out) = (Vec::new(), Vec::new());
+    let (mut x, mut wg) = (Decoded::<T>::default(), Decoded::default());
+    let mut out = Vec::new();
     for item in share.start as usize..share.end as usize {
         // group-major: a range reads each group's weights once
         let (grp, img, t) = (item / (n * tiles), item / tiles % n, item % tiles);
@@ -326,33 +340,27 @@ where
         }
         if w_at != Some(grp) {
             wg = read::<T>(mem, wb, grp * mg * ck, mg * ck)?;
-            if let Some(bb) = bb {
-                bias = read::<T>(mem, bb, grp * mg, mg)?;
-            }
             w_at = Some(grp);
         }
         let range = t * tile..out_sz.min((t + 1) * tile);
-        let len = range.len();
-        y.clear();
-        y.resize(mg * len, <T::Compute as Acc>::ZERO);
         let ws = conv::Weights {
             w: &wg,
             packed: &[],
         };
-        conv::positions(
-            &one,
-            &x,
-            ws,
-            range.clone(),
-            jb,
-            (&mut y, len, range.start),
-            &mut scratch,
-        );
-        conv::add_bias(&mut y, &bias, len);
-        for (mi, row) in y.chunks_exact(len).enumerate() {
-            encode::<T>(row.iter().copied(), &mut out);
-            let at = ((img * m + grp * mg + mi) * out_sz + range.start) * s;
-            mem.write(yb, at as u64, &out)?;
+        // blocks of the tile (one, as tiles are at most a block wide), each row of its
+        // product (an output channel's run of positions) through the epilogue in place and
+        // written as is
+        let mut j0 = range.start;
+        while j0 < range.end {
+            let len = jb.min(range.end - j0);
+            let prod = conv::block(&one, &x, ws, j0..j0 + len, &mut scratch);
+            for (mi, row) in prod.chunks_exact_mut(len).enumerate() {
+                let ch = grp * mg + mi;
+                let at = (img * m + ch) * out_sz + j0;
+                epi.run_rows::<T>(mem, ch, row, len, at)?;
+                mem.write(yb, (at * s) as u64, dtype::bytes::<T>(row, &mut out))?;
+            }
+            j0 += len;
         }
     }
     Ok(())
@@ -423,18 +431,6 @@ impl PoolPlanes {
     }
 }
 
-/// `out` of `values` encoded as `T`.
-fn encode<T: Element>(values: impl Iterator<Item = T::Compute>, out: &mut Vec<u8>) {
-    let s = std::mem::size_of::<T>();
-    out.clear();
-    out.reserve(values.size_hint().0 * s);
-    for v in values {
-        let at = out.len();
-        out.resize(at + s, 0);
-        T::from_compute(v).store(&mut out[at..]);
-    }
-}
-
 fn max_planes<T: Element>(
     call: &KernelCall,
     mem: &mut dyn Memory,
@@ -458,8 +454,11 @@ where
         } else {
             pool::max_rows(sub, x, &mut y);
         }
-        encode::<T>(y.iter().copied(), &mut bytes);
-        mem.write(p.y, (first * out_sz * s) as u64, &bytes)?;
+        mem.write(
+            p.y,
+            (first * out_sz * s) as u64,
+            dtype::bytes::<T>(&y, &mut bytes),
+        )?;
         if let Some(ib) = p.idx {
             // indices of the whole input tensor: these planes start `first` planes in
             let base = (first * p.in_sz) as i64;
@@ -486,7 +485,10 @@ where
         y.clear();
         y.resize((sub.c as usize) * out_sz, <T::Compute as Acc>::ZERO);
         pool::sum(sub, x, lp, &mut y);
-        encode::<T>(y.iter().copied(), &mut bytes);
-        mem.write(p.y, (first * out_sz * s) as u64, &bytes)
+        mem.write(
+            p.y,
+            (first * out_sz * s) as u64,
+            dtype::bytes::<T>(&y, &mut bytes),
+        )
     })
 }

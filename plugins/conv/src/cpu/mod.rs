@@ -4,6 +4,7 @@
 //! output planes per block range (ABI 1.3).
 
 pub mod conv;
+mod epilogue;
 pub mod inplace;
 mod pool;
 pub mod real;

@@ -9,7 +9,7 @@ use umd_sdk::{CpuBuffer, CpuCall, KernelCall, Plugin};
 /// Runs the one launch of `req` as `parts` block ranges, last first, on outputs prefilled
 /// with 0xAB; checks the ranges write disjoint bytes that together cover every output (a conv
 /// shares planes, or on the matrix unit tiles of positions; pools share planes).
-fn run_in_parts(req: &PlanRequestExt, inputs: &[Vec<u8>], parts: u64) -> Vec<Vec<u8>> {
+pub(super) fn run_in_parts(req: &PlanRequestExt, inputs: &[Vec<u8>], parts: u64) -> Vec<Vec<u8>> {
     let plan = Conv::plan_ext(req).unwrap();
     let l = &plan.launches[0];
     assert!(Conv::splittable(&l.module_id, &l.entry_point));

@@ -6,6 +6,7 @@
 mod conv;
 mod deform;
 mod emu;
+mod fused;
 mod inplace;
 mod node_cases;
 mod pool;
@@ -106,7 +107,13 @@ fn describe_lists_every_op_on_both_targets() {
     use umd_sdk::Plugin;
     let info = Conv::describe();
     assert_eq!(info.name, "conv");
-    assert_eq!(info.ops.len(), crate::OPS.len());
+    // the ONNX ops, then the fused chains (domain `ai.umd.fused`, each with its signature)
+    assert_eq!(info.ops.len(), crate::OPS.len() + crate::fused::OPS.len());
+    let sigs = Conv::signatures();
+    assert!(crate::fused::OPS.iter().all(|op| {
+        sigs.iter()
+            .any(|s| s.name == *op && s.domain == umd_sdk::fused::DOMAIN)
+    }));
     assert!(
         info.ops
             .iter()

@@ -15,14 +15,14 @@
 //! splittable by its entry point alone, whatever its parameters say, so for one that is not
 //! row-wise the block range holding block 0 runs the whole grid and the others do nothing.
 
-use umd_sdk::dtype::{self, Element};
+use umd_sdk::dtype::{self, Decoded, Element};
 use umd_sdk::kernel::{self, Memory};
 use umd_sdk::params::ParamReader;
 use umd_sdk::{CpuCall, CpuWrite, Dtype, KernelCall, OpError};
 
 use umd_sdk::simd::F32x4;
 
-use super::{Real, decode_into, encode_from, store_dyn};
+use super::{Real, decode_into, store_dyn};
 use crate::plan::read_opt_ptr;
 use crate::stats::{
     BIAS, EPS_OUTSIDE, INVSTD_OUT, L1, L2, MEAN_OUT, NO_MEAN, RUN_MEAN, RUN_VAR, SAVED_MEAN,
@@ -219,13 +219,11 @@ where
         .collect();
     let step = (kernel::CHUNK_BYTES as u64 / s).max(1);
     let (end, mut e) = (share.end * inner, share.start * inner);
-    let (mut vals, mut out) = (Vec::new(), Vec::new());
+    let mut out = Vec::new();
     while e < end {
         let len = step.min(end - e);
-        let bytes = mem.read(x, e * s, (len * s) as usize)?;
-        vals.clear();
-        vals.resize(len as usize, k(0.0));
-        decode_into::<T>(&bytes, 0, &mut vals);
+        // f32 is transformed in the bytes read, as read
+        let mut vals = Decoded::<T>::new(mem.read(x, e * s, (len * s) as usize)?);
         // the planes this piece spans, each with its channel's constants
         let mut at = e;
         while at < e + len {
@@ -237,10 +235,7 @@ where
             }
             at = stop;
         }
-        out.clear();
-        out.resize(bytes.len(), 0);
-        encode_from::<T>(&mut out, 0, &vals);
-        mem.write(y, e * s, &out)?;
+        mem.write(y, e * s, dtype::bytes::<T>(&vals, &mut out))?;
         e += len;
     }
     Ok(())
@@ -268,23 +263,16 @@ where
     call.require_size(x, total, "x")?;
     call.require_size(y, total, "y")?;
     let len = len as usize;
-    let mut v: Vec<T::Compute> = Vec::new();
     let mut out: Vec<u8> = Vec::new();
     kernel::chunks(call.share(outer), rows_per_chunk(row_bytes), |lo, hi| {
         let bytes = ((hi - lo) * row_bytes) as usize;
-        let xs = mem.read(x, lo * row_bytes, bytes)?;
-        v.clear();
-        v.resize(bytes / size as usize, T::Compute::from_f64(0.0));
-        decode_into::<T>(&xs, 0, &mut v);
+        let mut v = Decoded::<T>::new(mem.read(x, lo * row_bytes, bytes)?);
         if len > 0 {
             for row in v.chunks_exact_mut(len) {
                 super::softmax::row(row, mode);
             }
         }
-        out.clear();
-        out.resize(bytes, 0);
-        encode_from::<T>(&mut out, 0, &v);
-        mem.write(y, lo * row_bytes, &out)
+        mem.write(y, lo * row_bytes, dtype::bytes::<T>(&v, &mut out))
     })
 }
 
@@ -505,16 +493,12 @@ where
     }
 
     let (len, ed, ga, gm) = (p.len as usize, p.ed as usize, p.ga as usize, p.gm as usize);
-    let mut v: Vec<T::Compute> = Vec::new();
     let mut out: Vec<u8> = Vec::new();
     let (mut means, mut invstds): (Vec<u8>, Vec<u8>) = (Vec::new(), Vec::new());
     kernel::chunks(call.share(p.rows), rows_per_chunk(row_bytes), |lo, hi| {
         let rows = (hi - lo) as usize;
         let bytes = rows * len * size as usize;
-        let xs = mem.read(p.x, lo * row_bytes, bytes)?;
-        v.clear();
-        v.resize(rows * len, T::Compute::from_f64(0.0));
-        decode_into::<T>(&xs, 0, &mut v);
+        let mut v = Decoded::<T>::new(mem.read(p.x, lo * row_bytes, bytes)?);
         means.clear();
         means.resize(rows * stat_size as usize, 0);
         invstds.clear();
@@ -534,10 +518,7 @@ where
             let b = bias.as_deref().map(|b| b.get(base..).unwrap_or_default());
             RowMath::affine(row, mean, invstd, s, b, ed);
         }
-        out.clear();
-        out.resize(bytes, 0);
-        encode_from::<T>(&mut out, 0, &v);
-        mem.write(p.y, lo * row_bytes, &out)?;
+        mem.write(p.y, lo * row_bytes, dtype::bytes::<T>(&v, &mut out))?;
         if let Some(m) = p.mean_out {
             mem.write(m, lo * stat_size, &means)?;
         }

@@ -1,0 +1,172 @@
+//! What a conv does to its output values before storing them: its bias, and for the fused
+//! ops ([`crate::fused`]) an inference BatchNormalization, a residual of the output's shape and
+//! Relu — in that order, each exactly as the op alone computes it (the normalization's
+//! per-channel constants formed in f64 as the `norm` plugin forms them). Reads the small
+//! per-channel inputs once per call; the residual is read by the caller, run by run.
+
+use super::real::Real;
+use crate::fused::{BIAS, NORM, RELU, RESIDUAL};
+use umd_sdk::dtype::{self, Element};
+use umd_sdk::kernel::Memory;
+use umd_sdk::params::ParamReader;
+use umd_sdk::{KernelCall, OpError};
+
+/// The epilogue of one launch.
+pub struct Epilogue<C> {
+    bias: Option<Vec<C>>,
+    /// Per channel `(mean, scale / √(var + ε), B)`.
+    norm: Option<Vec<(C, C, C)>>,
+    /// The binding of the residual (`Y`-shaped).
+    pub residual: Option<u32>,
+    relu: bool,
+}
+
+impl<C: Real> Epilogue<C> {
+    /// Nothing after the conv.
+    pub fn none() -> Self {
+        Epilogue {
+            bias: None,
+            norm: None,
+            residual: None,
+            relu: false,
+        }
+    }
+
+    /// A plain conv's bias (`m` channels of binding `b`).
+    pub fn bias<T: Element<Compute = C>>(
+        call: &KernelCall,
+        mem: &mut dyn Memory,
+        b: Option<u32>,
+        m: usize,
+    ) -> Result<Self, OpError> {
+        let mut e = Self::none();
+        if let Some(b) = b {
+            e.bias = Some(channels::<T>(call, mem, b, m)?.to_vec());
+        }
+        Ok(e)
+    }
+
+    /// The epilogue of a `conv_fused` launch: the six pointers after `X` and `W` (bias,
+    /// scale, B, mean, var, residual), then — after `Y` and the geometry, read by the caller
+    /// in between — `ε` and the flags ([`Epilogue::finish`]).
+    pub fn fused_pointers(r: &mut ParamReader) -> Result<[u32; 6], OpError> {
+        let mut p = [0; 6];
+        for v in &mut p {
+            *v = r.ptr()?;
+        }
+        Ok(p)
+    }
+
+    /// Reads `ε` and the flags, then the inputs they name, for `m` output channels; the
+    /// residual must hold `y_elems` elements.
+    pub fn finish<T: Element<Compute = C>>(
+        call: &KernelCall,
+        mem: &mut dyn Memory,
+        r: &mut ParamReader,
+        ptrs: [u32; 6],
+        m: usize,
+        y_elems: usize,
+    ) -> Result<Self, OpError> {
+        let (eps, flags) = (r.f64()?, r.u32()?);
+        let mut e = Self::none();
+        if flags & BIAS != 0 {
+            e.bias = Some(channels::<T>(call, mem, ptrs[0], m)?.to_vec());
+        }
+        if flags & NORM != 0 {
+            let f = |mem: &mut dyn Memory, b: u32| -> Result<Vec<f64>, OpError> {
+                call.require_size(b, (m * std::mem::size_of::<T>()) as u64, "statistics")?;
+                let bytes = mem.read(b, 0, m * std::mem::size_of::<T>())?;
+                Ok(dtype::decode_f64(T::DTYPE, &bytes))
+            };
+            let (sc, bb, me, va) = (
+                f(mem, ptrs[1])?,
+                f(mem, ptrs[2])?,
+                f(mem, ptrs[3])?,
+                f(mem, ptrs[4])?,
+            );
+            let k = C::from_f64;
+            e.norm = Some(
+                (0..m)
+                    .map(|i| (k(me[i]), k(sc[i] / (va[i] + eps).sqrt()), k(bb[i])))
+                    .collect(),
+            );
+        }
+        if flags & RESIDUAL != 0 {
+            let bytes = (y_elems as u64).saturating_mul(std::mem::size_of::<T>() as u64);
+            call.require_size(ptrs[5], bytes, "the residual")?;
+            e.residual = Some(ptrs[5]);
+        }
+        e.relu = flags & RELU != 0;
+        Ok(e)
+    }
+
+    /// Whether values pass through unchanged.
+    pub fn is_identity(&self) -> bool {
+        self.bias.is_none() && self.norm.is_none() && self.residual.is_none() && !self.relu
+    }
+
+    /// Applies the epilogue to a run of channel `ch`'s values (`res`: the residual's values at
+    /// the same places, when there is one).
+    pub fn run(&self, ch: usize, v: &mut [C], res: Option<&[C]>) {
+        if let Some(b) = &self.bias {
+            let b = b[ch];
+            v.iter_mut().for_each(|x| *x += b);
+        }
+        if let Some(n) = &self.norm {
+            let (m, a, b) = n[ch];
+            v.iter_mut().for_each(|x| *x = (*x - m) * a + b);
+        }
+        if let Some(r) = res {
+            v.iter_mut().zip(r).for_each(|(x, &r)| *x += r);
+        }
+        if self.relu {
+            // NaN stays NaN (it is not below zero), as Relu says
+            v.iter_mut()
+                .filter(|x| **x < C::ZERO)
+                .for_each(|x| *x = C::ZERO);
+        }
+    }
+
+    /// [`Epilogue::run`] over `rows` (consecutive channels from `ch0`, `len` values each, at
+    /// element `at` of `Y`), reading the residual of those places when there is one.
+    pub fn run_rows<T: Element<Compute = C>>(
+        &self,
+        mem: &mut dyn Memory,
+        ch0: usize,
+        rows: &mut [C],
+        len: usize,
+        at: usize,
+    ) -> Result<(), OpError> {
+        if self.is_identity() || len == 0 {
+            return Ok(());
+        }
+        let res = match self.residual {
+            Some(b) => {
+                let s = std::mem::size_of::<T>();
+                Some(dtype::Decoded::<T>::new(mem.read(
+                    b,
+                    (at * s) as u64,
+                    rows.len() * s,
+                )?))
+            }
+            None => None,
+        };
+        for (i, row) in rows.chunks_mut(len).enumerate() {
+            let r = res.as_ref().map(|r| &r[i * len..][..row.len()]);
+            self.run(ch0 + i, row, r);
+        }
+        Ok(())
+    }
+}
+
+/// The first `m` elements of binding `b`, which must hold them.
+fn channels<T: Element>(
+    call: &KernelCall,
+    mem: &mut dyn Memory,
+    b: u32,
+    m: usize,
+) -> Result<dtype::Decoded<T>, OpError> {
+    let s = std::mem::size_of::<T>();
+    call.require_size(b, (m * s) as u64, "per-channel input")?;
+    Ok(dtype::Decoded::new(mem.read(b, 0, m * s)?))
+}

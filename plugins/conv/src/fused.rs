@@ -1,0 +1,147 @@
+//! Conv with an epilogue, served as fused ops ([`umd_sdk::fused`]): Conv, then optionally
+//! BatchNormalization (inference), then optionally a residual `Add`/`Sum` of a tensor of the
+//! output's shape, then optionally Relu — computed on each output value before it is stored
+//! (`conv_fused_{dtype}`), so a ResNet block's normalization, skip connection and activation
+//! cost no pass over memory of their own. A request this cannot compute exactly as the chain
+//! would (broadcasting residuals, training-mode normalization, statistics of other dtypes…)
+//! is declined; the host then runs the chain's nodes one by one.
+
+use umd_sdk::fused::{self, Stage};
+use umd_sdk::params::ParamPacker;
+use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, shape};
+
+use crate::plan::{self, binding};
+
+/// The chains served, longest first (the host offers the longest that matches).
+pub const OPS: [&str; 8] = [
+    "Conv.BatchNormalization.Add.Relu",
+    "Conv.BatchNormalization.Sum.Relu",
+    "Conv.BatchNormalization.Relu",
+    "Conv.Add.Relu",
+    "Conv.Sum.Relu",
+    "Conv.BatchNormalization.Add",
+    "Conv.BatchNormalization",
+    "Conv.Relu",
+];
+
+/// Epilogue flags of `conv_fused` (its last parameter).
+pub const BIAS: u32 = 1;
+pub const NORM: u32 = 2;
+pub const RESIDUAL: u32 = 4;
+pub const RELU: u32 = 8;
+
+fn declined(req: &PlanRequestExt, why: impl std::fmt::Display) -> OpError {
+    OpError::UnsupportedOp(format!("{}: {why}", req.op))
+}
+
+/// Plans a fused request: stage 0 exactly as a Conv alone, then each epilogue stage checked.
+pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
+    if !OPS.iter().any(|o| o.eq_ignore_ascii_case(&req.op)) {
+        return Err(umd_sdk::unsupported_op_ext(req));
+    }
+    let stages = fused::split(req)?;
+    let conv = stages[0].request(req);
+    let (g, out_shape, dt) = plan::conv_checked(&conv, false)?;
+    if req.outputs(1) != 1 {
+        return Err(declined(
+            req,
+            "only the last stage's first output can be produced",
+        ));
+    }
+    let m = g.m as u64;
+    let x = binding(req, 0)?;
+    let mut flags = 0;
+    let mut ptrs = [x; 6]; // bias, scale, B, mean, var, residual (x where absent: never read)
+    let mut eps = 0.0;
+    if conv.input(2).is_some() {
+        flags |= BIAS;
+        ptrs[0] = binding(req, 2)?;
+    }
+    // stages in their one order: normalization, residual, activation
+    let mut phase = 0;
+    for s in &stages[1..] {
+        let (at, bit) = match s.op.as_str() {
+            "BatchNormalization" => (1, NORM),
+            "Add" | "Sum" => (2, RESIDUAL),
+            "Relu" => (3, RELU),
+            other => return Err(declined(req, format!("no epilogue for {other}"))),
+        };
+        if at <= phase {
+            return Err(declined(req, format!("{} out of order", s.op)));
+        }
+        phase = at;
+        flags |= bit;
+        let others: Vec<&TensorDesc> = s
+            .slots
+            .iter()
+            .flatten()
+            .map(|&k| req.input(k).ok_or_else(|| declined(req, "an absent input")))
+            .collect::<Result<_, _>>()?;
+        let same_dtype = |t: &TensorDesc| -> Result<(), OpError> {
+            if t.dtype != dt {
+                return Err(declined(req, format!("`{}` is not {dt:?}", t.name)));
+            }
+            Ok(())
+        };
+        match bit {
+            NORM => {
+                attr::only(
+                    &s.attributes,
+                    &["epsilon", "momentum", "training_mode", "spatial"],
+                )?;
+                if plan::flag(&s.attributes, "training_mode")?
+                    || attr::int_or(&s.attributes, "spatial", 1)? != 1
+                {
+                    return Err(declined(req, "training-mode or per-activation statistics"));
+                }
+                eps = attr::float_or(&s.attributes, "epsilon", 1e-5)?;
+                if s.link != Some(0) || others.len() != 4 {
+                    return Err(declined(req, "BatchNormalization must read the conv as X"));
+                }
+                for (k, t) in others.iter().enumerate() {
+                    same_dtype(t)?;
+                    if t.shape != [m] {
+                        return Err(declined(req, format!("`{}` is not [{m}]", t.name)));
+                    }
+                    ptrs[1 + k] = binding(req, slot(s, k + 1))?;
+                }
+            }
+            RESIDUAL => {
+                attr::only(&s.attributes, &[])?;
+                let [r] = others[..] else {
+                    return Err(declined(req, "the residual must be one other input"));
+                };
+                same_dtype(r)?;
+                if r.shape != out_shape {
+                    return Err(declined(req, "the residual must have the output's shape"));
+                }
+                ptrs[5] = binding(req, slot(s, 1 - s.link.unwrap_or(0)))?;
+            }
+            _ => {
+                attr::only(&s.attributes, &[])?;
+                if !others.is_empty() {
+                    return Err(declined(req, "Relu takes one input"));
+                }
+            }
+        }
+    }
+    let total = shape::numel(&out_shape)?;
+    let mut p = ParamPacker::new();
+    p.ptr(x, Access::Read).ptr(binding(req, 1)?, Access::Read);
+    for b in ptrs {
+        p.ptr(b, Access::Read);
+    }
+    p.ptr(req.output_binding(0), Access::Write);
+    g.pack(&mut p);
+    p.f64(eps).u32(flags);
+    Ok(OpPlan {
+        outputs: vec![TensorDesc::new("Y", out_shape, dt)],
+        launches: vec![plan::launch(req, dt, "conv_fused", total, p)?],
+        workspace_bytes: 0,
+    })
+}
+
+/// The request slot of input `k` of stage `s` (never its linked input).
+fn slot(s: &Stage, k: usize) -> usize {
+    s.slots[k].expect("not the linked input")
+}
