@@ -1320,31 +1320,26 @@ fn residual_block(exposed: bool) -> GraphDef {
     }
 }
 
-#[test]
-fn chains_a_plugin_computes_as_one_op_run_fused_and_match_the_chain() {
+/// Runs `fused` (fused chains) and `plain` (every node its own) on `input`; checks the nodes
+/// run fused and the launches of each, and that the first outputs agree.
+fn compare_fused(
+    fused: GraphDef,
+    plain: GraphDef,
+    input: &[Tensor],
+    (fused_nodes, fused_launches, plain_launches): (usize, usize, usize),
+) -> Vec<f64> {
     let h = host();
-    let x: Vec<f32> = (0..2 * 4 * 17 * 17)
-        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
-        .collect();
-    let input = [tensor("x", vec![2, 4, 17, 17], &x)];
-    let fused = Model::new(h.clone(), residual_block(false))
-        .unwrap()
-        .run(&input)
-        .unwrap();
-    let plain = Model::new(h, residual_block(true))
-        .unwrap()
-        .run(&input)
-        .unwrap();
-    // conv+BN+Relu, conv+BN (the projection), conv+BN+Sum+Relu: 3 launches for 9 nodes
+    let fused = Model::new(h.clone(), fused).unwrap().run(input).unwrap();
+    let plain = Model::new(h, plain).unwrap().run(input).unwrap();
     assert_eq!(
         (fused.stats.fused, fused.stats.launched),
-        (9, 3),
+        (fused_nodes, fused_launches),
         "{:?}",
         fused.stats
     );
     assert_eq!(
         (plain.stats.fused, plain.stats.launched),
-        (0, 9),
+        (0, plain_launches),
         "{:?}",
         plain.stats
     );
@@ -1352,11 +1347,61 @@ fn chains_a_plugin_computes_as_one_op_run_fused_and_match_the_chain() {
         data::decode(Dtype::F32, &fused.outputs[0].data),
         data::decode(Dtype::F32, &plain.outputs[0].data),
     );
-    assert!(want.iter().any(|v| *v > 0.0) && want.contains(&0.0));
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert!(
             (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
             "element {i}: {g} fused, {w} node by node"
         );
     }
+    want
+}
+
+#[test]
+fn chains_a_plugin_computes_as_one_op_run_fused_and_match_the_chain() {
+    let x: Vec<f32> = (0..2 * 4 * 17 * 17)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+        .collect();
+    // conv+BN+Relu; the projection conv (first in node order) claims conv+BN+Sum+Relu, the
+    // second conv conv+BN: 3 launches for 9 nodes
+    let want = compare_fused(
+        residual_block(false),
+        residual_block(true),
+        &[tensor("x", vec![2, 4, 17, 17], &x)],
+        (9, 3, 9),
+    );
+    assert!(want.iter().any(|v| *v > 0.0) && want.contains(&0.0));
+}
+
+/// Conv → BN → Add of a per-channel constant (broadcast) → Relu: the conv plugin declines the
+/// whole chain (its residual must have the output's shape), so the longest prefix it serves
+/// (conv+BN) runs fused and the Add and Relu on their own; the same as node by node.
+#[test]
+fn a_declined_chain_runs_its_longest_served_prefix_fused() {
+    let graph = |exposed: bool| {
+        let mut g = residual_block(false);
+        let m = 8u64;
+        g.constants.insert(
+            "shift".into(),
+            constant(
+                vec![1, m, 1, 1],
+                Dtype::F32,
+                f32s(&[0.25, -0.5, 0.0, 1.0, -1.0, 0.5, 0.0, 2.0]),
+            ),
+        );
+        g.nodes.truncate(2); // conv, BN
+        g.nodes
+            .push(Node::new("Add", &["a1", "shift"], &["s"], vec![]));
+        g.nodes.push(Node::new("Relu", &["s"], &["y"], vec![]));
+        if exposed {
+            let shape = vec![Dim::Fixed(2), Dim::Fixed(m), Dim::Fixed(17), Dim::Fixed(17)];
+            g.outputs.push(decl("c1", shape.clone()));
+            g.outputs.push(decl("a1", shape));
+        }
+        g
+    };
+    let x: Vec<f32> = (0..2 * 4 * 17 * 17)
+        .map(|i| ((i * 53 % 97) as f32 - 48.0) / 24.0)
+        .collect();
+    let input = [tensor("x", vec![2, 4, 17, 17], &x)];
+    compare_fused(graph(false), graph(true), &input, (2, 3, 4));
 }

@@ -12,8 +12,11 @@
 //! many slots stage `i` has in the request, `"{i}.link"` (`i ≥ 1`) which of stage `i`'s inputs
 //! the previous stage feeds. Its outputs are the last stage's. [`split`] reads it back.
 //!
-//! (`.`, not `+`: every host accepts op names of `[A-Za-z0-9-_.]`, so a plugin declaring chains
-//! still loads, unfused, in a host that predates them.)
+//! The request's opset is the graph's `ai.onnx` opset (every stage is an `ai.onnx` op).
+//!
+//! (`.`, not `+`: every host accepts op names of `[A-Za-z0-9-_.]` and at most [`MAX_NAME`]
+//! bytes, so a plugin declaring chains within that still loads, unfused, in a host that
+//! predates them; a longer name makes every host refuse the whole plugin.)
 //!
 //! ```
 //! use umd_sdk::{fused, AttrValueExt, Dtype, PlanRequestExt, Target, TensorDesc};
@@ -42,6 +45,8 @@ use crate::{AttrValueExt, AttributeExt, OpError, PlanRequestExt};
 pub const DOMAIN: &str = "ai.umd.fused";
 /// Most stages a fused op has.
 pub const MAX_STAGES: usize = 8;
+/// Longest op name a host accepts (chains included).
+pub const MAX_NAME: usize = 64;
 
 /// One stage of a fused request.
 #[derive(Debug, Clone)]
@@ -59,7 +64,9 @@ pub struct Stage {
 
 impl Stage {
     /// Stage 0 as a request of its own (its slots are the fused request's first ones, so its
-    /// bindings are the fused request's too): plan it as the op alone, then add the epilogue.
+    /// *input* bindings are the fused request's too): check and shape it as the op alone. Its
+    /// output bindings are not the fused request's (the later stages' inputs come first
+    /// there): pack outputs with the fused request's [`PlanRequestExt::output_binding`].
     pub fn request(&self, fused: &PlanRequestExt) -> PlanRequestExt {
         let mut req = fused.clone();
         req.op = self.op.clone();

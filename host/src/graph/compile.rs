@@ -454,12 +454,25 @@ impl<'a> Builder<'a> {
         for (i, node) in def.nodes.iter().enumerate() {
             let chains: &'a [fusion::Chain] = self.chains;
             match last_of.get(&i).map(|&c| &chains[c]) {
-                Some(chain) if self.plans(&chain.fused) => {
-                    self.node(&chain.fused)?;
-                    self.stats.fused += chain.nodes.len();
-                }
                 Some(chain) => {
-                    for &k in &chain.nodes {
+                    // the longest fused node a plugin plans (none when stage 0 folds: all its
+                    // inputs constant), then the chain's nodes after it
+                    let first = &def.nodes[chain.nodes[0]];
+                    let folds = first.inputs.iter().filter(|n| !n.is_empty()).all(|n| {
+                        matches!(self.vals[self.by_name[n.as_str()]].kind, Kind::Const(_))
+                    });
+                    let fused = (!folds)
+                        .then(|| chain.fused.iter().find(|(_, f)| self.plans(f)))
+                        .flatten();
+                    let done = match fused {
+                        Some((k, f)) => {
+                            self.node(f)?;
+                            self.stats.fused += k;
+                            *k
+                        }
+                        None => 0,
+                    };
+                    for &k in &chain.nodes[done..] {
                         self.node(&def.nodes[k])?;
                     }
                 }
@@ -948,7 +961,12 @@ pub(super) fn node_request<'d>(
 ) -> OpRequest {
     let mut req = OpRequest::new(node.op.clone(), Vec::new());
     req.domain = node.domain.clone();
-    req.opset = def.opset(&node.domain);
+    // a fused chain's stages are ai.onnx ops: its request carries that opset
+    req.opset = if node.domain == fusion::DOMAIN {
+        def.opset("")
+    } else {
+        def.opset(&node.domain)
+    };
     req.attributes = node.attributes.clone();
     let used = node
         .inputs

@@ -4,7 +4,8 @@
 //! a graph — each stage's one output read only by the next stage: never twice, never by a
 //! body, never a graph output — and builds each chain's fused node (inputs, prefixed
 //! attributes, the last stage's outputs). Compilation plans the fused node in the chain's place
-//! and, when no plugin plans it, the chain's own nodes. Pure: no plugin call, no device.
+//! and, when no plugin plans it, the longest served prefix of the chain it does plan (then the
+//! rest one by one), else the chain's own nodes. Pure: no plugin call, no device.
 
 use std::collections::HashMap;
 
@@ -58,11 +59,13 @@ pub fn patterns<'a>(ops: impl IntoIterator<Item = &'a str>) -> Vec<Pattern> {
     out
 }
 
-/// A chain found in a graph: its nodes (indices into `def.nodes`, in order) and its fused node.
+/// A chain found in a graph: its nodes (indices into `def.nodes`, in order) and the fused
+/// nodes to try, longest first: `(k, node)` computes the first `k` stages (the whole chain, then
+/// each shorter prefix some plugin also serves).
 #[derive(Debug, Clone)]
 pub struct Chain {
     pub nodes: Vec<usize>,
-    pub fused: Node,
+    pub fused: Vec<(usize, Node)>,
 }
 
 /// The chains of `def` (nodes in execution order) for `patterns` (longest first): each node in
@@ -120,9 +123,23 @@ pub fn chains(def: &GraphDef, patterns: &[Pattern]) -> Vec<Chain> {
                 nodes.push(j);
                 links.push(link);
             }
-            let Some(fused) = fused_node(def, p, &nodes, &links) else {
+            let Some(whole) = fused_node(def, p, &nodes, &links) else {
                 continue;
             };
+            let mut fused = vec![(nodes.len(), whole)];
+            for k in (2..nodes.len()).rev() {
+                let prefix = &p.stages[..k];
+                let served = patterns.iter().find(|q| {
+                    q.stages.len() == k
+                        && q.stages
+                            .iter()
+                            .zip(prefix)
+                            .all(|(a, b)| a.eq_ignore_ascii_case(b))
+                });
+                if let Some(node) = served.and_then(|q| fused_node(def, q, &nodes[..k], &links)) {
+                    fused.push((k, node));
+                }
+            }
             for &k in &nodes {
                 claimed[k] = true;
             }
@@ -179,6 +196,7 @@ fn fused_node(def: &GraphDef, p: &Pattern, nodes: &[usize], links: &[usize]) -> 
         return None;
     }
     let last = &def.nodes[*nodes.last()?];
+    // a last stage's unwanted trailing outputs are not asked for
     let mut name = names.join("+");
     if name.len() > 256 {
         name = format!("{}+…", names[0]);
@@ -188,7 +206,7 @@ fn fused_node(def: &GraphDef, p: &Pattern, nodes: &[usize], links: &[usize]) -> 
         op: p.op.clone(),
         domain: DOMAIN.into(),
         inputs,
-        outputs: last.outputs.clone(),
+        outputs: used(&last.outputs).to_vec(),
         attributes,
         subgraphs: Vec::new(),
     })
@@ -235,6 +253,7 @@ mod tests {
             "Conv.Relu",
             "Add",
             "Conv.BatchNormalization.Add.Relu",
+            "Conv.BatchNormalization",
             "Conv..Relu",
             "Conv.Bad Name",
             "conv.relu",
@@ -245,7 +264,7 @@ mod tests {
     #[test]
     fn patterns_are_chains_longest_first_each_once() {
         let p = pats();
-        assert_eq!(p.len(), 2, "{p:?}");
+        assert_eq!(p.len(), 3, "{p:?}");
         assert_eq!(p[0].stages.len(), 4);
         assert_eq!(p[1].op, "Conv.Relu");
     }
@@ -270,7 +289,22 @@ mod tests {
         let c = chains(&g, &pats());
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].nodes, vec![0, 2, 3, 4]);
-        let f = &c[0].fused;
+        // the whole chain, then the served prefix Conv.BatchNormalization (not Conv.BN.Add)
+        let alternatives: Vec<(usize, &str)> = c[0]
+            .fused
+            .iter()
+            .map(|(k, n)| (*k, n.op.as_str()))
+            .collect();
+        assert_eq!(
+            alternatives,
+            [
+                (4, "Conv.BatchNormalization.Add.Relu"),
+                (2, "Conv.BatchNormalization")
+            ]
+        );
+        assert_eq!(c[0].fused[1].1.outputs, ["n"]);
+        assert_eq!(c[0].fused[1].1.inputs, ["x", "w", "sc", "b", "m", "v"]);
+        let f = &c[0].fused[0].1;
         assert_eq!(f.op, "Conv.BatchNormalization.Add.Relu");
         assert_eq!(f.domain, DOMAIN);
         assert_eq!(f.name, "c+bn+add+relu");

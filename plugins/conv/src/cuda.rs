@@ -1,6 +1,7 @@
 //! The CUDA C module `conv_{dtype}`: direct kernels, one thread per output element (grid-stride
 //! loop), the rank-generic index math in registers over three spatial dimensions. Every entry
-//! point takes its pointers and then `struct conv_geom` (= [`crate::geom::Geom`]) by value.
+//! point takes its pointers and then `struct conv_geom` (= [`crate::geom::Geom`]) by value
+//! (`conv_fused` then `double eps, unsigned flags`).
 //!
 //! Float modules hold `conv`, `conv_bias`, `conv_fused` (a conv with an epilogue: `crate::fused`), `convt`, `convt_bias`, `maxpool`, `maxpool_idx`,
 //! `avgpool` and `lppool`; the i8/u8 modules only the two MaxPool entries.
@@ -130,13 +131,13 @@ __device__ __forceinline__ void conv_body(const T* __restrict__ x, const T* __re
       }
     }
     if (BIAS) acc += LD(b[m]);
-    if (EPI) {
+    if (EPI) { /* values rounded to T between stages, as the chain stores them */
       if (e.flags & 1u) acc += LD(b[m]);
       if (e.flags & 2u) {
         const ACC a = (ACC)((double)LD(e.sc[m]) / sqrt((double)LD(e.var[m]) + e.eps));
-        acc = (acc - LD(e.mean[m])) * a + LD(e.bb[m]);
+        acc = (LD(ST(acc)) - LD(e.mean[m])) * a + LD(e.bb[m]);
       }
-      if (e.flags & 4u) acc += LD(e.r[i]);
+      if (e.flags & 4u) acc = LD(ST(acc)) + LD(e.r[i]);
       if ((e.flags & 8u) && acc < (ACC)0) acc = (ACC)0; /* NaN stays NaN */
     }
     y[i] = ST(acc);

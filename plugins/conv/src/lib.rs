@@ -105,7 +105,9 @@ impl Plugin for Conv {
     }
 
     fn run_cpu(call: CpuCall) -> Result<Vec<CpuWrite>, OpError> {
-        if call.entry_point.starts_with("conv_fused_") {
+        if call.entry_point.starts_with("conv_fused_")
+            && cpu::inplace::splittable(&call.entry_point)
+        {
             return umd_sdk::kernel::run_cpu_in_memory::<Conv>(call);
         }
         if quant::is_entry(&call.entry_point) {

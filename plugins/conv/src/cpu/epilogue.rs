@@ -1,8 +1,9 @@
 //! What a conv does to its output values before storing them: its bias, and for the fused
 //! ops ([`crate::fused`]) an inference BatchNormalization, a residual of the output's shape and
 //! Relu — in that order, each exactly as the op alone computes it (the normalization's
-//! per-channel constants formed in f64 as the `norm` plugin forms them). Reads the small
-//! per-channel inputs once per call; the residual is read by the caller, run by run.
+//! per-channel constants formed in f64 as the `norm` plugin forms them; f16/bf16 values rounded
+//! to their type between stages, as the chain stores them). Reads the small per-channel inputs
+//! once per call; the residual is read by the caller, run by run.
 
 use super::real::Real;
 use crate::fused::{BIAS, NORM, RELU, RESIDUAL};
@@ -13,6 +14,8 @@ use umd_sdk::{KernelCall, OpError};
 
 /// The epilogue of one launch.
 pub struct Epilogue<C> {
+    /// Rounds a value to the stored type (f16, bf16) between stages; `None`: it is one.
+    round: Option<fn(C) -> C>,
     bias: Option<Vec<C>>,
     /// Per channel `(mean, scale / √(var + ε), B)`.
     norm: Option<Vec<(C, C, C)>>,
@@ -25,6 +28,7 @@ impl<C: Real> Epilogue<C> {
     /// Nothing after the conv.
     pub fn none() -> Self {
         Epilogue {
+            round: None,
             bias: None,
             norm: None,
             residual: None,
@@ -44,6 +48,14 @@ impl<C: Real> Epilogue<C> {
             e.bias = Some(channels::<T>(call, mem, b, m)?.to_vec());
         }
         Ok(e)
+    }
+
+    /// Rounds between stages when `T` is stored narrower than it computes.
+    fn rounding<T: Element<Compute = C>>(mut self) -> Self {
+        if std::mem::size_of::<T>() < std::mem::size_of::<C>() {
+            self.round = Some(|v| T::from_compute(v).to_compute());
+        }
+        self
     }
 
     /// The epilogue of a `conv_fused` launch: the six pointers after `X` and `W` (bias,
@@ -68,15 +80,17 @@ impl<C: Real> Epilogue<C> {
         y_elems: usize,
     ) -> Result<Self, OpError> {
         let (eps, flags) = (r.f64()?, r.u32()?);
-        let mut e = Self::none();
+        let mut e = Self::none().rounding::<T>();
+        let bytes = m
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| OpError::internal(format!("{m} channels do not fit memory")))?;
         if flags & BIAS != 0 {
             e.bias = Some(channels::<T>(call, mem, ptrs[0], m)?.to_vec());
         }
         if flags & NORM != 0 {
             let f = |mem: &mut dyn Memory, b: u32| -> Result<Vec<f64>, OpError> {
-                call.require_size(b, (m * std::mem::size_of::<T>()) as u64, "statistics")?;
-                let bytes = mem.read(b, 0, m * std::mem::size_of::<T>())?;
-                Ok(dtype::decode_f64(T::DTYPE, &bytes))
+                call.require_size(b, bytes as u64, "statistics")?;
+                Ok(dtype::decode_f64(T::DTYPE, &mem.read(b, 0, bytes)?))
             };
             let (sc, bb, me, va) = (
                 f(mem, ptrs[1])?,
@@ -108,15 +122,22 @@ impl<C: Real> Epilogue<C> {
     /// Applies the epilogue to a run of channel `ch`'s values (`res`: the residual's values at
     /// the same places, when there is one).
     pub fn run(&self, ch: usize, v: &mut [C], res: Option<&[C]>) {
+        let round = |v: &mut [C]| {
+            if let Some(f) = self.round {
+                v.iter_mut().for_each(|x| *x = f(*x));
+            }
+        };
         if let Some(b) = &self.bias {
             let b = b[ch];
             v.iter_mut().for_each(|x| *x += b);
         }
         if let Some(n) = &self.norm {
+            round(v);
             let (m, a, b) = n[ch];
             v.iter_mut().for_each(|x| *x = (*x - m) * a + b);
         }
         if let Some(r) = res {
+            round(v);
             v.iter_mut().zip(r).for_each(|(x, &r)| *x += r);
         }
         if self.relu {
@@ -166,7 +187,9 @@ fn channels<T: Element>(
     b: u32,
     m: usize,
 ) -> Result<dtype::Decoded<T>, OpError> {
-    let s = std::mem::size_of::<T>();
-    call.require_size(b, (m * s) as u64, "per-channel input")?;
-    Ok(dtype::Decoded::new(mem.read(b, 0, m * s)?))
+    let bytes = m
+        .checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| OpError::internal(format!("{m} channels do not fit memory")))?;
+    call.require_size(b, bytes as u64, "per-channel input")?;
+    Ok(dtype::Decoded::new(mem.read(b, 0, bytes)?))
 }

@@ -102,6 +102,10 @@ pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError
                 _ => sum_planes::<f64>(call, mem, lp),
             }
         }
+        // `run-cpu` runs `conv_fused` here (on memory of its own): never back there
+        (None, None) if call.entry_point.starts_with("conv_fused_") => Err(OpError::internal(
+            format!("unknown entry point `{}`", call.entry_point),
+        )),
         (None, None) => kernel::run_via_cpu_call::<crate::Conv>(call, mem),
     }
 }
