@@ -1372,21 +1372,21 @@ fn chains_a_plugin_computes_as_one_op_run_fused_and_match_the_chain() {
     assert!(want.iter().any(|v| *v > 0.0) && want.contains(&0.0));
 }
 
-/// Conv → BN → Add of a per-channel constant (broadcast) → Relu: the conv plugin declines the
-/// whole chain (its residual must have the output's shape), so the longest prefix it serves
+/// Conv → BN → Add of a per-position constant (broadcast along channels) → Relu: the conv
+/// plugin declines the whole chain (it adds residuals of the output's shape and per-channel
+/// shifts only), so the longest prefix it serves
 /// (conv+BN) runs fused and the Add and Relu on their own; the same as node by node.
 #[test]
 fn a_declined_chain_runs_its_longest_served_prefix_fused() {
     let graph = |exposed: bool| {
         let mut g = residual_block(false);
         let m = 8u64;
+        // one value per position, broadcast along channels: neither a residual of the
+        // output's shape nor a per-channel shift
+        let plane: Vec<f32> = (0..17 * 17).map(|i| (i % 7) as f32 * 0.25 - 0.75).collect();
         g.constants.insert(
             "shift".into(),
-            constant(
-                vec![1, m, 1, 1],
-                Dtype::F32,
-                f32s(&[0.25, -0.5, 0.0, 1.0, -1.0, 0.5, 0.0, 2.0]),
-            ),
+            constant(vec![1, 1, 17, 17], Dtype::F32, f32s(&plane)),
         );
         g.nodes.truncate(2); // conv, BN
         g.nodes

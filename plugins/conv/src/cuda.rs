@@ -93,10 +93,11 @@ extern "C" __global__ void maxpool_idx_DT(const T* __restrict__ x, T* __restrict
 "#;
 
 const FLOAT: &str = r#"
-/* The epilogue of conv_fused (flags: 1 bias, 2 BatchNormalization, 4 residual, 8 Relu), in
-   the order the fused chain computes it. */
+/* The epilogue of conv_fused (flags: 1 bias, 2 BatchNormalization, 16 per-channel Mul,
+   32 per-channel Add, 4 residual, 8 Relu), in the order the fused chain computes it. */
 struct conv_epi {
-  const T* sc; const T* bb; const T* mean; const T* var; const T* r; double eps; unsigned flags;
+  const T* sc; const T* bb; const T* mean; const T* var; const T* r; const T* mul;
+  const T* add; double eps; unsigned flags;
 };
 template <bool BIAS, bool EPI>
 __device__ __forceinline__ void conv_body(const T* __restrict__ x, const T* __restrict__ w,
@@ -137,6 +138,8 @@ __device__ __forceinline__ void conv_body(const T* __restrict__ x, const T* __re
         const ACC a = (ACC)((double)LD(e.sc[m]) / sqrt((double)LD(e.var[m]) + e.eps));
         acc = (LD(ST(acc)) - LD(e.mean[m])) * a + LD(e.bb[m]);
       }
+      if (e.flags & 16u) acc = LD(ST(acc)) * LD(e.mul[m]);
+      if (e.flags & 32u) acc = LD(ST(acc)) + LD(e.add[m]);
       if (e.flags & 4u) acc = LD(ST(acc)) + LD(e.r[i]);
       if ((e.flags & 8u) && acc < (ACC)0) acc = (ACC)0; /* NaN stays NaN */
     }
@@ -155,9 +158,10 @@ extern "C" __global__ void conv_fused_DT(const T* __restrict__ x, const T* __res
                                          const T* __restrict__ b, const T* __restrict__ sc,
                                          const T* __restrict__ bb, const T* __restrict__ mean,
                                          const T* __restrict__ var, const T* __restrict__ r,
+                                         const T* __restrict__ mul, const T* __restrict__ add,
                                          T* __restrict__ y, conv_geom g, double eps,
                                          unsigned flags) {
-  conv_body<false, true>(x, w, b, y, g, conv_epi{sc, bb, mean, var, r, eps, flags});
+  conv_body<false, true>(x, w, b, y, g, conv_epi{sc, bb, mean, var, r, mul, add, eps, flags});
 }
 
 /* ConvTranspose as a gather: output o takes input i wherever i*s - pb + k*d == o, i.e. the taps

@@ -1,6 +1,8 @@
 //! Conv with an epilogue, served as fused ops ([`umd_sdk::fused`]): Conv, then optionally
-//! BatchNormalization (inference), then optionally a residual `Add`/`Sum` of a tensor of the
-//! output's shape, then optionally Relu — computed on each output value before it is stored
+//! BatchNormalization (inference), a per-channel `Mul` and a per-channel `Add` (a scale and a
+//! shift of shape `[M, 1, …]` or `[1, M, 1, …]`: a normalization written out, as in DenseNet),
+//! a residual `Add`/`Sum` of a tensor of the output's shape, and Relu, in that order —
+//! computed on each output value before it is stored
 //! (`conv_fused_{dtype}`), so a ResNet block's normalization, skip connection and activation
 //! cost no pass over memory of their own. A request this cannot compute exactly as the chain
 //! would (broadcasting residuals, training-mode normalization, statistics of other dtypes…)
@@ -13,13 +15,16 @@ use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, shape};
 use crate::plan::{self, binding};
 
 /// The chains served, longest first (the host offers the longest that matches).
-pub const OPS: [&str; 8] = [
+pub const OPS: [&str; 11] = [
+    "Conv.BatchNormalization.Mul.Add.Relu",
     "Conv.BatchNormalization.Add.Relu",
     "Conv.BatchNormalization.Sum.Relu",
     "Conv.BatchNormalization.Relu",
     "Conv.Add.Relu",
     "Conv.Sum.Relu",
     "Conv.BatchNormalization.Add",
+    "Conv.BatchNormalization.Mul.Add",
+    "Conv.Mul.Add.Relu",
     "Conv.BatchNormalization",
     "Conv.Relu",
 ];
@@ -29,6 +34,20 @@ pub const BIAS: u32 = 1;
 pub const NORM: u32 = 2;
 pub const RESIDUAL: u32 = 4;
 pub const RELU: u32 = 8;
+pub const SCALE: u32 = 16;
+pub const SHIFT: u32 = 32;
+
+/// Whether `t` holds one value per channel of an `out`-shaped result: `[M, 1, …]` (one rank
+/// less, broadcast from the channel axis on) or `[1, M, 1, …]` (the same rank).
+fn per_channel(t: &TensorDesc, out: &[u64]) -> bool {
+    let m = out[1];
+    let ones = |d: &[u64]| d.iter().all(|&v| v == 1);
+    match t.shape.len() {
+        r if r + 1 == out.len() => t.shape[0] == m && ones(&t.shape[1..]),
+        r if r == out.len() => t.shape[0] == 1 && t.shape[1] == m && ones(&t.shape[2..]),
+        _ => false,
+    }
+}
 
 fn declined(req: &PlanRequestExt, why: impl std::fmt::Display) -> OpError {
     OpError::UnsupportedOp(format!("{}: {why}", req.op))
@@ -51,32 +70,36 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     let m = g.m as u64;
     let x = binding(req, 0)?;
     let mut flags = 0;
-    let mut ptrs = [x; 6]; // bias, scale, B, mean, var, residual (x where absent: never read)
+    // bias, scale, B, mean, var, residual, Mul's scale, Add's shift (x where absent: never read)
+    let mut ptrs = [x; 8];
     let mut eps = 0.0;
     if conv.input(2).is_some() {
         flags |= BIAS;
         ptrs[0] = binding(req, 2)?;
     }
-    // stages in their one order: normalization, residual, activation
+    // stages in their one order: normalization, scale, shift, residual, activation
     let mut phase = 0;
     for s in &stages[1..] {
-        let (at, bit) = match s.op.as_str() {
-            "BatchNormalization" => (1, NORM),
-            "Add" | "Sum" => (2, RESIDUAL),
-            "Relu" => (3, RELU),
-            other => return Err(declined(req, format!("no epilogue for {other}"))),
-        };
-        if at <= phase {
-            return Err(declined(req, format!("{} out of order", s.op)));
-        }
-        phase = at;
-        flags |= bit;
         let others: Vec<&TensorDesc> = s
             .slots
             .iter()
             .flatten()
             .map(|&k| req.input(k).ok_or_else(|| declined(req, "an absent input")))
             .collect::<Result<_, _>>()?;
+        let channelwise = matches!(&others[..], [t] if per_channel(t, &out_shape));
+        let (at, bit) = match s.op.as_str() {
+            "BatchNormalization" => (1, NORM),
+            "Mul" if channelwise => (2, SCALE),
+            "Add" | "Sum" if channelwise => (3, SHIFT),
+            "Add" | "Sum" => (4, RESIDUAL),
+            "Relu" => (5, RELU),
+            other => return Err(declined(req, format!("no epilogue for {other} here"))),
+        };
+        if at <= phase {
+            return Err(declined(req, format!("{} out of order", s.op)));
+        }
+        phase = at;
+        flags |= bit;
         let same_dtype = |t: &TensorDesc| -> Result<(), OpError> {
             if t.dtype != dt {
                 return Err(declined(req, format!("`{}` is not {dt:?}", t.name)));
@@ -116,6 +139,12 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
                     return Err(declined(req, "the residual must have the output's shape"));
                 }
                 ptrs[5] = binding(req, slot(s, 1 - s.link.unwrap_or(0)))?;
+            }
+            SCALE | SHIFT => {
+                attr::only(&s.attributes, &[])?;
+                same_dtype(others[0])?;
+                let at = if bit == SCALE { 6 } else { 7 };
+                ptrs[at] = binding(req, slot(s, 1 - s.link.unwrap_or(0)))?;
             }
             _ => {
                 attr::only(&s.attributes, &[])?;

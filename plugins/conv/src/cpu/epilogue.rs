@@ -6,7 +6,7 @@
 //! once per call; the residual is read by the caller, run by run.
 
 use super::real::Real;
-use crate::fused::{BIAS, NORM, RELU, RESIDUAL};
+use crate::fused::{BIAS, NORM, RELU, RESIDUAL, SCALE, SHIFT};
 use umd_sdk::dtype::{self, Element};
 use umd_sdk::kernel::Memory;
 use umd_sdk::params::ParamReader;
@@ -19,6 +19,9 @@ pub struct Epilogue<C> {
     bias: Option<Vec<C>>,
     /// Per channel `(mean, scale / √(var + ε), B)`.
     norm: Option<Vec<(C, C, C)>>,
+    /// A per-channel `Mul`'s and `Add`'s operands.
+    scale: Option<Vec<C>>,
+    shift: Option<Vec<C>>,
     /// The binding of the residual (`Y`-shaped).
     pub residual: Option<u32>,
     relu: bool,
@@ -31,6 +34,8 @@ impl<C: Real> Epilogue<C> {
             round: None,
             bias: None,
             norm: None,
+            scale: None,
+            shift: None,
             residual: None,
             relu: false,
         }
@@ -58,11 +63,11 @@ impl<C: Real> Epilogue<C> {
         self
     }
 
-    /// The epilogue of a `conv_fused` launch: the six pointers after `X` and `W` (bias,
-    /// scale, B, mean, var, residual), then — after `Y` and the geometry, read by the caller
-    /// in between — `ε` and the flags ([`Epilogue::finish`]).
-    pub fn fused_pointers(r: &mut ParamReader) -> Result<[u32; 6], OpError> {
-        let mut p = [0; 6];
+    /// The epilogue of a `conv_fused` launch: the eight pointers after `X` and `W` (bias,
+    /// scale, B, mean, var, residual, `Mul`'s scale, `Add`'s shift), then — after `Y` and the
+    /// geometry, read by the caller in between — `ε` and the flags ([`Epilogue::finish`]).
+    pub fn fused_pointers(r: &mut ParamReader) -> Result<[u32; 8], OpError> {
+        let mut p = [0; 8];
         for v in &mut p {
             *v = r.ptr()?;
         }
@@ -75,7 +80,7 @@ impl<C: Real> Epilogue<C> {
         call: &KernelCall,
         mem: &mut dyn Memory,
         r: &mut ParamReader,
-        ptrs: [u32; 6],
+        ptrs: [u32; 8],
         m: usize,
         y_elems: usize,
     ) -> Result<Self, OpError> {
@@ -105,6 +110,12 @@ impl<C: Real> Epilogue<C> {
                     .collect(),
             );
         }
+        if flags & SCALE != 0 {
+            e.scale = Some(channels::<T>(call, mem, ptrs[6], m)?.to_vec());
+        }
+        if flags & SHIFT != 0 {
+            e.shift = Some(channels::<T>(call, mem, ptrs[7], m)?.to_vec());
+        }
         if flags & RESIDUAL != 0 {
             let bytes = (y_elems as u64).saturating_mul(std::mem::size_of::<T>() as u64);
             call.require_size(ptrs[5], bytes, "the residual")?;
@@ -116,7 +127,12 @@ impl<C: Real> Epilogue<C> {
 
     /// Whether values pass through unchanged.
     pub fn is_identity(&self) -> bool {
-        self.bias.is_none() && self.norm.is_none() && self.residual.is_none() && !self.relu
+        self.bias.is_none()
+            && self.norm.is_none()
+            && self.scale.is_none()
+            && self.shift.is_none()
+            && self.residual.is_none()
+            && !self.relu
     }
 
     /// Applies the epilogue to a run of channel `ch`'s values (`res`: the residual's values at
@@ -135,6 +151,16 @@ impl<C: Real> Epilogue<C> {
             round(v);
             let (m, a, b) = n[ch];
             v.iter_mut().for_each(|x| *x = (*x - m) * a + b);
+        }
+        if let Some(s) = &self.scale {
+            round(v);
+            let s = s[ch];
+            v.iter_mut().for_each(|x| *x = *x * s);
+        }
+        if let Some(t) = &self.shift {
+            round(v);
+            let t = t[ch];
+            v.iter_mut().for_each(|x| *x += t);
         }
         if let Some(r) = res {
             round(v);

@@ -40,13 +40,26 @@ fn fused_request(
                 inputs.push((ys.to_vec(), dt));
                 (1, residual_link)
             }
+            // per-channel Mul ([1, M, 1, 1]) and Add ([M, 1, 1], as its first input)
+            "Scale" => {
+                inputs.push((vec![1, m, 1, 1], dt));
+                (1, 0)
+            }
+            "Shift" => {
+                inputs.push((vec![m, 1, 1], dt));
+                (1, 1)
+            }
             _ => (0, 0),
         };
         attrs.push((format!("{i}.inputs"), int(n)));
         attrs.push((format!("{i}.link"), int(link)));
     }
     let op = std::iter::once("Conv")
-        .chain(stages.iter().copied())
+        .chain(stages.iter().map(|s| match *s {
+            "Scale" => "Mul",
+            "Shift" => "Add",
+            s => s,
+        }))
         .collect::<Vec<_>>()
         .join(".");
     let mut b = PlanRequestExt::builder(&op);
@@ -71,7 +84,9 @@ fn fused_matches_the_chain_on_every_path() {
         (&[1, 8, 5, 5], &[12, 8, 3, 3], 1),
         (&[2, 6, 7, 7], &[6, 1, 3, 3], 6),
     ];
-    let chains: [&[&str]; 5] = [
+    let chains: [&[&str]; 7] = [
+        &["BatchNormalization", "Scale", "Shift", "Relu"],
+        &["Scale", "Shift", "Relu"],
         &["BatchNormalization", "Add", "Relu"],
         &["BatchNormalization", "Relu"],
         &["Sum", "Relu"],
@@ -106,6 +121,7 @@ fn fused_matches_the_chain_on_every_path() {
                         })
                         .collect();
                     let r = data(n_y, 20, dt);
+                    let (sc, sh) = (data(m, 30, dt), data(m, 31, dt));
                     let mut inputs = vec![x.clone(), w.clone()];
                     if bias {
                         inputs.push(b.clone());
@@ -114,6 +130,8 @@ fn fused_matches_the_chain_on_every_path() {
                         match *s {
                             "BatchNormalization" => inputs.extend(stats.iter().cloned()),
                             "Add" | "Sum" => inputs.push(r.clone()),
+                            "Scale" => inputs.push(sc.clone()),
+                            "Shift" => inputs.push(sh.clone()),
                             _ => {}
                         }
                     }
@@ -141,6 +159,8 @@ fn fused_matches_the_chain_on_every_path() {
                                         + stats[1][ch]
                                 }
                                 "Add" | "Sum" => *v + r[i],
+                                "Scale" => *v * sc[ch],
+                                "Shift" => *v + sh[ch],
                                 _ => v.max(0.0),
                             };
                         }
@@ -221,10 +241,27 @@ fn fused_declines_what_it_cannot_compute_as_the_chain() {
         let e = format!("{:?}", Conv::plan_ext(&req).unwrap_err());
         assert!(e.contains(want), "{want}: {e}");
     };
-    // a residual that would broadcast
+    // a Mul by a whole tensor (only per-channel scales are served)
+    let mul = fused_request(
+        &["Scale", "Shift", "Relu"],
+        xs,
+        ws,
+        ys,
+        false,
+        1,
+        Dtype::F32,
+        0,
+    );
+    assert!(fused::plan(&mul).is_ok());
+    expect(
+        mul,
+        &|r| r.inputs[2].as_mut().unwrap().desc.shape = ys.to_vec(),
+        "no epilogue for Mul",
+    );
+    // a residual that would broadcast along channels (a per-channel one is a shift: served)
     expect(
         ok.clone(),
-        &|r| r.inputs[6].as_mut().unwrap().desc.shape = vec![1, 3, 1, 1],
+        &|r| r.inputs[6].as_mut().unwrap().desc.shape = vec![1, 1, 4, 4],
         "output's shape",
     );
     // statistics of another dtype
