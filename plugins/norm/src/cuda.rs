@@ -189,6 +189,22 @@ extern "C" __global__ void batchnorm_NAME(const T* __restrict__ x, const T* __re
     y[i] = umd_st(umd_ld(scale[c]) * (umd_ld(x[i]) - umd_ld(mean[c])) * inv + umd_ld(bias[c]));
   }
 }
+/* BatchNormalization then, as flags say, x per-channel scale (1), + per-channel shift (2),
+   Relu (4): a fused chain, values rounded to T between stages as the chain stores them. */
+extern "C" __global__ void batchnorm_NAME_fused(const T* __restrict__ x,
+    const T* __restrict__ scale, const T* __restrict__ bias, const T* __restrict__ mean,
+    const T* __restrict__ var, const T* __restrict__ mul, const T* __restrict__ add,
+    T* __restrict__ y, u64 n, u64 channels, u64 inner, double eps, unsigned flags) {
+  UMD_GRID_STRIDE(i, n) {
+    u64 c = (i / inner) % channels;
+    C inv = (C)1 / umd_sqrt(umd_ld(var[c]) + (C)eps);
+    C v = umd_ld(scale[c]) * (umd_ld(x[i]) - umd_ld(mean[c])) * inv + umd_ld(bias[c]);
+    if (flags & 1u) v = umd_ld(umd_st(v)) * umd_ld(mul[c]);
+    if (flags & 2u) v = umd_ld(umd_st(v)) + umd_ld(add[c]);
+    if ((flags & 4u) && v < (C)0) v = (C)0; /* NaN stays NaN */
+    y[i] = umd_st(v);
+  }
+}
 extern "C" __global__ void lrn_NAME(const T* __restrict__ x, T* __restrict__ y, u64 n,
     u64 channels, u64 inner, u64 size, double alpha, double beta, double bias) {
   u64 before = (size - 1) / 2, after = size / 2;
@@ -255,6 +271,7 @@ pub fn module(dt: Dtype) -> ModuleSource {
         format!("softmax_{name}_rows"),
         format!("softmax_{name}_cols"),
         format!("batchnorm_{name}"),
+        format!("batchnorm_{name}_fused"),
         format!("lrn_{name}"),
     ];
     for u in stat_dtypes(dt) {

@@ -11,6 +11,7 @@
 
 mod cpu;
 mod cuda;
+pub mod fused;
 mod plan;
 mod pointwise;
 mod softmax;
@@ -43,10 +44,29 @@ pub struct Norm;
 
 impl Plugin for Norm {
     fn describe() -> PluginInfo {
-        umd_sdk::plugin_info("norm", env!("CARGO_PKG_VERSION"), OPS.iter().copied())
+        umd_sdk::plugin_info(
+            "norm",
+            env!("CARGO_PKG_VERSION"),
+            OPS.iter().chain(&fused::OPS).copied(),
+        )
+    }
+
+    fn signatures() -> Vec<umd_sdk::OpSignature> {
+        fused::OPS
+            .iter()
+            .map(|op| umd_sdk::OpSignature {
+                name: op.to_string(),
+                domain: umd_sdk::fused::DOMAIN.into(),
+                constant_inputs: Vec::new(),
+            })
+            .collect()
     }
 
     fn plan_ext(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
+        // a chain is named by its op alone (self-test cases carry no domain)
+        if req.domain == umd_sdk::fused::DOMAIN || fused::OPS.contains(&req.op.as_str()) {
+            return fused::plan(req);
+        }
         let op = OPS
             .iter()
             .find(|o| req.op.eq_ignore_ascii_case(o))
@@ -142,6 +162,32 @@ impl Plugin for Norm {
                 ],
                 // c0: (x-1)/sqrt(4+1e-5); c1: 2(x-3)/sqrt(1+1e-5)+1
                 vec![(Dtype::F32, vec![0., 0.49999937, 1., 2.99999])],
+                1e-5,
+            ),
+            // the chain: the batch norm above, × [2, -1] per channel, + [-0.5, 0.5], Relu
+            umd_sdk::test_case_with(
+                "batch norm, mul, add and relu fused",
+                "BatchNormalization.Mul.Add.Relu",
+                vec![
+                    (t(&[1, 2, 2], Dtype::F32), vec![1., 2., 3., 4.]),
+                    (t(&[2], Dtype::F32), vec![1., 2.]),
+                    (t(&[2], Dtype::F32), vec![0., 1.]),
+                    (t(&[2], Dtype::F32), vec![1., 3.]),
+                    (t(&[2], Dtype::F32), vec![4., 1.]),
+                    (t(&[2, 1], Dtype::F32), vec![2., -1.]),
+                    (t(&[1, 2, 1], Dtype::F32), vec![-0.5, 0.5]),
+                ],
+                [
+                    ("0.inputs", 5),
+                    ("1.inputs", 1),
+                    ("1.link", 0),
+                    ("2.inputs", 1),
+                ]
+                .into_iter()
+                .chain([("2.link", 1), ("3.inputs", 0), ("3.link", 0)])
+                .map(|(n, v)| attr(n, Int(v)))
+                .collect(),
+                vec![(Dtype::F32, vec![0., 0.49999874, 0., 0.])],
                 1e-5,
             ),
             umd_sdk::test_case(

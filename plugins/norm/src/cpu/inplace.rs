@@ -43,7 +43,7 @@ pub fn splittable(entry: &str) -> bool {
         decode(entry),
         Some(("softmax", _, Some("rows")))
             | Some(("normalize", _, Some(_)))
-            | Some(("batchnorm", _, None))
+            | Some(("batchnorm", _, None | Some("fused")))
     )
 }
 
@@ -106,7 +106,7 @@ fn row_norm(call: &KernelCall) -> Result<Option<RowNorm>, OpError> {
 /// Whether the in-place row kernels run `call` (otherwise the whole-buffer kernels do).
 pub fn handles(call: &KernelCall) -> Result<bool, OpError> {
     Ok(match decode(&call.entry_point) {
-        Some(("softmax", _, Some("rows"))) | Some(("batchnorm", _, None)) => true,
+        Some(("softmax", _, Some("rows"))) | Some(("batchnorm", _, None | Some("fused"))) => true,
         Some(("normalize", _, Some(_))) => row_norm(call)?.is_some(),
         _ => false,
     })
@@ -139,7 +139,8 @@ pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError
     }
     match (kernel, suffix) {
         ("softmax", Some("rows")) => typed!(softmax_rows),
-        ("batchnorm", None) => typed!(batchnorm_planes),
+        ("batchnorm", None) => typed!(batchnorm_planes, false),
+        ("batchnorm", Some("fused")) => typed!(batchnorm_planes, true),
         ("normalize", Some(stat)) => {
             let stat = dtype::from_name(stat).ok_or_else(unknown)?;
             match row_norm(call)? {
@@ -171,14 +172,24 @@ fn rows_per_chunk(row_bytes: u64) -> u64 {
 /// elements, `y = (x − mean) · scale / √(var + ε) + bias` with the channel's constants formed
 /// in f64 and the rest in the compute type, read and written in pieces of about
 /// [`kernel::CHUNK_BYTES`] that may span planes.
-fn batchnorm_planes<T: Element>(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError>
+///
+/// `fused` (`batchnorm_{T}_fused`, [`crate::fused`]): then × a per-channel scale, + a
+/// per-channel shift and Relu, as its flags say, each value rounded to `T` between stages.
+fn batchnorm_planes<T: Element>(
+    call: &KernelCall,
+    mem: &mut dyn Memory,
+    fused: bool,
+) -> Result<(), OpError>
 where
     T::Compute: Real,
 {
+    use crate::fused::{ADD, MUL, RELU};
     let mut r = ParamReader::new(&call.params, &call.relocations);
-    let (x, scale, bias, mean, var, y) =
-        (r.ptr()?, r.ptr()?, r.ptr()?, r.ptr()?, r.ptr()?, r.ptr()?);
+    let (x, scale, bias, mean, var) = (r.ptr()?, r.ptr()?, r.ptr()?, r.ptr()?, r.ptr()?);
+    let (mul, add) = if fused { (r.ptr()?, r.ptr()?) } else { (x, x) };
+    let y = r.ptr()?;
     let (n, c, inner, eps) = (r.u64()?, r.u64()?, r.u64()?, r.f64()?);
+    let flags = if fused { r.u32()? } else { 0 };
     let (outer, c, inner) = super::pointwise::runs(n, c, inner)?;
     let s = std::mem::size_of::<T>() as u64;
     let fits = |b: u32, elems: u64, what: &str| -> Result<(), OpError> {
@@ -193,6 +204,11 @@ where
     fits(y, n, "Y")?;
     for (b, what) in [(scale, "scale"), (bias, "B"), (mean, "mean"), (var, "var")] {
         fits(b, c as u64, what)?;
+    }
+    for (bit, b, what) in [(MUL, mul, "Mul's scale"), (ADD, add, "Add's shift")] {
+        if flags & bit != 0 {
+            fits(b, c as u64, what)?;
+        }
     }
     let planes = (outer as u64)
         .checked_mul(c as u64)
@@ -217,6 +233,25 @@ where
     let consts: Vec<_> = (0..c)
         .map(|i| (k(me[i]), k(sc[i] / (va[i] + eps).sqrt()), k(bi[i])))
         .collect();
+    // the epilogue's per-channel scale and shift (1 and 0 where absent)
+    let per = |mem: &mut dyn Memory, bit: u32, b: u32, none: f64| -> Result<Vec<_>, OpError> {
+        Ok(if flags & bit != 0 {
+            chan(mem, b)?.into_iter().map(k).collect()
+        } else {
+            vec![k(none); c]
+        })
+    };
+    let (muls, adds) = (per(mem, MUL, mul, 1.0)?, per(mem, ADD, add, 0.0)?);
+    // f16/bf16 values are rounded between the chain's stages, as it stores them
+    let narrow = std::mem::size_of::<T>() < std::mem::size_of::<T::Compute>();
+    let round = |v: T::Compute| {
+        if narrow {
+            T::from_compute(v).to_compute()
+        } else {
+            v
+        }
+    };
+    let zero = k(0.0);
     let step = (kernel::CHUNK_BYTES as u64 / s).max(1);
     let (end, mut e) = (share.end * inner, share.start * inner);
     let mut out = Vec::new();
@@ -229,9 +264,23 @@ where
         while at < e + len {
             let plane = at / inner;
             let stop = (e + len).min((plane + 1) * inner);
-            let (m, a, b) = consts[(plane % c as u64) as usize];
-            for v in &mut vals[(at - e) as usize..(stop - e) as usize] {
+            let ch = (plane % c as u64) as usize;
+            let (m, a, b) = consts[ch];
+            let run = &mut vals[(at - e) as usize..(stop - e) as usize];
+            for v in run.iter_mut() {
                 *v = (*v - m) * a + b;
+            }
+            if flags & MUL != 0 {
+                run.iter_mut().for_each(|v| *v = round(*v) * muls[ch]);
+            }
+            if flags & ADD != 0 {
+                run.iter_mut().for_each(|v| *v = round(*v) + adds[ch]);
+            }
+            if flags & RELU != 0 {
+                // NaN stays NaN (it is not below zero)
+                run.iter_mut()
+                    .filter(|v| **v < zero)
+                    .for_each(|v| *v = zero);
             }
             at = stop;
         }

@@ -182,7 +182,7 @@ fn each_block_range_touches_only_its_rows() {
 }
 
 /// The outputs of `req` through `run-cpu` (whole buffers) and through the in-place kernels.
-fn both_paths(req: &Req, values: &[Vec<f64>]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+pub(super) fn both_paths(req: &Req, values: &[Vec<f64>]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let plan = req.plan().unwrap();
     let present: Vec<_> = req.inputs.iter().flatten().collect();
     let bytes: Vec<Vec<u8>> = present

@@ -4,6 +4,7 @@
 //! builder and comparison helpers, and the behaviour every op shares.
 
 mod emu;
+mod fused;
 mod inplace;
 mod moments;
 mod onnx;
@@ -324,8 +325,14 @@ fn self_tests_pass_and_describe_lists_every_op() {
         }
     }
     let info = Norm::describe();
-    assert_eq!(info.ops.len(), OPS.len());
+    // the ONNX ops, then the fused chains (each with its signature in the fused domain)
+    assert_eq!(info.ops.len(), OPS.len() + crate::fused::OPS.len());
     assert!(info.ops.iter().all(|o| o.targets == ["cpu", "cuda"]));
+    let sigs = Norm::signatures();
+    assert!(crate::fused::OPS.iter().all(|op| {
+        sigs.iter()
+            .any(|s| s.name == *op && s.domain == umd_sdk::fused::DOMAIN)
+    }));
     assert_eq!(
         Norm::tolerance("Hardmax", Dtype::F32).unwrap().absolute,
         0.0
