@@ -1060,3 +1060,38 @@ def test_cli_writes_zipmap_probabilities_as_json(tmp_path):
     assert len(got) == 4
     for g, w in zip(got, want["output_probability"]):
         assert {int(k): v for k, v in g.items()} == pytest.approx(w, rel=1e-5, abs=1e-6)
+
+
+def residual_cnn():
+    """A ResNet block (conv → BN → Relu → conv → BN, a projection conv → BN, Sum, Relu) and a
+    DenseNet-style pre-activation (BN → Mul → Add → Relu → conv, the scale and shift per
+    channel), random weights: the chains the conv and norm plugins fuse."""
+    def bn(x, p, c, y):
+        inits.extend([nh.from_array((RNG.random(c) + 0.5).astype(np.float32), f"{p}s"),
+                      weight(f"{p}b", c), weight(f"{p}m", c),
+                      nh.from_array((RNG.random(c) + 0.5).astype(np.float32), f"{p}v")])
+        return h.make_node("BatchNormalization", [x, f"{p}s", f"{p}b", f"{p}m", f"{p}v"], [y],
+                           epsilon=1e-3)
+    inits = [weight("w1", 8, 4, 3, 3), weight("w2", 8, 8, 3, 3), weight("wp", 8, 4, 1, 1),
+             weight("w3", 6, 8, 1, 1), weight("mul", 8, 1, 1), weight("add", 1, 8, 1, 1)]
+    nodes = [
+        h.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]), bn("c1", "n1", 8, "a1"),
+        h.make_node("Relu", ["a1"], ["r1"]),
+        h.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]), bn("c2", "n2", 8, "a2"),
+        h.make_node("Conv", ["x", "wp"], ["cp"]), bn("cp", "np", 8, "ap"),
+        h.make_node("Sum", ["a2", "ap"], ["s"]), h.make_node("Relu", ["s"], ["r2"]),
+        bn("r2", "n3", 8, "a3"), h.make_node("Mul", ["a3", "mul"], ["m3"]),
+        h.make_node("Add", ["add", "m3"], ["s3"]), h.make_node("Relu", ["s3"], ["r3"]),
+        h.make_node("Conv", ["r3", "w3"], ["y"]),
+    ]
+    g = h.make_graph(nodes, "residual", [h.make_tensor_value_info("x", T.FLOAT, [2, 4, 19, 19])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2, 6, 19, 19])], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_fused_chains_match_onnxruntime(tmp_path):
+    feeds = {"x": RNG.standard_normal((2, 4, 19, 19)).astype(np.float32)}
+    fig = check_against_ort(residual_cnn(), feeds, tmp_path)
+    # Conv.BN.Relu (3), the projection's Conv.BN.Sum.Relu (4), Conv.BN (2),
+    # BN.Mul.Add.Relu (4); the last conv alone: 5 launches for 14 nodes
+    assert (fig["fused"], fig["launched"]) == (13, 5), fig

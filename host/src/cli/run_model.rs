@@ -111,12 +111,13 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
         });
         println!(
             "{{\"load_s\":{load},\"first_s\":{first_s},\"steady_s\":{steady},\"nodes\":{},\
-             \"folded\":{},\"views\":{},\"launched\":{},\"launches\":{},\"setup_launches\":{},\
-             \"submissions\":{},\"peak_bytes\":{},\"intermediate_bytes\":{},\"constant_bytes\":{},\"outputs\":[{}]{prof}}}",
+             \"folded\":{},\"views\":{},\"launched\":{},\"fused\":{},\"launches\":{},\
+             \"setup_launches\":{},\"submissions\":{},\"peak_bytes\":{},\"intermediate_bytes\":{},\"constant_bytes\":{},\"outputs\":[{}]{prof}}}",
             s.nodes,
             s.folded,
             s.views,
             s.launched,
+            s.fused,
             s.launches,
             s.setup_launches,
             s.submissions,
