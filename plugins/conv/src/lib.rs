@@ -214,6 +214,41 @@ impl Plugin for Conv {
                 vec![(Dtype::F32, vec![0., 0., 11., 15.])],
                 1e-6,
             ),
+            // conv [8, 12, 20, 24] → BN (y - 9) → × 2 → + [-3] → Relu: [0, 3, 19, 27]
+            umd_sdk::test_case_with(
+                "conv, batchnormalization, per-channel mul and add and relu fused",
+                "Conv.BatchNormalization.Mul.Add.Relu",
+                vec![
+                    (t(&[1, 1, 3, 3], Dtype::F32), nine.clone()),
+                    (t(&[1, 1, 2, 2], Dtype::F32), vec![1.0; 4]),
+                    (t(&[1], Dtype::F32), vec![2.0]),
+                    (t(&[1], Dtype::F32), vec![1.0]),
+                    (t(&[1], Dtype::F32), vec![10.0]),
+                    (t(&[1], Dtype::F32), vec![3.0]),
+                    (t(&[1, 1, 1], Dtype::F32), vec![2.0]),
+                    (t(&[1, 1, 1, 1], Dtype::F32), vec![-3.0]),
+                ],
+                [
+                    ("0.inputs", 2),
+                    ("1.inputs", 4),
+                    ("1.link", 0),
+                    ("2.inputs", 1),
+                ]
+                .into_iter()
+                .chain([("2.link", 0), ("3.inputs", 1), ("3.link", 1)])
+                .chain([("4.inputs", 0), ("4.link", 0)])
+                .map(|(n, v)| Attribute {
+                    name: n.into(),
+                    value: AttrValue::Int(v),
+                })
+                .chain([Attribute {
+                    name: "1.epsilon".into(),
+                    value: AttrValue::Float(1.0),
+                }])
+                .collect(),
+                vec![(Dtype::F32, vec![0., 3., 19., 27.])],
+                1e-6,
+            ),
             umd_sdk::test_case(
                 "convinteger u8 with zero points",
                 "ConvInteger",

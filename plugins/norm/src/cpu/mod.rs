@@ -207,7 +207,8 @@ pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
             let stat = suffix.and_then(dtype::from_name).ok_or_else(unknown)?;
             typed!(normalize, stat)
         }
-        "batchnorm" => typed!(batchnorm),
+        // `batchnorm_{T}_fused` runs in place only (`inplace::handles`)
+        "batchnorm" if suffix.is_none() => typed!(batchnorm),
         "lrn" => typed!(lrn),
         _ => Err(unknown()),
     }
