@@ -39,7 +39,7 @@
 //! assert_eq!(stages[0].request(&req).slots(), 2);
 //! ```
 
-use crate::{AttrValueExt, AttributeExt, OpError, PlanRequestExt};
+use crate::{AttrValueExt, AttributeExt, OpError, OpSignature, PlanRequestExt, TensorDesc};
 
 /// The domain of fused ops.
 pub const DOMAIN: &str = "ai.umd.fused";
@@ -74,6 +74,55 @@ impl Stage {
         req.attributes = self.attributes.clone();
         req.inputs.truncate(self.slots.iter().flatten().count());
         req
+    }
+}
+
+impl Stage {
+    /// The stage's inputs but the linked one, in order; an absent one declines the request.
+    pub fn others<'r>(&self, req: &'r PlanRequestExt) -> Result<Vec<&'r TensorDesc>, OpError> {
+        self.slots
+            .iter()
+            .flatten()
+            .map(|&k| req.input(k).ok_or_else(|| declined(req, "an absent input")))
+            .collect()
+    }
+
+    /// The request slot of the stage's one other input (a binary stage such as a residual
+    /// `Add`: the input the previous stage does not feed).
+    pub fn other_slot(&self) -> Option<usize> {
+        match self.slots[..] {
+            [None, Some(k)] | [Some(k), None] => Some(k),
+            _ => None,
+        }
+    }
+}
+
+/// The signatures a plugin declares for the chains it serves (domain [`DOMAIN`]).
+pub fn signatures(chains: &[&str]) -> Vec<OpSignature> {
+    chains
+        .iter()
+        .map(|op| OpSignature {
+            name: op.to_string(),
+            domain: DOMAIN.into(),
+            constant_inputs: Vec::new(),
+        })
+        .collect()
+}
+
+/// A plugin declining a fused request, naming why: the host then runs the chain's nodes.
+pub fn declined(req: &PlanRequestExt, why: impl std::fmt::Display) -> OpError {
+    OpError::UnsupportedOp(format!("{}: {why}", req.op))
+}
+
+/// Whether `t` holds one value per channel of an `(N, C, …)`-shaped `out` when broadcast to
+/// it: `[C, 1, …]` (one rank less) or `[1, C, 1, …]` (the same rank).
+pub fn per_channel(t: &TensorDesc, out: &[u64]) -> bool {
+    let ones = |d: &[u64]| d.iter().all(|&v| v == 1);
+    match t.shape.len() {
+        _ if out.len() < 2 => false,
+        r if r + 1 == out.len() => t.shape[0] == out[1] && ones(&t.shape[1..]),
+        r if r == out.len() => t.shape[0] == 1 && t.shape[1] == out[1] && ones(&t.shape[2..]),
+        _ => false,
     }
 }
 
@@ -195,6 +244,33 @@ mod tests {
         assert_eq!(s[2].slots, vec![None]);
         assert_eq!(s[0].attributes.len(), 1);
         assert_eq!(s[0].request(&r).slots(), 3);
+    }
+
+    #[test]
+    fn per_channel_shapes_and_the_other_input() {
+        let t = |s: &[u64]| TensorDesc::new("t", s.to_vec(), Dtype::F32);
+        let out = [2, 8, 5, 5];
+        assert!(per_channel(&t(&[8, 1, 1]), &out));
+        assert!(per_channel(&t(&[1, 8, 1, 1]), &out));
+        for no in [
+            &[8][..],
+            &[1, 1, 5, 5],
+            &[8, 1],
+            &[2, 8, 1, 1],
+            &[1, 8, 5, 1],
+        ] {
+            assert!(!per_channel(&t(no), &out), "{no:?}");
+        }
+        assert!(!per_channel(&t(&[]), &[8]));
+        let r = req(
+            "Conv.Add",
+            3,
+            &[("0.inputs", 2), ("1.inputs", 1), ("1.link", 1)],
+        );
+        let s = split(&r).unwrap();
+        assert_eq!(s[1].other_slot(), Some(2));
+        assert_eq!(s[1].others(&r).unwrap().len(), 1);
+        assert_eq!(s[0].other_slot(), None);
     }
 
     #[test]

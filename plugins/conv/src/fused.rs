@@ -8,7 +8,7 @@
 //! would (broadcasting residuals, training-mode normalization, statistics of other dtypes…)
 //! is declined; the host then runs the chain's nodes one by one.
 
-use umd_sdk::fused::{self, Stage};
+use umd_sdk::fused::{self, Stage, declined, per_channel};
 use umd_sdk::params::ParamPacker;
 use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, shape};
 
@@ -37,22 +37,6 @@ pub const RELU: u32 = 8;
 pub const SCALE: u32 = 16;
 pub const SHIFT: u32 = 32;
 
-/// Whether `t` holds one value per channel of an `out`-shaped result: `[M, 1, …]` (one rank
-/// less, broadcast from the channel axis on) or `[1, M, 1, …]` (the same rank).
-fn per_channel(t: &TensorDesc, out: &[u64]) -> bool {
-    let m = out[1];
-    let ones = |d: &[u64]| d.iter().all(|&v| v == 1);
-    match t.shape.len() {
-        r if r + 1 == out.len() => t.shape[0] == m && ones(&t.shape[1..]),
-        r if r == out.len() => t.shape[0] == 1 && t.shape[1] == m && ones(&t.shape[2..]),
-        _ => false,
-    }
-}
-
-fn declined(req: &PlanRequestExt, why: impl std::fmt::Display) -> OpError {
-    OpError::UnsupportedOp(format!("{}: {why}", req.op))
-}
-
 /// Plans a fused request: stage 0 exactly as a Conv alone, then each epilogue stage checked.
 pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     if !OPS.iter().any(|o| o.eq_ignore_ascii_case(&req.op)) {
@@ -80,12 +64,7 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     // stages in their one order: normalization, scale, shift, residual, activation
     let mut phase = 0;
     for s in &stages[1..] {
-        let others: Vec<&TensorDesc> = s
-            .slots
-            .iter()
-            .flatten()
-            .map(|&k| req.input(k).ok_or_else(|| declined(req, "an absent input")))
-            .collect::<Result<_, _>>()?;
+        let others = s.others(req)?;
         let channelwise = matches!(&others[..], [t] if per_channel(t, &out_shape));
         let (at, bit) = match s.op.as_str() {
             "BatchNormalization" => (1, NORM),
@@ -138,13 +117,13 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
                 if r.shape != out_shape {
                     return Err(declined(req, "the residual must have the output's shape"));
                 }
-                ptrs[5] = binding(req, slot(s, 1 - s.link.unwrap_or(0)))?;
+                ptrs[5] = binding(req, other(s)?)?;
             }
             SCALE | SHIFT => {
                 attr::only(&s.attributes, &[])?;
                 same_dtype(others[0])?;
                 let at = if bit == SCALE { 6 } else { 7 };
-                ptrs[at] = binding(req, slot(s, 1 - s.link.unwrap_or(0)))?;
+                ptrs[at] = binding(req, other(s)?)?;
             }
             _ => {
                 attr::only(&s.attributes, &[])?;
@@ -173,4 +152,10 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
 /// The request slot of input `k` of stage `s` (never its linked input).
 fn slot(s: &Stage, k: usize) -> usize {
     s.slots[k].expect("not the linked input")
+}
+
+/// The request slot of binary stage `s`'s other input.
+fn other(s: &Stage) -> Result<usize, OpError> {
+    s.other_slot()
+        .ok_or_else(|| OpError::internal(format!("{} is not a binary stage", s.op)))
 }

@@ -57,14 +57,7 @@ impl Plugin for Conv {
     }
 
     fn signatures() -> Vec<OpSignature> {
-        fused::OPS
-            .iter()
-            .map(|op| OpSignature {
-                name: op.to_string(),
-                domain: umd_sdk::fused::DOMAIN.into(),
-                constant_inputs: Vec::new(),
-            })
-            .collect()
+        umd_sdk::fused::signatures(&fused::OPS)
     }
 
     fn tolerance(op: &str, dt: Dtype) -> Option<Tolerance> {

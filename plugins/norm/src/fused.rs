@@ -6,7 +6,7 @@
 //! stores them. What the chain would compute otherwise is declined: the host then runs the
 //! nodes.
 
-use umd_sdk::fused;
+use umd_sdk::fused::{self, declined, per_channel};
 use umd_sdk::params::ParamPacker;
 use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, dtype, shape};
 
@@ -23,21 +23,6 @@ pub const OPS: [&str; 3] = [
 pub const MUL: u32 = 1;
 pub const ADD: u32 = 2;
 pub const RELU: u32 = 4;
-
-fn declined(req: &PlanRequestExt, why: impl std::fmt::Display) -> OpError {
-    OpError::UnsupportedOp(format!("{}: {why}", req.op))
-}
-
-/// Whether `t` holds one value per channel of `x` (`[C, 1, …]` one rank less, or
-/// `[1, C, 1, …]`).
-fn per_channel(t: &TensorDesc, x: &[u64]) -> bool {
-    let ones = |d: &[u64]| d.iter().all(|&v| v == 1);
-    match t.shape.len() {
-        r if r + 1 == x.len() => t.shape[0] == x[1] && ones(&t.shape[1..]),
-        r if r == x.len() => t.shape[0] == 1 && t.shape[1] == x[1] && ones(&t.shape[2..]),
-        _ => false,
-    }
-}
 
 /// Plans a fused request: stage 0 exactly as BatchNormalization alone (inference), then each
 /// epilogue stage checked.
@@ -61,12 +46,7 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     let mut ptrs = [0u32; 2]; // Mul's, Add's (X where absent: never read)
     let mut phase = 0;
     for s in &stages[1..] {
-        let others: Vec<&TensorDesc> = s
-            .slots
-            .iter()
-            .flatten()
-            .map(|&k| req.input(k).ok_or_else(|| declined(req, "an absent input")))
-            .collect::<Result<_, _>>()?;
+        let others = s.others(req)?;
         let (at, bit) = match s.op.as_str() {
             "Mul" => (1, MUL),
             "Add" => (2, ADD),
@@ -94,7 +74,9 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
                 ));
             }
         }
-        let slot = s.slots[1 - s.link.unwrap_or(0)].expect("not the linked input");
+        let slot = s
+            .other_slot()
+            .ok_or_else(|| declined(req, "not a binary stage"))?;
         ptrs[usize::from(bit == ADD)] = req
             .binding(slot)
             .ok_or_else(|| declined(req, "an absent input"))?;

@@ -52,14 +52,7 @@ impl Plugin for Norm {
     }
 
     fn signatures() -> Vec<umd_sdk::OpSignature> {
-        fused::OPS
-            .iter()
-            .map(|op| umd_sdk::OpSignature {
-                name: op.to_string(),
-                domain: umd_sdk::fused::DOMAIN.into(),
-                constant_inputs: Vec::new(),
-            })
-            .collect()
+        umd_sdk::fused::signatures(&fused::OPS)
     }
 
     fn plan_ext(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
