@@ -33,6 +33,20 @@ impl Block {
             .collect()
     }
 
+    /// The block's elements as `T::Compute` values (in the block's layout): its bytes viewed in
+    /// place where the layouts agree (f32, f64, the integers), else decoded into `buf`.
+    pub fn values<'s, T: Element>(&'s self, buf: &'s mut Vec<T::Compute>) -> &'s [T::Compute] {
+        let s = std::mem::size_of::<T>();
+        let bytes = &self.data[self.base * s..];
+        let bytes = &bytes[..bytes.len() / s * s];
+        if let Some(v) = T::view(bytes) {
+            return v;
+        }
+        buf.clear();
+        buf.extend(bytes.chunks_exact(s).map(|b| T::load(b).to_compute()));
+        buf
+    }
+
     /// `values` (from [`Block::decode`]) as a matrix.
     pub fn view<'a, A>(&self, values: &'a [A]) -> Strided<'a, A> {
         Strided {

@@ -2,7 +2,8 @@
 //! `matmulint_{TA}_{TB}` (MatMulInteger) read the parameter blocks of [`crate::plan`]. A block
 //! range computes its share of the output tiles ([`Product::for_each_chunk`]): per batch it
 //! reads the B columns it needs once (packed, or for the matrix unit as they are:
-//! [`crate::operand::BOperand`]), then per chunk of rows
+//! [`crate::operand::BOperand`]) — or, for a few rows and a B not kept between launches, reads
+//! none and multiplies B tile by tile as it reads it ([`crate::stream`]) — then per chunk of rows
 //! reads A's rows (and Gemm's C), multiplies, applies the epilogue and writes the tile. Every
 //! launch is splittable; `run-cpu` runs the whole grid through the same code
 //! ([`umd_sdk::kernel::run_cpu_in_memory`]).
@@ -16,6 +17,7 @@ use umd_sdk::{Dtype, KernelCall, OpError};
 use crate::block::{Block, check_fits, extent, read_block, read_span};
 use crate::plan::Geometry;
 use crate::product::Product;
+use crate::stream;
 use umd_sdk::gemm::{Acc, Work};
 
 /// Whether `entry_point` names a kernel of this plugin (all of them split by output rows).
@@ -90,16 +92,30 @@ where
         <T::Compute as Acc>::from_f64(beta),
     );
     let (mut work, mut acc, mut out) = (Work::default(), Vec::new(), Vec::new());
+    let mut a_rows = Vec::new();
     p.for_each_chunk(
         call,
         mem,
-        Some(T::DTYPE as u64),
+        (Some(T::DTYPE as u64), true),
         |blk, _| blk.decode::<T, _>(|v| v.to_compute()),
         |mem, pb, z, rows, cols| {
             let (i0, i1) = (rows.start, rows.end);
             let ab = p.read_a(mem, z, i0, i1)?;
             let av = ab.decode::<T, _>(|v| v.to_compute());
-            pb.multiply(i1 - i0, p.k, ab.view(&av), &cols, &mut work, &mut acc);
+            match pb {
+                Some(pb) => pb.multiply(i1 - i0, p.k, ab.view(&av), &cols, &mut work, &mut acc),
+                None => {
+                    // B streamed: A's rows made contiguous
+                    a_rows.clear();
+                    a_rows.extend(
+                        (0..i1 - i0)
+                            .flat_map(|r| (0..p.k).map(move |kk| (r, kk)))
+                            .map(|(r, kk)| av[r * ab.rs + kk * ab.cs]),
+                    );
+                    let a = (&a_rows[..], i1 - i0);
+                    stream::multiply::<T>(&p, mem, z, a, cols.clone(), &mut acc)?;
+                }
+            }
             let cb = match c {
                 Some(c) => Some(read_block(
                     mem,
@@ -213,18 +229,25 @@ fn matmul_int<TA: Int8, TB: Int8>(call: &KernelCall, mem: &mut dyn Memory) -> Re
         }
         bv
     };
-    p.for_each_chunk(call, mem, None, decode_b, |mem, pb, z, rows, cols| {
-        let (i0, i1) = (rows.start, rows.end);
-        let ab = p.read_a(mem, z, i0, i1)?;
-        let mut av = ab.decode::<TA, _>(TA::widen);
-        for r in 0..i1 - i0 {
-            for kk in 0..p.k {
-                av[r * ab.rs + kk * ab.cs] -= za[(i0 + r) * azs];
+    p.for_each_chunk(
+        call,
+        mem,
+        (None, false),
+        decode_b,
+        |mem, pb, z, rows, cols| {
+            let pb = pb.ok_or_else(|| OpError::internal("MatMulInteger's B was not read"))?;
+            let (i0, i1) = (rows.start, rows.end);
+            let ab = p.read_a(mem, z, i0, i1)?;
+            let mut av = ab.decode::<TA, _>(TA::widen);
+            for r in 0..i1 - i0 {
+                for kk in 0..p.k {
+                    av[r * ab.rs + kk * ab.cs] -= za[(i0 + r) * azs];
+                }
             }
-        }
-        pb.multiply(i1 - i0, p.k, ab.view(&av), &cols, &mut work, &mut acc);
-        out.clear();
-        out.extend(acc.iter().flat_map(|v| v.to_le_bytes()));
-        p.write_y(mem, z, i0, cols, &out)
-    })
+            pb.multiply(i1 - i0, p.k, ab.view(&av), &cols, &mut work, &mut acc);
+            out.clear();
+            out.extend(acc.iter().flat_map(|v| v.to_le_bytes()));
+            p.write_y(mem, z, i0, cols, &out)
+        },
+    )
 }

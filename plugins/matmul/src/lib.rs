@@ -14,6 +14,7 @@ mod cuda;
 mod operand;
 mod plan;
 mod product;
+mod stream;
 
 use umd_sdk::kernel::Memory;
 use umd_sdk::{

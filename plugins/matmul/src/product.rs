@@ -10,6 +10,7 @@ use umd_sdk::{KernelCall, OpError};
 use crate::block::{Block, check_fits, extent, read_block};
 use crate::operand::BOperand;
 use crate::plan::Geometry;
+use crate::stream;
 use umd_sdk::gemm::{Acc, MR, NR};
 
 /// Most work memory packing one group of B's columns takes (its bytes as read, decoded and
@@ -98,15 +99,19 @@ impl Product {
     /// launches neither read nor pack it. Not when the store would not keep it
     /// ([`resident::would_keep`]: too large, or a model's weights that do not fit together),
     /// nor with `None`: then the share's columns are packed on every launch.
+    ///
+    /// `streams`: whether `rows` can multiply a B it reads itself ([`crate::stream`]); then
+    /// a B not kept, multiplying at most [`stream::MAX_ROWS`] rows per batch, is neither read
+    /// nor packed here and `rows` gets `None` for it.
     pub fn for_each_chunk<A: Acc>(
         &self,
         call: &KernelCall,
         mem: &mut dyn Memory,
-        keep: Option<u64>,
+        (keep, streams): (Option<u64>, bool),
         decode_b: impl Fn(&Block, Range<usize>) -> Vec<A>,
         mut rows: impl FnMut(
             &mut dyn Memory,
-            &BOperand<A>,
+            Option<&BOperand<A>>,
             u64,
             Range<usize>,
             Range<usize>,
@@ -140,13 +145,14 @@ impl Product {
         let name = keep
             .and_then(|tag| Some((tag, mem.resident(self.b.0)?)))
             .filter(|&(_, name)| resident::would_keep(name, whole));
+        let streamed = streams && name.is_none() && m <= stream::MAX_ROWS;
         let packed_cols = if name.is_some() { 0..n } else { cols(p0, p1) };
         // B is packed in groups of columns of at most GROUP_BYTES of work memory (its bytes,
         // decoded, packed), each group a whole number of strips; a kept B is one group
         let per_col = k
             .saturating_mul(esize + 2 * std::mem::size_of::<A>())
             .max(1);
-        let group = if name.is_some() {
+        let group = if name.is_some() || streamed {
             packed_cols.len().max(1)
         } else {
             (GROUP_BYTES / per_col).max(NR) / NR * NR
@@ -155,7 +161,7 @@ impl Product {
         cuts.sort_unstable();
         for g0 in (packed_cols.start..packed_cols.end).step_by(group) {
             let gcols = g0..packed_cols.end.min(g0 + group);
-            let mut packed: Option<(u64, Rc<BOperand<A>>)> = None;
+            let mut packed: Option<(u64, Option<Rc<BOperand<A>>>)> = None;
             for w in cuts.windows(2).filter(|w| w[0] < w[1]) {
                 // the panels that hold every row of this segment
                 let pa = if w[0] >= r0 { p0 } else { p0 + 1 };
@@ -204,16 +210,17 @@ impl Product {
                             Ok::<_, OpError>((pb, bytes))
                         };
                         let pb = match name {
+                            _ if streamed => None,
                             Some((tag, name)) => {
                                 let g = &self.g;
                                 let key = [tag, ob, g.k, g.n, g.sbk, g.sbn];
-                                resident::derived(name, &key, pack)?
+                                Some(resident::derived(name, &key, pack)?)
                             }
-                            None => Rc::new(pack()?.0),
+                            None => Some(Rc::new(pack()?.0)),
                         };
                         packed = Some((ob, pb));
                     }
-                    let pbk = &packed.as_ref().expect("packed above").1;
+                    let pbk = packed.as_ref().expect("packed above").1.as_deref();
                     let mut at = i0;
                     while at < i1 {
                         let end = i1.min(at + chunk);

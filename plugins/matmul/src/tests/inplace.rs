@@ -288,3 +288,56 @@ fn bad_launches_are_refused_not_run() {
     let e = MatMul::run_kernel(&bad, &mut mem).unwrap_err().to_string();
     assert!(e.contains("overflows"), "{e}");
 }
+
+#[test]
+fn few_rows_stream_b_once_and_match_the_reference() {
+    // At most `stream::MAX_ROWS` rows of A and a B not kept: B is read tile by tile (96
+    // elements in tests) and multiplied as read, never packed; whole or split, each element of
+    // B is read once, and the values match the reference on every dtype and both layouts
+    let cases: [(usize, usize, usize, bool); 6] = [
+        (1, 50, 300, true),  // transposed (a Gemm's weight): 96-deep slices of one column
+        (3, 130, 40, false), // rows of 130 > 96: 96-column tiles one row deep
+        (4, 1100, 9, false), // four column panels
+        (2, 7, 1000, true),  // ten depth slices per column
+        (1, 1, 1, false),
+        (4, 33, 0, true), // K = 0: zeros
+    ];
+    for dt in DTYPES {
+        for &(m, n, k, tb) in &cases {
+            let what = format!("{dt:?} {m}x{n}x{k} transB={tb}");
+            let b_shape = if tb {
+                [n as u64, k as u64]
+            } else {
+                [k as u64, n as u64]
+            };
+            let req = Req::new("Gemm")
+                .input(&[m as u64, k as u64], dt)
+                .input(&b_shape, dt)
+                .attr("transB", A::Int(tb as i64));
+            let c = case(req, true);
+            let (want, mag) = reference(
+                &c.values[0],
+                &c.values[1],
+                (m, n, k),
+                (false, tb),
+                &[(0, 0)],
+            );
+            let (d, got) = c.req.run(&c.values).unwrap();
+            assert_close(&got, &want, &mag, d.dtype, &what);
+            let b_bytes = (n * k * dtype::size(dt)) as u64;
+            let (whole, read) = run_named(&c, 1, None);
+            assert_eq!(dtype::decode_f64(d.dtype, &whole), got, "{what}: whole");
+            if tb {
+                assert_eq!(read, b_bytes, "{what}: B read once");
+            }
+            let blocks = c.req.plan().unwrap().launches[0].grid.volume();
+            for parts in [2, 3, blocks.min(40)] {
+                let (bytes, read) = run_named(&c, parts, None);
+                assert_eq!(bytes, whole, "{what}: {parts} parts");
+                if tb {
+                    assert_eq!(read, b_bytes, "{what}: B read once in {parts} parts");
+                }
+            }
+        }
+    }
+}
