@@ -21,6 +21,7 @@ pub mod expand;
 pub mod fused;
 pub mod gemm;
 pub mod kernel;
+pub mod lanes;
 pub mod launch;
 pub mod legacy;
 pub mod matrix;
