@@ -251,10 +251,32 @@ fn each_row_pair<V: Copy>(
     }
 }
 
+/// Whether every output plane is one window over its whole input plane (the global pools, or
+/// a pool whose kernel is the input's extent): no padding, no dilation.
+fn global(g: &Geom) -> bool {
+    g.out == [1; 3] && g.k == g.inp && g.pb == [0; 3] && g.d == [1; 3]
+}
+
+/// For a [`global`] geometry: `y[plane]` folds `f` over the plane's inputs from `init`, in
+/// row-major order — the order (and so the values) of the row-by-row path, without its calls
+/// per input row.
+fn each_plane<V: Copy>(g: &Geom, x: &[V], y: &mut [V], init: V, f: impl Fn(V, V) -> V) {
+    let in_sz = g.in_size() as usize;
+    if in_sz == 0 {
+        return y.fill(init);
+    }
+    for (o, plane) in y.iter_mut().zip(x.chunks_exact(in_sz)) {
+        *o = plane.iter().fold(init, |acc, &v| f(acc, v));
+    }
+}
+
 /// MaxPool without indices, row by row: every output row takes the maximum over the
 /// in-bounds input rows of its window (the same values as [`max_indexed`], compared in the
 /// same order, without a call per window). NaN wins.
 pub fn max_rows<V: MaxVal>(g: &Geom, x: &[V], y: &mut [V]) {
+    if global(g) {
+        return each_plane(g, x, y, V::LOWEST, V::max_nan);
+    }
     let wins = RowWindows::new(g);
     each_row_pair(g, x, y, V::LOWEST, |out, row| {
         wins.fold(out, row, V::max_nan)
@@ -313,6 +335,9 @@ pub fn sum<A: Real>(g: &Geom, x: &[A], lp: Option<A>, y: &mut [A]) {
 /// `y` (whole output planes) gets the in-bounds window sums of `term(x)`.
 #[inline(always)]
 fn sum_rows<A: Real>(g: &Geom, x: &[A], y: &mut [A], term: impl Fn(A) -> A + Copy) {
+    if global(g) {
+        return each_plane(g, x, y, A::ZERO, |acc, v| acc + term(v));
+    }
     let wins = RowWindows::new(g);
     each_row_pair(g, x, y, A::ZERO, |out, row| {
         wins.fold(out, row, |acc, v| acc + term(v))

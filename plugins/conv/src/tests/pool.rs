@@ -430,3 +430,48 @@ fn pool_errors_name_the_problem() {
         Err(OpError::InvalidShape(_))
     ));
 }
+
+#[test]
+fn global_pools_fold_each_plane_in_row_major_order() {
+    // a global pool folds its whole plane in one pass: the same order, and so the same bits,
+    // as a row-by-row fold; NaN wins a max
+    for shape in [&[2u64, 3, 5, 7][..], &[1, 2, 3, 4, 5], &[2, 2, 1]] {
+        let planes = (shape[0] * shape[1]) as usize;
+        let per = shape[2..].iter().product::<u64>() as usize;
+        let mut x = data(planes * per, 11, Dtype::F32);
+        x[per + per / 2] = f64::NAN; // plane 1
+        let (_, avg) = run(
+            &request("GlobalAveragePool", &[(shape, Dtype::F32)], &[]),
+            &[x.clone()],
+        )
+        .unwrap();
+        let (_, max) = run(
+            &request("GlobalMaxPool", &[(shape, Dtype::F32)], &[]),
+            &[x.clone()],
+        )
+        .unwrap();
+        for (p, plane) in x.chunks_exact(per).enumerate() {
+            let sum = plane.iter().fold(0f32, |a, &v| a + v as f32);
+            let want = sum / per as f32;
+            let got = avg[0][p];
+            assert!(
+                got == want as f64 || (got.is_nan() && want.is_nan()),
+                "{shape:?} plane {p}: average {got}, want {want}"
+            );
+            let want = plane.iter().fold(f32::NEG_INFINITY, |a, &v| {
+                let v = v as f32;
+                if v > a || (v.is_nan() && !a.is_nan()) {
+                    v
+                } else {
+                    a
+                }
+            });
+            let got = max[0][p];
+            assert!(
+                got == want as f64 || (got.is_nan() && want.is_nan()),
+                "{shape:?} plane {p}: max {got}, want {want}"
+            );
+        }
+        assert!(avg[0][1].is_nan() && max[0][1].is_nan(), "NaN wins plane 1");
+    }
+}
