@@ -10,8 +10,9 @@ use super::pool::{self, MaxVal};
 use super::real::{Acc, MR, Real};
 use super::{conv, count};
 use half::{bf16, f16};
+use std::rc::Rc;
 use umd_sdk::dtype::{self, Decoded, Element};
-use umd_sdk::kernel::{self, Memory};
+use umd_sdk::kernel::{self, Memory, resident};
 use umd_sdk::params::ParamReader;
 use umd_sdk::{Dtype, KernelCall, OpError};
 
@@ -121,6 +122,28 @@ fn read<T: Element>(
     Ok(Decoded::new(mem.read(binding, (at * s) as u64, n * s)?))
 }
 
+/// `n` weights from element `at` of `wb`: when the host names them resident (a compiled
+/// model's frozen weights) and the instance's store would keep them, read and decoded on the
+/// first launch only and kept ([`resident::derived`], keyed by dtype and range); else read.
+fn weights<T: Element>(
+    mem: &mut dyn Memory,
+    wb: u32,
+    at: usize,
+    n: usize,
+) -> Result<Rc<Decoded<T>>, OpError> {
+    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    match mem
+        .resident(wb)
+        .filter(|&name| resident::would_keep(name, bytes))
+    {
+        Some(name) => {
+            let key = [T::DTYPE as u64, at as u64, n as u64];
+            resident::derived(name, &key, || Ok((read::<T>(mem, wb, at, n)?, bytes)))
+        }
+        None => Ok(Rc::new(read::<T>(mem, wb, at, n)?)),
+    }
+}
+
 fn conv_planes<T: Element>(
     call: &KernelCall,
     mem: &mut dyn Memory,
@@ -214,7 +237,7 @@ where
                 }
                 conv::conv_transpose_with(&sub, block, &x, &w, &mut y);
             } else {
-                let w = read::<T>(mem, wb, at * ck, cnt * ck)?;
+                let w = weights::<T>(mem, wb, at * ck, cnt * ck)?;
                 conv::conv_with(&sub, direct, &x, &w, &mut y);
             }
             let first = (img * m + at) * out_sz;
@@ -257,7 +280,7 @@ where
         // channels ch..ch + cnt of image img: groups ch.., one output channel each
         let cnt = piece.min(in_piece).min(m - ch).min(end - p);
         let x = read::<T>(mem, xb, (img * c + ch * cg) * in_sz, cnt * cg * in_sz)?;
-        let w = read::<T>(mem, wb, ch * cg * ks, cnt * cg * ks)?;
+        let w = weights::<T>(mem, wb, ch * cg * ks, cnt * cg * ks)?;
         let sub = Geom {
             n: 1,
             c: (cnt * cg) as i64,
@@ -332,7 +355,7 @@ where
     let mut scratch = conv::Scratch::default();
     // the (image, group) whose planes `x` holds, the group whose weights `wg`
     let (mut x_at, mut w_at) = (None, None);
-    let (mut x, mut wg) = (Decoded::<T>::default(), Decoded::default());
+    let (mut x, mut wg) = (Decoded::<T>::default(), Rc::new(Decoded::default()));
     let mut out = Vec::new();
     for item in share.start as usize..share.end as usize {
         // group-major: a range reads each group's weights once
@@ -343,7 +366,7 @@ where
             x_at = Some((img, grp));
         }
         if w_at != Some(grp) {
-            wg = read::<T>(mem, wb, grp * mg * ck, mg * ck)?;
+            wg = weights::<T>(mem, wb, grp * mg * ck, mg * ck)?;
             w_at = Some(grp);
         }
         let range = t * tile..out_sz.min((t + 1) * tile);

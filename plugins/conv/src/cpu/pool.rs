@@ -277,10 +277,47 @@ pub fn max_rows<V: MaxVal>(g: &Geom, x: &[V], y: &mut [V]) {
     if global(g) {
         return each_plane(g, x, y, V::LOWEST, V::max_nan);
     }
+    if g.inp[0] == 1 && g.out[0] == 1 && g.k[0] == 1 && g.pb[0] == 0 {
+        return max_separable(g, x, y);
+    }
     let wins = RowWindows::new(g);
     each_row_pair(g, x, y, V::LOWEST, |out, row| {
         wins.fold(out, row, V::max_nan)
     });
+}
+
+/// [`max_rows`] of a 1-D or 2-D pool in two passes per plane: every input row's maxima over
+/// the windows' columns (one fold per input row, where row by row folds each input row once
+/// per output row reading it), then every output row the maximum of its window's rows of
+/// those, whole rows at a time (vectorized). The same values, bit for bit: each pass keeps the
+/// first of equal values and the first NaN, so the result is the window's first maximum (or
+/// first NaN) in kernel order, as row by row.
+fn max_separable<V: MaxVal>(g: &Geom, x: &[V], y: &mut [V]) {
+    let (ih, iw) = (g.inp[1] as usize, g.inp[2] as usize);
+    let (oh, ow) = (g.out[1] as usize, g.out[2] as usize);
+    if oh == 0 || ow == 0 {
+        return;
+    }
+    let wins = RowWindows::new(g);
+    let mut rows = vec![V::LOWEST; ih * ow];
+    for (xp, yp) in x.chunks_exact(ih * iw).zip(y.chunks_exact_mut(oh * ow)) {
+        rows.fill(V::LOWEST);
+        for (r, xr) in rows.chunks_exact_mut(ow).zip(xp.chunks_exact(iw)) {
+            wins.fold(r, xr, V::max_nan);
+        }
+        for (oy, out) in yp.chunks_exact_mut(ow).enumerate() {
+            let by = oy as i64 * g.s[1] - g.pb[1];
+            let (lo, hi) = valid_range(by, g.d[1], g.k[1], g.inp[1]);
+            out.fill(V::LOWEST);
+            for ky in lo..hi {
+                let iy = (by + ky * g.d[1]) as usize;
+                let r = &rows[iy * ow..][..ow];
+                out.iter_mut()
+                    .zip(r)
+                    .for_each(|(o, &v)| *o = V::max_nan(*o, v));
+            }
+        }
+    }
 }
 
 /// AveragePool (`lp = None`) or LpPool (`lp = Some(p)`), row by row: the window's in-bounds

@@ -10,6 +10,17 @@ use umd_sdk::{CpuBuffer, CpuCall, KernelCall, Plugin};
 /// with 0xAB; checks the ranges write disjoint bytes that together cover every output (a conv
 /// shares planes, or on the matrix unit tiles of positions; pools share planes).
 pub(super) fn run_in_parts(req: &PlanRequestExt, inputs: &[Vec<u8>], parts: u64) -> Vec<Vec<u8>> {
+    run_named(req, inputs, parts, None).0
+}
+
+/// [`run_in_parts`] with the weights (binding 1) named resident under `w_name`; also returns
+/// how many bytes of them the ranges read.
+fn run_named(
+    req: &PlanRequestExt,
+    inputs: &[Vec<u8>],
+    parts: u64,
+    w_name: Option<u64>,
+) -> (Vec<Vec<u8>>, u64) {
     let plan = Conv::plan_ext(req).unwrap();
     let l = &plan.launches[0];
     assert!(Conv::splittable(&l.module_id, &l.entry_point));
@@ -21,11 +32,21 @@ pub(super) fn run_in_parts(req: &PlanRequestExt, inputs: &[Vec<u8>], parts: u64)
         bufs.push(vec![0xAB; bytes as usize]);
     }
     let (mut mem, buffers) = HeapMemory::for_launch(l, bufs);
+    if let Some(name) = w_name {
+        mem.name_resident(1, name);
+    }
+    let mut w_read = 0;
     let blocks = l.grid.volume();
     for p in (0..parts).rev() {
         let call = KernelCall::for_launch(l, &buffers, part(blocks, parts, p));
         let mut spy = Recorder::new(&mut mem);
         Conv::run_kernel(&call, &mut spy).unwrap();
+        w_read += spy
+            .log
+            .iter()
+            .filter(|t| !t.write && t.binding == 1)
+            .map(|t| t.range.end - t.range.start)
+            .sum::<u64>();
         for (y, _, written) in &mut outputs {
             written.extend(
                 spy.writes()
@@ -50,10 +71,11 @@ pub(super) fn run_in_parts(req: &PlanRequestExt, inputs: &[Vec<u8>], parts: u64)
             "binding {y}: every byte written once in {parts} parts"
         );
     }
-    outputs
+    let outs = outputs
         .iter()
         .map(|&(y, _, _)| mem.contents(y).unwrap().to_vec())
-        .collect()
+        .collect();
+    (outs, w_read)
 }
 
 /// The output bytes of `run-cpu` on the whole tensors.
@@ -139,6 +161,28 @@ fn conv_splits_give_the_bytes_of_the_whole() {
                 whole,
                 "case {i} in {parts} parts"
             );
+        }
+        // weights named resident (a compiled model's): read on the first launch, kept by the
+        // instance, not read again; the same bytes
+        let name = 7000 + i as u64;
+        let empty = x[0] == 0;
+        // (a split reads the ranges it needs once: another split may read its own)
+        let runs = [
+            (3, Some(true)),
+            (3, Some(false)),
+            (1, None),
+            (1, Some(false)),
+        ];
+        for (run, (parts, first)) in runs.into_iter().enumerate() {
+            let (bytes, read) = run_named(&req, &inputs, parts, Some(name));
+            assert_eq!(bytes, whole, "case {i}, resident weights, run {run}");
+            if let Some(first) = first {
+                assert_eq!(
+                    read > 0,
+                    first && !empty,
+                    "case {i}, run {run}: weights read ({read} bytes)"
+                );
+            }
         }
     }
 }

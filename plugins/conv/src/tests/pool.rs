@@ -475,3 +475,72 @@ fn global_pools_fold_each_plane_in_row_major_order() {
         assert!(avg[0][1].is_nan() && max[0][1].is_nan(), "NaN wins plane 1");
     }
 }
+
+#[test]
+fn maxpool_rows_give_the_bits_of_the_windows_in_kernel_order() {
+    // MaxPool without indices (separable for 1-D and 2-D: every input row's column maxima,
+    // then the rows' maxima) against MaxPool with indices (each window in kernel order): the
+    // same bits, with NaNs of distinct payloads, zeros of both signs and -inf in the input
+    let geoms: [(&[u64], Vec<(&str, AttrValueExt)>); 5] = [
+        (
+            &[1, 2, 9, 10],
+            vec![
+                ("kernel_shape", ints(&[3, 3])),
+                ("pads", ints(&[1, 1, 1, 1])),
+            ],
+        ),
+        (
+            &[2, 1, 11, 12],
+            vec![
+                ("kernel_shape", ints(&[3, 3])),
+                ("strides", ints(&[2, 2])),
+                ("pads", ints(&[0, 0, 1, 1])),
+                ("ceil_mode", int(1)),
+            ],
+        ),
+        (
+            &[1, 3, 10, 9],
+            vec![
+                ("kernel_shape", ints(&[2, 3])),
+                ("strides", ints(&[1, 2])),
+                ("dilations", ints(&[2, 1])),
+                ("pads", ints(&[2, 1, 0, 1])),
+            ],
+        ),
+        (
+            &[1, 2, 17],
+            vec![("kernel_shape", ints(&[3])), ("strides", ints(&[2]))],
+        ),
+        (
+            &[1, 1, 4, 4],
+            vec![
+                ("kernel_shape", ints(&[5, 5])),
+                ("pads", ints(&[2, 2, 2, 2])),
+            ],
+        ),
+    ];
+    let specials = [
+        f32::from_bits(0x7fc0_0001),
+        f32::from_bits(0xffc0_0002),
+        0.0,
+        -0.0,
+        f32::NEG_INFINITY,
+    ];
+    for (gi, (shape, attrs)) in geoms.iter().enumerate() {
+        let n = shape.iter().product::<u64>() as usize;
+        let x: Vec<f32> = data(n, 50 + gi as u64, Dtype::F32)
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| match (i * 7 + gi) % 13 {
+                k @ 0..=4 => specials[k],
+                _ => (v * 4.0).round() as f32 / 4.0, // ties between equal values
+            })
+            .collect();
+        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut r = request("MaxPool", &[(shape, Dtype::F32)], attrs);
+        let (_, rows) = umd_sdk::testing::run::<crate::Conv>(&r, std::slice::from_ref(&bytes)).unwrap();
+        r.outputs_wanted = vec![true, true];
+        let (_, windows) = umd_sdk::testing::run::<crate::Conv>(&r, &[bytes]).unwrap();
+        assert_eq!(rows[0], windows[0], "geometry {gi}: the same bits");
+    }
+}

@@ -67,6 +67,7 @@ where
     let mut out = bufs.output(y, n * esize)?;
     let (before, after) = ((size - 1) / 2, size / 2); // ⌊(size-1)/2⌋, ⌈(size-1)/2⌉
     let k = alpha / size as f64;
+    let pow = power(beta);
     let mut sq = vec![0f64; inner];
     for o in 0..outer {
         for ch in 0..c {
@@ -83,9 +84,28 @@ where
             let start = (o * c + ch) * inner;
             for (j, s) in sq.iter().enumerate() {
                 let v = load_f64::<T>(x, start + j);
-                store_f64::<T>(&mut out.data, start + j, v / (bias + k * s).powf(beta));
+                store_f64::<T>(&mut out.data, start + j, v / pow(bias + k * s));
             }
         }
     }
     Ok(vec![out])
+}
+
+/// `b ↦ b^beta` for LRN's denominator: by square roots for the exponents models use (3/4 in
+/// AlexNet, GoogLeNet, ZFNet and the Inceptions; 1/2; 1) — each root correctly rounded, so
+/// within an ulp or two of f64 `powf`, far below the f32 a result is stored in — and `powf`
+/// (a slow libm call in WebAssembly, once per element) for any other.
+fn power(beta: f64) -> impl Fn(f64) -> f64 {
+    move |b: f64| {
+        if beta == 0.75 {
+            let r = b.sqrt();
+            r * r.sqrt()
+        } else if beta == 0.5 {
+            b.sqrt()
+        } else if beta == 1.0 {
+            b
+        } else {
+            b.powf(beta)
+        }
+    }
 }

@@ -306,6 +306,8 @@ fn lrn_matches_the_reference() {
             (3, None, None, None),
             (4, Some(0.1), Some(0.75), None),
             (1, Some(1.0), Some(1.0), Some(1.0)),
+            // an exponent with no square-root form (powf)
+            (5, Some(0.01), Some(0.6), Some(1.5)),
         ] {
             let mut r = Req::new("LRN", &shape, dt).attr("size", A::Int(size));
             for (name, v) in [("alpha", alpha), ("beta", beta), ("bias", bias)] {
