@@ -481,7 +481,8 @@ fn maxpool_rows_give_the_bits_of_the_windows_in_kernel_order() {
     // MaxPool without indices (separable for 1-D and 2-D: every input row's column maxima,
     // then the rows' maxima) against MaxPool with indices (each window in kernel order): the
     // same bits, with NaNs of distinct payloads, zeros of both signs and -inf in the input
-    let geoms: [(&[u64], Vec<(&str, AttrValueExt)>); 5] = [
+    type Attrs = Vec<(&'static str, AttrValueExt)>;
+    let geoms: [(&[u64], Attrs); 5] = [
         (
             &[1, 2, 9, 10],
             vec![
@@ -538,7 +539,8 @@ fn maxpool_rows_give_the_bits_of_the_windows_in_kernel_order() {
             .collect();
         let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
         let mut r = request("MaxPool", &[(shape, Dtype::F32)], attrs);
-        let (_, rows) = umd_sdk::testing::run::<crate::Conv>(&r, std::slice::from_ref(&bytes)).unwrap();
+        let (_, rows) =
+            umd_sdk::testing::run::<crate::Conv>(&r, std::slice::from_ref(&bytes)).unwrap();
         r.outputs_wanted = vec![true, true];
         let (_, windows) = umd_sdk::testing::run::<crate::Conv>(&r, &[bytes]).unwrap();
         assert_eq!(rows[0], windows[0], "geometry {gi}: the same bits");
