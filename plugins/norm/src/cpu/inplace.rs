@@ -45,6 +45,7 @@ pub fn splittable(entry: &str) -> bool {
         Some(("softmax", _, Some("rows")))
             | Some(("normalize", _, Some(_)))
             | Some(("batchnorm", _, None | Some("fused")))
+            | Some(("lrn", _, None))
     )
 }
 
@@ -107,7 +108,9 @@ fn row_norm(call: &KernelCall) -> Result<Option<RowNorm>, OpError> {
 /// Whether the in-place row kernels run `call` (otherwise the whole-buffer kernels do).
 pub fn handles(call: &KernelCall) -> Result<bool, OpError> {
     Ok(match decode(&call.entry_point) {
-        Some(("softmax", _, Some("rows"))) | Some(("batchnorm", _, None | Some("fused"))) => true,
+        Some(("softmax", _, Some("rows")))
+        | Some(("batchnorm", _, None | Some("fused")))
+        | Some(("lrn", _, None)) => true,
         Some(("normalize", _, Some(_))) => row_norm(call)?.is_some(),
         _ => false,
     })
@@ -142,6 +145,7 @@ pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError
         ("softmax", Some("rows")) => typed!(softmax_rows),
         ("batchnorm", None) => typed!(batchnorm_planes, false),
         ("batchnorm", Some("fused")) => typed!(batchnorm_planes, true),
+        ("lrn", None) => typed!(lrn_planes),
         ("normalize", Some(stat)) => {
             let stat = dtype::from_name(stat).ok_or_else(unknown)?;
             match row_norm(call)? {
@@ -288,6 +292,81 @@ where
         }
         mem.write(y, e * s, dtype::bytes::<T>(&vals, &mut out))?;
         e += len;
+    }
+    Ok(())
+}
+
+/// LRN: this range's share of the `outer × c` output planes of `inner` elements, in pieces of
+/// consecutive channels of one image (about [`kernel::CHUNK_BYTES`] of output), each piece's
+/// window of input channels read once. `y = x / (bias + alpha / size · Σ x²)^beta` in the
+/// compute type (f32 for f32, f16 and bf16, as onnxruntime computes it), the sum over the
+/// channel's window in channel order, 16 values per loop iteration.
+fn lrn_planes<T: Element>(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError>
+where
+    T::Compute: Real,
+{
+    let mut r = ParamReader::new(&call.params, &call.relocations);
+    let (x, y) = (r.ptr()?, r.ptr()?);
+    let (n, c, inner, size) = (r.u64()?, r.u64()?, r.u64()?, r.u64()?.max(1));
+    let (alpha, beta, bias) = (r.f64()?, r.f64()?, r.f64()?);
+    let (outer, c, inner) = super::pointwise::runs(n, c, inner)?;
+    let s = std::mem::size_of::<T>();
+    for (b, what) in [(x, "X"), (y, "Y")] {
+        match n.checked_mul(s as u64) {
+            Some(bytes) if bytes <= call.size_of(b)? => {}
+            _ => {
+                return Err(OpError::internal(format!(
+                    "binding {b} ({what}) holds fewer than {n} elements"
+                )));
+            }
+        }
+    }
+    let planes = (outer as u64)
+        .checked_mul(c as u64)
+        .ok_or_else(|| overflow("LRN"))?;
+    let share = call.share(planes);
+    if share.is_empty() || inner == 0 {
+        return Ok(());
+    }
+    let (before, after) = (((size - 1) / 2) as usize, (size / 2) as usize);
+    let kc = <T::Compute as Real>::from_f64;
+    let (k, bias) = (kc(alpha / size as f64), kc(bias));
+    let expo = kc(beta);
+    let per_piece = (kernel::CHUNK_BYTES / (inner * s)).max(1);
+    let (mut sq, mut vals, mut out) = (vec![kc(0.0); inner], Vec::new(), Vec::new());
+    let mut p = share.start as usize;
+    while p < share.end as usize {
+        let (o, ch0) = (p / c, p % c);
+        let ch1 = (ch0 + per_piece).min(c).min(ch0 + (share.end as usize - p));
+        // the input channels the piece's windows reach
+        let (lo, hi) = (ch0.saturating_sub(before), (ch1 - 1 + after).min(c - 1));
+        let at = ((o * c + lo) * inner * s) as u64;
+        let xs = Decoded::<T>::new(mem.read(x, at, (hi - lo + 1) * inner * s)?);
+        let plane = |cc: usize| &xs[(cc - lo) * inner..][..inner];
+        vals.clear();
+        for ch in ch0..ch1 {
+            sq.fill(kc(0.0));
+            for cc in ch.saturating_sub(before)..=(ch + after).min(c - 1) {
+                lanes::zip(&mut sq, plane(cc), |q, v| q + v * v);
+            }
+            // x^0.75 by square roots for the exponent models use (AlexNet, GoogLeNet, ZFNet,
+            // the Inceptions), 1/2 and 1 likewise — each root correctly rounded, within an ulp
+            // or two of `powf`, which is a slow libm call in WebAssembly — one loop each
+            let d = |q| bias + k * q;
+            match beta {
+                0.75 => lanes::zip(&mut sq, plane(ch), |q, v| {
+                    let r = d(q).sqrt();
+                    v / (r * r.sqrt())
+                }),
+                0.5 => lanes::zip(&mut sq, plane(ch), |q, v| v / d(q).sqrt()),
+                1.0 => lanes::zip(&mut sq, plane(ch), |q, v| v / d(q)),
+                _ => lanes::zip(&mut sq, plane(ch), |q, v| v / d(q).powf(expo)),
+            }
+            vals.extend_from_slice(&sq);
+        }
+        let bytes = dtype::bytes::<T>(&vals, &mut out);
+        mem.write(y, ((o * c + ch0) * inner * s) as u64, bytes)?;
+        p += ch1 - ch0;
     }
     Ok(())
 }

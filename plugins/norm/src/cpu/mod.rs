@@ -25,6 +25,8 @@ pub trait Real:
     fn to_f64(self) -> f64;
     fn from_f64(v: f64) -> Self;
     fn is_nan(self) -> bool;
+    fn sqrt(self) -> Self;
+    fn powf(self, p: Self) -> Self;
 }
 
 macro_rules! real {
@@ -46,6 +48,14 @@ macro_rules! real {
             #[inline(always)]
             fn is_nan(self) -> bool {
                 <$t>::is_nan(self)
+            }
+            #[inline(always)]
+            fn sqrt(self) -> Self {
+                <$t>::sqrt(self)
+            }
+            #[inline(always)]
+            fn powf(self, p: Self) -> Self {
+                <$t>::powf(self, p)
             }
         }
     };
@@ -199,7 +209,7 @@ pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
         };
     }
     use normalize::normalize;
-    use pointwise::{batchnorm, lrn};
+    use pointwise::batchnorm;
     use softmax::softmax;
     match kernel {
         "softmax" => typed!(softmax),
@@ -209,7 +219,6 @@ pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
         }
         // `batchnorm_{T}_fused` runs in place only (`inplace::handles`)
         "batchnorm" if suffix.is_none() => typed!(batchnorm),
-        "lrn" => typed!(lrn),
         _ => Err(unknown()),
     }
 }

@@ -1,5 +1,5 @@
-//! The element-wise kernels `batchnorm` and `lrn` (see [`crate::pointwise`]), run one
-//! contiguous `(n, c)` run of `inner` elements at a time.
+//! The whole-buffer `batchnorm` kernel (see [`crate::pointwise`]), run one contiguous `(n, c)`
+//! run of `inner` elements at a time (LRN's kernel runs in place: [`super::inplace`]).
 
 use umd_sdk::cpu::Buffers;
 use umd_sdk::dtype::Element;
@@ -50,62 +50,4 @@ where
         }
     }
     Ok(vec![out])
-}
-
-pub fn lrn<T: Element>(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError>
-where
-    T::Compute: Real,
-{
-    let bufs = Buffers::new(call);
-    let mut r = ParamReader::new(&call.params, &call.relocations);
-    let (x, y) = (r.ptr()?, r.ptr()?);
-    let (n, c, inner, size) = (r.u64()?, r.u64()?, r.u64()?, r.u64()?.max(1));
-    let (alpha, beta, bias) = (r.f64()?, r.f64()?, r.f64()?);
-    let esize = std::mem::size_of::<T>() as u64;
-    let (outer, c, inner) = runs(n, c, inner)?;
-    let x = bufs.input(x, n * esize)?;
-    let mut out = bufs.output(y, n * esize)?;
-    let (before, after) = ((size - 1) / 2, size / 2); // ⌊(size-1)/2⌋, ⌈(size-1)/2⌉
-    let k = alpha / size as f64;
-    let pow = power(beta);
-    let mut sq = vec![0f64; inner];
-    for o in 0..outer {
-        for ch in 0..c {
-            let lo = ch.saturating_sub(before as usize);
-            let hi = (ch as u64 + after).min(c as u64 - 1) as usize;
-            sq.fill(0.0);
-            for cc in lo..=hi {
-                let start = (o * c + cc) * inner;
-                for (j, s) in sq.iter_mut().enumerate() {
-                    let v = load_f64::<T>(x, start + j);
-                    *s += v * v;
-                }
-            }
-            let start = (o * c + ch) * inner;
-            for (j, s) in sq.iter().enumerate() {
-                let v = load_f64::<T>(x, start + j);
-                store_f64::<T>(&mut out.data, start + j, v / pow(bias + k * s));
-            }
-        }
-    }
-    Ok(vec![out])
-}
-
-/// `b ↦ b^beta` for LRN's denominator: by square roots for the exponents models use (3/4 in
-/// AlexNet, GoogLeNet, ZFNet and the Inceptions; 1/2; 1) — each root correctly rounded, so
-/// within an ulp or two of f64 `powf`, far below the f32 a result is stored in — and `powf`
-/// (a slow libm call in WebAssembly, once per element) for any other.
-fn power(beta: f64) -> impl Fn(f64) -> f64 {
-    move |b: f64| {
-        if beta == 0.75 {
-            let r = b.sqrt();
-            r * r.sqrt()
-        } else if beta == 0.5 {
-            b.sqrt()
-        } else if beta == 1.0 {
-            b
-        } else {
-            b.powf(beta)
-        }
-    }
 }

@@ -100,7 +100,7 @@ fn row_wise_launches_split_and_others_do_not() {
         assert!(!splittable(&format!("softmax_{dt}_cols")));
         assert!(splittable(&format!("normalize_{dt}_f32")));
         assert!(splittable(&format!("batchnorm_{dt}")));
-        assert!(!splittable(&format!("lrn_{dt}")));
+        assert!(splittable(&format!("lrn_{dt}")));
     }
     assert!(!splittable("softmax"));
     assert!(!splittable("nonsense_f32_rows"));
@@ -230,5 +230,9 @@ fn run_cpu_and_split_ranges_give_the_same_bits() {
             ],
         );
         assert_eq!(a, b, "BatchNorm training {dt:?}");
+        // LRN: 37 images of 10 channels, windows of 5 channels reaching across pieces
+        let req = Req::new("LRN", &[37, 10, 5], dt).attr("size", A::Int(5));
+        let (a, b) = both_paths(&req, std::slice::from_ref(&x));
+        assert_eq!(a, b, "LRN {dt:?}");
     }
 }
