@@ -254,15 +254,18 @@ pub fn direct_body<A: Real>(g: &Geom, x: &[A], w: &[A], y: &mut [A]) {
                                 let first = ((iz * g.inp[1] + iy) * iw + start + lo as i64 * g.s[2])
                                     as usize;
                                 if g.s[2] == 1 {
-                                    for (o, &v) in
-                                        yrow.iter_mut().zip(&xc[first..first + (hi - lo)])
-                                    {
+                                    // (a plain loop: rows are short, `lanes`' 16 per
+                                    // iteration left most of them to its remainder loop)
+                                    let xr = &xc[first..first + (hi - lo)];
+                                    for (o, &v) in yrow.iter_mut().zip(xr) {
                                         *o += wv * v;
                                     }
                                 } else {
+                                    // the row's inputs as one checked slice, stepped through
                                     let s = g.s[2] as usize;
-                                    for (t, o) in yrow.iter_mut().enumerate() {
-                                        *o += wv * xc[first + t * s];
+                                    let xr = &xc[first..first + (hi - lo - 1) * s + 1];
+                                    for (o, &v) in yrow.iter_mut().zip(xr.iter().step_by(s)) {
+                                        *o += wv * v;
                                     }
                                 }
                             }
