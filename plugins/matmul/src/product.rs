@@ -145,7 +145,10 @@ impl Product {
         let name = keep
             .and_then(|tag| Some((tag, mem.resident(self.b.0)?)))
             .filter(|&(_, name)| resident::would_keep(name, whole));
-        let streamed = streams && name.is_none() && m <= stream::MAX_ROWS;
+        // (not when batches share B: the packed B serves them all, streaming would read it
+        // once per batch)
+        let shared = (self.g.bshape.iter().zip(&self.g.sb)).any(|(&d, &s)| d > 1 && s == 0);
+        let streamed = streams && name.is_none() && m <= stream::MAX_ROWS && !shared;
         let packed_cols = if name.is_some() { 0..n } else { cols(p0, p1) };
         // B is packed in groups of columns of at most GROUP_BYTES of work memory (its bytes,
         // decoded, packed), each group a whole number of strips; a kept B is one group

@@ -50,8 +50,12 @@ where
         return Ok(());
     }
     let (sbk, sbn) = (p.g.sbk as usize, p.g.sbn as usize);
+    // B's columns contiguous (a transposed weight): dot products; else rows. Decided from B's
+    // layout only — never from a tile's shape, which depends on the launch's split — so that
+    // every split sums each output in the same order.
+    let columns = sbk == 1 && sbn != 1;
     // tiles whole along the contiguous direction of B where one fits
-    let (kc, cw) = if sbk == 1 && sbn != 1 {
+    let (kc, cw) = if columns {
         let kc = k.min(TILE_ELEMENTS);
         (kc, (TILE_ELEMENTS / kc).clamp(1, ncols))
     } else {
@@ -64,11 +68,12 @@ where
         let w = cw.min(ncols - j0);
         for k0 in (0..k).step_by(kc) {
             let d = kc.min(k - k0);
-            let origin = ob + (k0 * sbk + (cols.start + j0) * sbn) as u64;
+            let origin = ob + k0 as u64 * sbk as u64 + (cols.start + j0) as u64 * sbn as u64;
             let blk = read_block(mem, p.b, origin, (d, sbk), (w, sbn))?;
             let b = blk.values::<T>(&mut values);
             let tile = Tile {
                 b,
+                columns,
                 rs: blk.rs,
                 cs: blk.cs,
                 depth: k0..k0 + d,
@@ -86,6 +91,8 @@ where
 /// of the product's share) at `b[r * rs + c * cs]`.
 struct Tile<'a, C> {
     b: &'a [C],
+    /// Dot products along the depth (B's columns contiguous), else row by row.
+    columns: bool,
     rs: usize,
     cs: usize,
     depth: Range<usize>,
@@ -98,7 +105,18 @@ impl<C: Acc> Tile<'_, C> {
         let a = &a[self.depth.clone()];
         let out = &mut out[self.cols.clone()];
         let (d, w) = (a.len(), out.len());
-        if self.cs == 1 || w == 1 {
+        if self.columns {
+            // out[c] += a · column c, in the same lane order whatever the tile's width
+            for (c, o) in out.iter_mut().enumerate() {
+                let at = c * self.cs;
+                let s = if self.rs == 1 {
+                    dot(a, &self.b[at..][..d])
+                } else {
+                    dot_by(a, |r| self.b[at + r * self.rs])
+                };
+                *o = o.add(s);
+            }
+        } else if self.cs == 1 {
             // rows contiguous: out += a[r] * row r
             for (r, &ar) in a.iter().enumerate() {
                 let row = &self.b[r * self.rs..][..w];
@@ -106,19 +124,31 @@ impl<C: Acc> Tile<'_, C> {
                     *o = o.mul_add(ar, v);
                 }
             }
-        } else if self.rs == 1 || d == 1 {
-            // columns contiguous: out[c] += a · column c
-            for (c, o) in out.iter_mut().enumerate() {
-                *o = o.add(dot(a, &self.b[c * self.cs..][..d]));
-            }
         } else {
-            for (c, o) in out.iter_mut().enumerate() {
-                for (r, &ar) in a.iter().enumerate() {
+            // the same order as rows: each output sums r = 0, 1, … in turn
+            for (r, &ar) in a.iter().enumerate() {
+                for (c, o) in out.iter_mut().enumerate() {
                     *o = o.mul_add(ar, self.b[r * self.rs + c * self.cs]);
                 }
             }
         }
     }
+}
+
+/// [`dot`] with `b`'s elements from `b(r)`, summed in the same order.
+fn dot_by<C: Acc>(a: &[C], b: impl Fn(usize) -> C) -> C {
+    let mut lanes = [C::ZERO; LANES];
+    let whole = a.len() / LANES * LANES;
+    for r0 in (0..whole).step_by(LANES) {
+        for (l, v) in lanes.iter_mut().enumerate() {
+            *v = v.mul_add(a[r0 + l], b(r0 + l));
+        }
+    }
+    let mut s = (whole..a.len()).fold(C::ZERO, |s, r| s.mul_add(a[r], b(r)));
+    for v in lanes {
+        s = s.add(v);
+    }
+    s
 }
 
 /// `a · b` over [`LANES`] partial sums (so that it vectorizes), added in a fixed order.

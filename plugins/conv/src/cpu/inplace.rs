@@ -131,7 +131,8 @@ fn weights<T: Element>(
     at: usize,
     n: usize,
 ) -> Result<Rc<Decoded<T>>, OpError> {
-    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    // what the kept values hold (f16/bf16 decoded to f32)
+    let bytes = n.saturating_mul(std::mem::size_of::<T::Compute>());
     match mem
         .resident(wb)
         .filter(|&name| resident::would_keep(name, bytes))

@@ -277,7 +277,7 @@ pub fn max_rows<V: MaxVal>(g: &Geom, x: &[V], y: &mut [V]) {
     if global(g) {
         return each_plane(g, x, y, V::LOWEST, V::max_nan);
     }
-    if g.inp[0] == 1 && g.out[0] == 1 && g.k[0] == 1 && g.pb[0] == 0 {
+    if separable(g) {
         return max_separable(g, x, y);
     }
     let wins = RowWindows::new(g);
@@ -292,6 +292,23 @@ pub fn max_rows<V: MaxVal>(g: &Geom, x: &[V], y: &mut [V]) {
 /// those, whole rows at a time (vectorized). The same values, bit for bit: each pass keeps the
 /// first of equal values and the first NaN, so the result is the window's first maximum (or
 /// first NaN) in kernel order, as row by row.
+///
+/// Taken for 1-D and 2-D pools with non-empty input planes whose per-plane scratch of column
+/// maxima (input rows × output width) is no larger than twice the input and output planes
+/// together (huge paddings or strides would make it so; those stay row by row).
+fn separable(g: &Geom) -> bool {
+    let (ih, iw) = (g.inp[1] as u64, g.inp[2] as u64);
+    let (oh, ow) = (g.out[1] as u64, g.out[2] as u64);
+    let planes = ih.saturating_mul(iw).saturating_add(oh.saturating_mul(ow));
+    g.inp[0] == 1
+        && g.out[0] == 1
+        && g.k[0] == 1
+        && g.pb[0] == 0
+        && ih > 0
+        && iw > 0
+        && ih.saturating_mul(ow) <= planes.saturating_mul(2)
+}
+
 fn max_separable<V: MaxVal>(g: &Geom, x: &[V], y: &mut [V]) {
     let (ih, iw) = (g.inp[1] as usize, g.inp[2] as usize);
     let (oh, ow) = (g.out[1] as usize, g.out[2] as usize);

@@ -482,7 +482,15 @@ fn maxpool_rows_give_the_bits_of_the_windows_in_kernel_order() {
     // then the rows' maxima) against MaxPool with indices (each window in kernel order): the
     // same bits, with NaNs of distinct payloads, zeros of both signs and -inf in the input
     type Attrs = Vec<(&'static str, AttrValueExt)>;
-    let geoms: [(&[u64], Attrs); 5] = [
+    let geoms: [(&[u64], Attrs); 6] = [
+        // empty input rows, padded to a non-empty output: every window empty
+        (
+            &[1, 2, 0, 3],
+            vec![
+                ("kernel_shape", ints(&[1, 1])),
+                ("pads", ints(&[1, 0, 1, 0])),
+            ],
+        ),
         (
             &[1, 2, 9, 10],
             vec![

@@ -294,13 +294,17 @@ fn few_rows_stream_b_once_and_match_the_reference() {
     // At most `stream::MAX_ROWS` rows of A and a B not kept: B is read tile by tile (96
     // elements in tests) and multiplied as read, never packed; whole or split, each element of
     // B is read once, and the values match the reference on every dtype and both layouts
-    let cases: [(usize, usize, usize, bool); 6] = [
+    let cases: [(usize, usize, usize, bool); 8] = [
         (1, 50, 300, true),  // transposed (a Gemm's weight): 96-deep slices of one column
         (3, 130, 40, false), // rows of 130 > 96: 96-column tiles one row deep
         (4, 1100, 9, false), // four column panels
         (2, 7, 1000, true),  // ten depth slices per column
         (1, 1, 1, false),
         (4, 33, 0, true), // K = 0: zeros
+        // several columns a tile (4 of 20 deep) and a last tile of one column, which a split
+        // cuts elsewhere: the same dot products whatever the tiles' widths
+        (3, 13, 20, true),
+        (1, 37, 10, true),
     ];
     for dt in DTYPES {
         for &(m, n, k, tb) in &cases {
@@ -340,4 +344,20 @@ fn few_rows_stream_b_once_and_match_the_reference() {
             }
         }
     }
+}
+
+#[test]
+fn batches_sharing_b_read_it_once_not_streamed() {
+    // MatMul [6, 1, K] × [K, N]: one row a batch, B shared by the six batches: packed once and
+    // reused, not streamed once per batch
+    let c = case(
+        Req::new("MatMul")
+            .input(&[6, 1, 40], Dtype::F32)
+            .input(&[40, 30], Dtype::F32),
+        false,
+    );
+    let (d, want) = c.req.run(&c.values).unwrap();
+    let (bytes, read) = run_named(&c, 1, None);
+    assert_eq!(dtype::decode_f64(d.dtype, &bytes), want);
+    assert_eq!(read, 40 * 30 * 4, "B read once");
 }

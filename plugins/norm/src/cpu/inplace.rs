@@ -328,25 +328,33 @@ where
     if share.is_empty() || inner == 0 {
         return Ok(());
     }
-    let (before, after) = (((size - 1) / 2) as usize, (size / 2) as usize);
+    // a window wider than the channels reaches them all
+    let reach = |v: u64| v.min(c as u64) as usize;
+    let (before, after) = (reach((size - 1) / 2), reach(size / 2));
     let kc = <T::Compute as Real>::from_f64;
     let (k, bias) = (kc(alpha / size as f64), kc(bias));
     let expo = kc(beta);
     let per_piece = (kernel::CHUNK_BYTES / (inner * s)).max(1);
     let (mut sq, mut vals, mut out) = (vec![kc(0.0); inner], Vec::new(), Vec::new());
-    let mut p = share.start as usize;
-    while p < share.end as usize {
-        let (o, ch0) = (p / c, p % c);
-        let ch1 = (ch0 + per_piece).min(c).min(ch0 + (share.end as usize - p));
+    // element offsets in u64 (a tensor may exceed the instance's address space)
+    let offset = |o: u64, ch: usize| (o * c as u64 + ch as u64) * (inner * s) as u64;
+    let mut p = share.start;
+    while p < share.end {
+        let (o, ch0) = (p / c as u64, (p % c as u64) as usize);
+        let ch1 = (ch0 + per_piece)
+            .min(c)
+            .min(ch0.saturating_add((share.end - p) as usize));
         // the input channels the piece's windows reach
-        let (lo, hi) = (ch0.saturating_sub(before), (ch1 - 1 + after).min(c - 1));
-        let at = ((o * c + lo) * inner * s) as u64;
-        let xs = Decoded::<T>::new(mem.read(x, at, (hi - lo + 1) * inner * s)?);
+        let (lo, hi) = (
+            ch0.saturating_sub(before),
+            (ch1 - 1).saturating_add(after).min(c - 1),
+        );
+        let xs = Decoded::<T>::new(mem.read(x, offset(o, lo), (hi - lo + 1) * inner * s)?);
         let plane = |cc: usize| &xs[(cc - lo) * inner..][..inner];
         vals.clear();
         for ch in ch0..ch1 {
             sq.fill(kc(0.0));
-            for cc in ch.saturating_sub(before)..=(ch + after).min(c - 1) {
+            for cc in ch.saturating_sub(before)..=ch.saturating_add(after).min(c - 1) {
                 lanes::zip(&mut sq, plane(cc), |q, v| q + v * v);
             }
             // x^0.75 by square roots for the exponent models use (AlexNet, GoogLeNet, ZFNet,
@@ -365,8 +373,8 @@ where
             vals.extend_from_slice(&sq);
         }
         let bytes = dtype::bytes::<T>(&vals, &mut out);
-        mem.write(y, ((o * c + ch0) * inner * s) as u64, bytes)?;
-        p += ch1 - ch0;
+        mem.write(y, offset(o, ch0), bytes)?;
+        p += (ch1 - ch0) as u64;
     }
     Ok(())
 }
