@@ -497,6 +497,15 @@ impl<'a> Recorder<'a> {
     pub fn writes(&self) -> impl Iterator<Item = &Touch> + Clone {
         self.log.iter().filter(|t| t.write)
     }
+
+    /// Bytes read from `binding` in all (a byte read twice counts twice).
+    pub fn bytes_read(&self, binding: u32) -> u64 {
+        self.log
+            .iter()
+            .filter(|t| !t.write && t.binding == binding)
+            .map(|t| t.range.end - t.range.start)
+            .sum()
+    }
 }
 
 impl Memory for Recorder<'_> {

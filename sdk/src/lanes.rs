@@ -11,8 +11,8 @@
 //! ```
 //! use umd_sdk::lanes;
 //! let mut v = vec![-1.0f32, 2.0, f32::NAN, -0.5];
-//! lanes::map(&mut v, |x| if x < 0.0 { 0.0 } else { x });
-//! assert_eq!(&v[..2], &[0.0, 2.0]);
+//! lanes::map(&mut v, |x| x * 2.0 + 1.0);
+//! assert_eq!(&v[..2], &[-1.0, 5.0]);
 //! assert!(v[2].is_nan());
 //! let mut acc = vec![1.0f32; 20];
 //! lanes::zip(&mut acc, &[2.0; 20], |a, b| a + b);

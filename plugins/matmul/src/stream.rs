@@ -106,15 +106,11 @@ impl<C: Acc> Tile<'_, C> {
         let out = &mut out[self.cols.clone()];
         let (d, w) = (a.len(), out.len());
         if self.columns {
-            // out[c] += a · column c, in the same lane order whatever the tile's width
+            // out[c] += a · column c, in the same lane order whatever the tile's width; a
+            // column is contiguous (`read_block` keeps a unit depth stride, `rs == 1`)
+            debug_assert!(self.rs == 1 || d <= 1, "a column of B is contiguous");
             for (c, o) in out.iter_mut().enumerate() {
-                let at = c * self.cs;
-                let s = if self.rs == 1 {
-                    dot(a, &self.b[at..][..d])
-                } else {
-                    dot_by(a, |r| self.b[at + r * self.rs])
-                };
-                *o = o.add(s);
+                *o = o.add(dot(a, &self.b[c * self.cs..][..d]));
             }
         } else if self.cs == 1 {
             // rows contiguous: out += a[r] * row r
@@ -133,22 +129,6 @@ impl<C: Acc> Tile<'_, C> {
             }
         }
     }
-}
-
-/// [`dot`] with `b`'s elements from `b(r)`, summed in the same order.
-fn dot_by<C: Acc>(a: &[C], b: impl Fn(usize) -> C) -> C {
-    let mut lanes = [C::ZERO; LANES];
-    let whole = a.len() / LANES * LANES;
-    for r0 in (0..whole).step_by(LANES) {
-        for (l, v) in lanes.iter_mut().enumerate() {
-            *v = v.mul_add(a[r0 + l], b(r0 + l));
-        }
-    }
-    let mut s = (whole..a.len()).fold(C::ZERO, |s, r| s.mul_add(a[r], b(r)));
-    for v in lanes {
-        s = s.add(v);
-    }
-    s
 }
 
 /// `a · b` over [`LANES`] partial sums (so that it vectorizes), added in a fixed order.

@@ -41,12 +41,7 @@ fn run_named(
         let call = KernelCall::for_launch(l, &buffers, part(blocks, parts, p));
         let mut spy = Recorder::new(&mut mem);
         Conv::run_kernel(&call, &mut spy).unwrap();
-        w_read += spy
-            .log
-            .iter()
-            .filter(|t| !t.write && t.binding == 1)
-            .map(|t| t.range.end - t.range.start)
-            .sum::<u64>();
+        w_read += spy.bytes_read(1);
         for (y, _, written) in &mut outputs {
             written.extend(
                 spy.writes()

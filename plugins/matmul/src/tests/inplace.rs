@@ -83,12 +83,7 @@ fn run_named(c: &Case, parts: u64, b_name: Option<u64>) -> (Vec<u8>, u64) {
         let call = KernelCall::for_launch(l, &buffers, part(blocks, parts, p));
         let mut spy = Recorder::new(&mut mem);
         MatMul::run_kernel(&call, &mut spy).unwrap();
-        b_read += spy
-            .log
-            .iter()
-            .filter(|t| !t.write && t.binding == 1)
-            .map(|t| t.range.end - t.range.start)
-            .sum::<u64>();
+        b_read += spy.bytes_read(1);
         let share = call.share(panels * rows);
         let row_bytes = k * dtype::size(c.req.inputs[0].as_ref().unwrap().1) as u64;
         let mut rows_written = std::collections::BTreeSet::new();

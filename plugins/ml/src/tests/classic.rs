@@ -841,12 +841,7 @@ fn run_named(plan: &OpPlan, x: &[u8], name: u64) -> (Vec<Vec<u8>>, u64) {
         let call = umd_sdk::KernelCall::for_launch(l, &sizes, 0..l.grid.volume());
         let mut spy = Recorder::new(&mut mem);
         MlPlugin::run_kernel(&call, &mut spy).unwrap();
-        ws_read += spy
-            .log
-            .iter()
-            .filter(|t| !t.write && t.binding == ws)
-            .map(|t| t.range.end - t.range.start)
-            .sum::<u64>();
+        ws_read += spy.bytes_read(ws);
         for b in &sizes {
             bufs[b.binding as usize] = mem.contents(b.binding).unwrap().to_vec();
         }

@@ -164,6 +164,17 @@ pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError
     }
 }
 
+/// Refuses a launch whose binding `b` (`what`) holds fewer than `elems` elements of `size`
+/// bytes.
+fn holds(call: &KernelCall, (b, what): (u32, &str), elems: u64, size: u64) -> Result<(), OpError> {
+    match elems.checked_mul(size) {
+        Some(bytes) if bytes <= call.size_of(b)? => Ok(()),
+        _ => Err(OpError::internal(format!(
+            "binding {b} ({what}) holds fewer than {elems} elements"
+        ))),
+    }
+}
+
 fn overflow(what: &str) -> OpError {
     OpError::internal(format!("{what}: element count overflows"))
 }
@@ -197,14 +208,7 @@ where
     let flags = if fused { r.u32()? } else { 0 };
     let (outer, c, inner) = super::pointwise::runs(n, c, inner)?;
     let s = std::mem::size_of::<T>() as u64;
-    let fits = |b: u32, elems: u64, what: &str| -> Result<(), OpError> {
-        match elems.checked_mul(s) {
-            Some(bytes) if bytes <= call.size_of(b)? => Ok(()),
-            _ => Err(OpError::internal(format!(
-                "binding {b} ({what}) holds fewer than {elems} elements"
-            ))),
-        }
-    };
+    let fits = |b: u32, elems: u64, what: &str| holds(call, (b, what), elems, s);
     fits(x, n, "X")?;
     fits(y, n, "Y")?;
     for (b, what) in [(scale, "scale"), (bias, "B"), (mean, "mean"), (var, "var")] {
@@ -311,16 +315,8 @@ where
     let (alpha, beta, bias) = (r.f64()?, r.f64()?, r.f64()?);
     let (outer, c, inner) = super::pointwise::runs(n, c, inner)?;
     let s = std::mem::size_of::<T>();
-    for (b, what) in [(x, "X"), (y, "Y")] {
-        match n.checked_mul(s as u64) {
-            Some(bytes) if bytes <= call.size_of(b)? => {}
-            _ => {
-                return Err(OpError::internal(format!(
-                    "binding {b} ({what}) holds fewer than {n} elements"
-                )));
-            }
-        }
-    }
+    holds(call, (x, "X"), n, s as u64)?;
+    holds(call, (y, "Y"), n, s as u64)?;
     let planes = (outer as u64)
         .checked_mul(c as u64)
         .ok_or_else(|| overflow("LRN"))?;
