@@ -1,5 +1,5 @@
-//! Four `f32` lanes ([`F32x4`]: `+`, `*`, [`F32x4::madd`], loads, stores, splats and lane
-//! broadcasts) for hand-written CPU micro-kernels: `wasm32` SIMD128 (`v128`)
+//! Four `f32` lanes ([`F32x4`]: `+`, `*`, [`F32x4::madd`], NaN-aware [`F32x4::max_nan`],
+//! [`F32x4::relu`], loads, stores, splats, lane broadcasts and shuffles) for hand-written CPU micro-kernels: `wasm32` SIMD128 (`v128`)
 //! when the plugin is compiled with `+simd128` (as `umd-sdk-build` does), plain `[f32; 4]`
 //! arithmetic otherwise (native unit tests; LLVM vectorizes it to SSE/NEON).
 //!
@@ -93,6 +93,47 @@ impl F32x4 {
         #[cfg(not(target_feature = "relaxed-simd"))]
         return F32x4(f32x4_add(self.0, f32x4_mul(a.0, b.0)));
     }
+
+    /// Lane-wise `max(self, v)` in fold order: `v` where it is greater than `self`, or where it
+    /// is NaN and `self` is not; else `self` (the first NaN of a fold wins; of equal values,
+    /// the first).
+    #[inline(always)]
+    pub fn max_nan(self, v: Self) -> Self {
+        let take = v128_or(
+            f32x4_gt(v.0, self.0),
+            v128_and(f32x4_ne(v.0, v.0), f32x4_eq(self.0, self.0)),
+        );
+        F32x4(v128_bitselect(v.0, self.0, take))
+    }
+
+    /// Lane-wise Relu: `0` where a lane is below zero, else the lane (NaN and `-0` stay).
+    #[inline(always)]
+    pub fn relu(self) -> Self {
+        // pmax(a, b) is `a < b ? b : a`
+        F32x4(f32x4_pmax(self.0, f32x4_splat(0.0)))
+    }
+
+    /// The even lanes of `self` then `next` (`[a0, a2, b0, b2]`) and the odd ones
+    /// (`[a1, a3, b1, b3]`): eight consecutive values split by parity.
+    #[inline(always)]
+    pub fn deinterleave(self, next: Self) -> (Self, Self) {
+        (
+            F32x4(i32x4_shuffle::<0, 2, 4, 6>(self.0, next.0)),
+            F32x4(i32x4_shuffle::<1, 3, 5, 7>(self.0, next.0)),
+        )
+    }
+
+    /// The lanes one further along: `[a1, a2, a3, b0]` of `self` then `next`.
+    #[inline(always)]
+    pub fn shift1(self, next: Self) -> Self {
+        F32x4(i32x4_shuffle::<1, 2, 3, 4>(self.0, next.0))
+    }
+
+    /// The lanes two further along: `[a2, a3, b0, b1]` of `self` then `next`.
+    #[inline(always)]
+    pub fn shift2(self, next: Self) -> Self {
+        F32x4(i32x4_shuffle::<2, 3, 4, 5>(self.0, next.0))
+    }
 }
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -159,6 +200,52 @@ impl F32x4 {
     pub fn madd(self, a: Self, b: Self) -> Self {
         F32x4(std::array::from_fn(|l| self.0[l] + a.0[l] * b.0[l]))
     }
+
+    /// Lane-wise `max(self, v)` in fold order: `v` where it is greater than `self`, or where it
+    /// is NaN and `self` is not; else `self` (the first NaN of a fold wins; of equal values,
+    /// the first).
+    #[inline(always)]
+    pub fn max_nan(self, v: Self) -> Self {
+        F32x4(std::array::from_fn(|l| {
+            let (a, b) = (self.0[l], v.0[l]);
+            if b > a || (b.is_nan() && !a.is_nan()) {
+                b
+            } else {
+                a
+            }
+        }))
+    }
+
+    /// Lane-wise Relu: `0` where a lane is below zero, else the lane (NaN and `-0` stay).
+    #[inline(always)]
+    pub fn relu(self) -> Self {
+        F32x4(self.0.map(|x| if x < 0.0 { 0.0 } else { x }))
+    }
+
+    /// The even lanes of `self` then `next` (`[a0, a2, b0, b2]`) and the odd ones
+    /// (`[a1, a3, b1, b3]`): eight consecutive values split by parity.
+    #[inline(always)]
+    pub fn deinterleave(self, next: Self) -> (Self, Self) {
+        let (a, b) = (self.0, next.0);
+        (
+            F32x4([a[0], a[2], b[0], b[2]]),
+            F32x4([a[1], a[3], b[1], b[3]]),
+        )
+    }
+
+    /// The lanes one further along: `[a1, a2, a3, b0]` of `self` then `next`.
+    #[inline(always)]
+    pub fn shift1(self, next: Self) -> Self {
+        let (a, b) = (self.0, next.0);
+        F32x4([a[1], a[2], a[3], b[0]])
+    }
+
+    /// The lanes two further along: `[a2, a3, b0, b1]` of `self` then `next`.
+    #[inline(always)]
+    pub fn shift2(self, next: Self) -> Self {
+        let (a, b) = (self.0, next.0);
+        F32x4([a[2], a[3], b[0], b[1]])
+    }
 }
 
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
@@ -198,6 +285,37 @@ mod tests {
         assert_eq!(&out[..4], &[0.0; 4]);
         a.broadcast::<2>().store(&mut out);
         assert_eq!(&out[..4], &[3.5; 4]);
+    }
+
+    #[test]
+    fn max_nan_relu_and_shuffles_per_lane() {
+        let nan = f32::NAN;
+        let a = F32x4::load(&[1.0, nan, 2.0, -0.0]);
+        let b = F32x4::load(&[1.0, 5.0, nan, 0.0]);
+        let mut out = [0.0f32; 4];
+        a.max_nan(b).store(&mut out);
+        // equal: the first; NaN first: kept; NaN later: taken; -0 vs 0: not greater, kept
+        assert_eq!(out[0].to_bits(), 1.0f32.to_bits());
+        assert!(out[1].is_nan() && out[2].is_nan());
+        assert_eq!(out[3].to_bits(), (-0.0f32).to_bits());
+        F32x4::load(&[-1.0, nan, -0.0, 3.0]).relu().store(&mut out);
+        assert_eq!(out[0], 0.0);
+        assert!(out[1].is_nan());
+        assert_eq!(out[2].to_bits(), (-0.0f32).to_bits());
+        assert_eq!(out[3], 3.0);
+        let (x, y) = (
+            F32x4::load(&[0.0, 1.0, 2.0, 3.0]),
+            F32x4::load(&[4.0, 5.0, 6.0, 7.0]),
+        );
+        let (e, o) = x.deinterleave(y);
+        e.store(&mut out);
+        assert_eq!(out, [0.0, 2.0, 4.0, 6.0]);
+        o.store(&mut out);
+        assert_eq!(out, [1.0, 3.0, 5.0, 7.0]);
+        x.shift1(y).store(&mut out);
+        assert_eq!(out, [1.0, 2.0, 3.0, 4.0]);
+        x.shift2(y).store(&mut out);
+        assert_eq!(out, [2.0, 3.0, 4.0, 5.0]);
     }
 
     #[test]

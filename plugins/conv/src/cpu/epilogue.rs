@@ -169,11 +169,7 @@ impl<C: Real> Epilogue<C> {
             lanes::zip(v, r, |x, r| x + r);
         }
         if self.relu {
-            // NaN stays NaN (it is not below zero), as Relu says; a select, not a branch, in a
-            // plain loop: LLVM vectorizes this select in a loop (4 values per iteration), not
-            // unrolled in `lanes`
-            v.iter_mut()
-                .for_each(|x| *x = if *x < C::ZERO { C::ZERO } else { *x });
+            C::relu(v);
         }
     }
 

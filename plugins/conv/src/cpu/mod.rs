@@ -6,6 +6,7 @@
 pub mod conv;
 mod epilogue;
 pub mod inplace;
+mod lanes4;
 mod pool;
 pub mod real;
 

@@ -3,6 +3,7 @@
 //! MaxPool with Indices one window per output element; both visit only the windows' in-bounds
 //! positions, in the kernel's order (the same arithmetic as the CUDA kernels).
 
+use super::lanes4;
 use super::real::Real;
 use crate::geom::{FLAG_COL_MAJOR, FLAG_COUNT_PAD, Geom, valid_range};
 
@@ -17,6 +18,19 @@ pub trait MaxVal: Copy + PartialOrd {
         let take = (v > best) | (v.is_nan() & !best.is_nan());
         [best, v][take as usize]
     }
+    /// [`RowWindows::fold_fast`]'s fast path for whole windows of `k` wide, stride `s`: how
+    /// many leading outputs it folded (none by default).
+    #[inline(always)]
+    fn max_windows(_out: &mut [Self], _row: &[Self], _at: usize, _k: usize, _s: usize) -> usize {
+        0
+    }
+    /// `out[i] = max_nan(out[i], r[i])` for every element of `out`.
+    #[inline(always)]
+    fn max_into(out: &mut [Self], r: &[Self]) {
+        out.iter_mut()
+            .zip(r)
+            .for_each(|(o, &v)| *o = Self::max_nan(*o, v));
+    }
 }
 
 macro_rules! max_val {
@@ -30,7 +44,21 @@ macro_rules! max_val {
         }
     };
 }
-max_val!(f32, f32::NEG_INFINITY, f32::is_nan);
+impl MaxVal for f32 {
+    const LOWEST: f32 = f32::NEG_INFINITY;
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        f32::is_nan(self)
+    }
+    #[inline(always)]
+    fn max_windows(out: &mut [f32], row: &[f32], at: usize, k: usize, s: usize) -> usize {
+        lanes4::fold_windows(lanes4::Op::Max, out, row, at, k, s)
+    }
+    #[inline(always)]
+    fn max_into(out: &mut [f32], r: &[f32]) {
+        lanes4::combine(lanes4::Op::Max, out, r)
+    }
+}
 max_val!(f64, f64::NEG_INFINITY, f64::is_nan);
 max_val!(i8, i8::MIN, |_| false);
 max_val!(u8, 0, |_| false);
@@ -145,6 +173,22 @@ impl RowWindows {
     /// window of every output position `ox`, in kernel order.
     #[inline(always)]
     fn fold<V: Copy>(&self, out: &mut [V], row: &[V], f: impl Fn(V, V) -> V + Copy) {
+        self.fold_fast(out, row, f, |_, _, _, _, _| 0)
+    }
+
+    /// [`RowWindows::fold`], whose whole windows (dilation 1) go first to `fast(outputs, row,
+    /// first input, kernel width, stride)`, which folds as many leading outputs as it can and
+    /// says how many: the same values, faster for some types and windows. Not inlined: the
+    /// compiled loops of a function as large as its caller would keep their values on the
+    /// stack.
+    #[inline(never)]
+    fn fold_fast<V: Copy>(
+        &self,
+        out: &mut [V],
+        row: &[V],
+        f: impl Fn(V, V) -> V + Copy,
+        fast: impl Fn(&mut [V], &[V], usize, usize, usize) -> usize,
+    ) {
         let edge = |out: &mut [V], wins: &[(usize, usize)]| {
             for (o, &(at, n)) in out.iter_mut().zip(wins) {
                 let mut acc = *o;
@@ -161,6 +205,12 @@ impl RowWindows {
             return;
         }
         let (mid, at, s) = (&mut out[w.clone()], self.wins[w.start].0, self.s);
+        let done = if self.d == 1 {
+            fast(mid, row, at, self.k, s)
+        } else {
+            0
+        };
+        let (mid, at, w) = (&mut mid[done..], at + done * s, w.start + done..w.end);
         // the common cases with constant strides: dilation 1, stride 1 or 2
         match (self.k, self.d, s) {
             (2, 1, 2) => whole::<V, 2>(mid, row, at, 2, 1, f),
@@ -282,7 +332,7 @@ pub fn max_rows<V: MaxVal>(g: &Geom, x: &[V], y: &mut [V]) {
     }
     let wins = RowWindows::new(g);
     each_row_pair(g, x, y, V::LOWEST, |out, row| {
-        wins.fold(out, row, V::max_nan)
+        wins.fold_fast(out, row, V::max_nan, V::max_windows)
     });
 }
 
@@ -318,21 +368,41 @@ fn max_separable<V: MaxVal>(g: &Geom, x: &[V], y: &mut [V]) {
     let wins = RowWindows::new(g);
     let mut rows = vec![V::LOWEST; ih * ow];
     for (xp, yp) in x.chunks_exact(ih * iw).zip(y.chunks_exact_mut(oh * ow)) {
-        rows.fill(V::LOWEST);
+        fill(&mut rows, V::LOWEST);
         for (r, xr) in rows.chunks_exact_mut(ow).zip(xp.chunks_exact(iw)) {
-            wins.fold(r, xr, V::max_nan);
+            wins.fold_fast(r, xr, V::max_nan, V::max_windows);
         }
-        for (oy, out) in yp.chunks_exact_mut(ow).enumerate() {
-            let by = oy as i64 * g.s[1] - g.pb[1];
-            let (lo, hi) = valid_range(by, g.d[1], g.k[1], g.inp[1]);
-            out.fill(V::LOWEST);
-            for ky in lo..hi {
-                let iy = (by + ky * g.d[1]) as usize;
-                let r = &rows[iy * ow..][..ow];
-                out.iter_mut()
-                    .zip(r)
-                    .for_each(|(o, &v)| *o = V::max_nan(*o, v));
-            }
+        columns_max(g, &rows, yp);
+    }
+}
+
+/// `v[i] = x` for every element, 16 per loop iteration, in its own function (as
+/// [`columns_max`]).
+#[inline(never)]
+fn fill<V: Copy>(v: &mut [V], x: V) {
+    umd_sdk::lanes::map(v, |_| x)
+}
+
+/// [`max_separable`]'s second pass over one plane: every output row of `yp` the element-wise
+/// maximum of its window's rows of `rows` (the column maxima, `ow` per input row), in kernel
+/// order, the first NaN winning; an empty window's row the empty window's value. Its own
+/// function, as [`RowWindows::fold_fast`]: a loop compiled inside a large function keeps its
+/// values on the stack.
+#[inline(never)]
+fn columns_max<V: MaxVal>(g: &Geom, rows: &[V], yp: &mut [V]) {
+    let ow = g.out[2] as usize;
+    for (oy, out) in yp.chunks_exact_mut(ow).enumerate() {
+        let by = oy as i64 * g.s[1] - g.pb[1];
+        let (lo, hi) = valid_range(by, g.d[1], g.k[1], g.inp[1]);
+        let mut iys = (lo..hi).map(|ky| (by + ky * g.d[1]) as usize * ow);
+        // the first row as it is (`max_nan(LOWEST, v)` is `v`, bit for bit), copied in a loop:
+        // a `memory.copy` of a short row costs a call into the engine
+        match iys.next() {
+            Some(at) => umd_sdk::lanes::zip(out, &rows[at..], |_, v| v),
+            None => out.fill(V::LOWEST),
+        }
+        for at in iys {
+            V::max_into(out, &rows[at..][..ow]);
         }
     }
 }
@@ -344,6 +414,13 @@ fn max_separable<V: MaxVal>(g: &Geom, x: &[V], y: &mut [V]) {
 pub fn sum<A: Real>(g: &Geom, x: &[A], lp: Option<A>, y: &mut [A]) {
     let (one, two) = (A::ONE, A::ONE + A::ONE);
     match lp {
+        None if !global(g) => {
+            // AveragePool's terms are the inputs: whole windows on the fast path
+            let wins = RowWindows::new(g);
+            each_row_pair(g, x, y, A::ZERO, |out, row| {
+                wins.fold_fast(out, row, |acc, v| acc + v, A::sum_windows)
+            });
+        }
         None => sum_rows(g, x, y, |v| v),
         Some(p) if p == one => sum_rows(g, x, y, |v| v.abs()),
         Some(p) if p == two => sum_rows(g, x, y, |v| v * v),
@@ -375,12 +452,18 @@ pub fn sum<A: Real>(g: &Geom, x: &[A], lp: Option<A>, y: &mut [A]) {
             };
             let (cz, cy, cx) = (axis(0), axis(1), axis(2));
             let rows_per_plane = g.out[0] as usize * oh;
+            let mut den = vec![A::ONE; ow];
+            let mut den_of = None;
             for (r, row) in y.chunks_exact_mut(ow).enumerate() {
                 let r = r % rows_per_plane;
                 let zy = cz[r / oh] * cy[r % oh];
-                for (v, &c) in row.iter_mut().zip(&cx) {
-                    *v = *v / A::from_f64((zy * c) as f64);
+                if den_of != Some(zy) {
+                    for (d, &c) in den.iter_mut().zip(&cx) {
+                        *d = A::from_f64((zy * c) as f64);
+                    }
+                    den_of = Some(zy);
                 }
+                umd_sdk::lanes::zip(row, &den, |v, d| v / d);
             }
         }
     }

@@ -31,6 +31,19 @@ pub trait Real:
     fn conv_direct(g: &Geom, x: &[Self], w: &[Self], y: &mut [Self]) {
         super::conv::direct_body(g, x, w, y)
     }
+    /// The pools' fast path for sums over whole windows `k` wide, stride `s`
+    /// ([`super::lanes4::fold_windows`]): how many leading outputs it summed (none by default).
+    #[inline(always)]
+    fn sum_windows(_out: &mut [Self], _row: &[Self], _at: usize, _k: usize, _s: usize) -> usize {
+        0
+    }
+    /// Relu in place: zero where a value is below zero (NaN stays NaN, as Relu says).
+    #[inline(always)]
+    fn relu(v: &mut [Self]) {
+        // a select, not a branch, in a plain loop (which LLVM vectorizes)
+        v.iter_mut()
+            .for_each(|x| *x = if *x < Self::ZERO { Self::ZERO } else { *x });
+    }
 }
 
 impl Real for f64 {
@@ -56,6 +69,14 @@ impl Real for f32 {
     }
     fn powf(self, p: f32) -> f32 {
         f32::powf(self, p)
+    }
+    #[inline(always)]
+    fn sum_windows(out: &mut [f32], row: &[f32], at: usize, k: usize, s: usize) -> usize {
+        super::lanes4::fold_windows(super::lanes4::Op::Add, out, row, at, k, s)
+    }
+    #[inline(always)]
+    fn relu(v: &mut [f32]) {
+        super::lanes4::relu(v)
     }
     #[cfg(target_arch = "wasm32")]
     fn conv_direct(g: &Geom, x: &[f32], w: &[f32], y: &mut [f32]) {

@@ -1,0 +1,269 @@
+//! The f32 pools' and epilogue's hot loops on four-lane vectors ([`umd_sdk::simd::F32x4`]):
+//! the horizontal folds of whole pooling windows for the common geometries (3 wide stride 1,
+//! 2 or 3 wide stride 2, no dilation), one row combined into another, and Relu — each 16
+//! values per loop iteration, so the compiled loop's interruption check is paid once per 16
+//! (see [`umd_sdk::lanes`]). Every output is folded alone, in kernel order, with the same
+//! operation as the scalar loops: the results are those of the scalar code, bit for bit
+//! (`max` keeps the first NaN and the first of equal values; sums add in the same order).
+//! Owns no memory and knows no geometry beyond the window's width and stride.
+
+use umd_sdk::simd::F32x4;
+
+/// What a fold combines.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Op {
+    /// NaN-aware maximum ([`F32x4::max_nan`]; `super::pool::MaxVal::max_nan` per element).
+    Max,
+    /// Sum.
+    Add,
+}
+
+impl Op {
+    #[inline(always)]
+    fn lanes(self, acc: F32x4, v: F32x4) -> F32x4 {
+        match self {
+            Op::Max => acc.max_nan(v),
+            Op::Add => acc + v,
+        }
+    }
+
+    #[inline(always)]
+    fn one(self, acc: f32, v: f32) -> f32 {
+        match self {
+            Op::Max => {
+                if v > acc || (v.is_nan() && !acc.is_nan()) {
+                    v
+                } else {
+                    acc
+                }
+            }
+            Op::Add => acc + v,
+        }
+    }
+}
+
+/// Outputs per loop iteration of the window folds (two vectors).
+const OUTS: usize = 8;
+
+/// For as many leading outputs `o` of `out` as it can, in blocks of [`OUTS`] then one of four:
+/// `out[o]` folded
+/// with `row[at + o * s + t]` for `t` in `0..k` in that order, for `(k, s)` of `(3, 1)`,
+/// `(2, 2)` or `(3, 2)` (dilation 1). Returns how many outputs it folded (0 for any other
+/// window); the caller folds the rest. Reads only inside `row`.
+#[inline(always)]
+pub fn fold_windows(op: Op, out: &mut [f32], row: &[f32], at: usize, k: usize, s: usize) -> usize {
+    // the furthest element a block of OUTS outputs loads (whole vectors, a few past its
+    // windows), from the block's first input
+    let reach = match (k, s) {
+        (3, 1) => 12,
+        (2, 2) => 16,
+        (3, 2) => 20,
+        _ => return 0,
+    };
+    let Some(avail) = row.len().checked_sub(at) else {
+        return 0;
+    };
+    let blocks = (out.len() / OUTS).min(match avail.checked_sub(reach) {
+        Some(spare) => spare / (OUTS * s) + 1,
+        None => 0,
+    });
+    for b in 0..blocks {
+        let p = at + b * OUTS * s;
+        let o = &mut out[b * OUTS..][..OUTS];
+        let src = &row[p..p + reach];
+        let (mut lo, mut hi) = (F32x4::load(o), F32x4::load(&o[4..]));
+        let v = |i: usize| F32x4::load(&src[4 * i..]);
+        match (k, s) {
+            (3, 1) => {
+                let (a, b, c) = (v(0), v(1), v(2));
+                for (x, y) in [
+                    (a, b),
+                    (a.shift1(b), b.shift1(c)),
+                    (a.shift2(b), b.shift2(c)),
+                ] {
+                    lo = op.lanes(lo, x);
+                    hi = op.lanes(hi, y);
+                }
+            }
+            _ => {
+                let (e0, o0) = v(0).deinterleave(v(1));
+                let (e1, o1) = v(2).deinterleave(v(3));
+                lo = op.lanes(op.lanes(lo, e0), o0);
+                hi = op.lanes(op.lanes(hi, e1), o1);
+                if k == 3 {
+                    lo = op.lanes(lo, e0.shift1(e1));
+                    hi = op.lanes(hi, e1.shift1(v(4)));
+                }
+            }
+        }
+        lo.store(o);
+        hi.store(&mut o[4..]);
+    }
+    // then one block of four when it fits (a row's last few outputs)
+    let (done, p) = (blocks * OUTS, at + blocks * OUTS * s);
+    let half = match (k, s) {
+        (3, 2) => 12,
+        _ => 8,
+    };
+    if out.len() - done < 4 || row.len() < p + half {
+        return done;
+    }
+    let o = &mut out[done..][..4];
+    let src = &row[p..p + half];
+    let v = |i: usize| F32x4::load(&src[4 * i..]);
+    let mut lo = F32x4::load(o);
+    if (k, s) == (3, 1) {
+        let (a, b) = (v(0), v(1));
+        lo = op.lanes(op.lanes(op.lanes(lo, a), a.shift1(b)), a.shift2(b));
+    } else {
+        let (e0, o0) = v(0).deinterleave(v(1));
+        lo = op.lanes(op.lanes(lo, e0), o0);
+        if k == 3 {
+            lo = op.lanes(lo, e0.shift1(v(2)));
+        }
+    }
+    lo.store(o);
+    done + 4
+}
+
+/// `out[i]` combined with `r[i]` for every element of `out` (`r` at least as long).
+///
+/// # Panics
+/// When `r` is shorter than `out`.
+#[inline(always)]
+pub fn combine(op: Op, out: &mut [f32], r: &[f32]) {
+    let r = &r[..out.len()];
+    let mut oc = out.chunks_exact_mut(16);
+    let mut rc = r.chunks_exact(16);
+    for (o, x) in (&mut oc).zip(&mut rc) {
+        for q in 0..4 {
+            op.lanes(F32x4::load(&o[4 * q..]), F32x4::load(&x[4 * q..]))
+                .store(&mut o[4 * q..]);
+        }
+    }
+    // then four at a time, then one
+    let mut oc = oc.into_remainder().chunks_exact_mut(4);
+    let mut rc = rc.remainder().chunks_exact(4);
+    for (o, x) in (&mut oc).zip(&mut rc) {
+        op.lanes(F32x4::load(o), F32x4::load(x)).store(o);
+    }
+    for (o, &x) in oc.into_remainder().iter_mut().zip(rc.remainder()) {
+        *o = op.one(*o, x);
+    }
+}
+
+/// Relu in place: 0 where a value is below zero (NaN and -0 stay as they are).
+#[inline(always)]
+pub fn relu(v: &mut [f32]) {
+    let mut chunks = v.chunks_exact_mut(16);
+    for c in &mut chunks {
+        for q in 0..4 {
+            F32x4::load(&c[4 * q..]).relu().store(&mut c[4 * q..]);
+        }
+    }
+    let mut chunks = chunks.into_remainder().chunks_exact_mut(4);
+    for c in &mut chunks {
+        F32x4::load(c).relu().store(c);
+    }
+    for x in chunks.into_remainder() {
+        *x = if *x < 0.0 { 0.0 } else { *x };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values with ties, signed zeros and NaNs of distinct payloads.
+    fn row(n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| match i % 11 {
+                3 => f32::from_bits(0x7fc0_0001 + i as u32),
+                5 => -0.0,
+                6 => 0.0,
+                _ => ((i * 7919) % 13) as f32 - 6.0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn window_folds_equal_the_scalar_fold_bit_for_bit() {
+        for (k, s) in [(3, 1), (2, 2), (3, 2), (4, 2)] {
+            for n in [0, 1, 7, 8, 9, 17, 40] {
+                for at in [0, 1, 3] {
+                    for op in [Op::Max, Op::Add] {
+                        let r = row(at + n * s + k + 5);
+                        let mut fast: Vec<f32> = (0..n).map(|i| i as f32 - 20.0).collect();
+                        let mut slow = fast.clone();
+                        let done = fold_windows(op, &mut fast, &r, at, k, s);
+                        assert!(done <= n && done.is_multiple_of(4));
+                        if (k, s) != (4, 2) && at + n * s + k + 5 >= at + (n / 4 * 4) * s + 20 {
+                            assert!(n - done < 4, "{k} {s} {n}: only {done} on the fast path");
+                        }
+                        if (k, s) == (4, 2) {
+                            assert_eq!(done, 0, "an unserved window is left to the caller");
+                        }
+                        for (o, v) in slow.iter_mut().enumerate() {
+                            for t in 0..k {
+                                *v = op.one(*v, r[at + o * s + t]);
+                            }
+                        }
+                        for o in 0..done {
+                            assert_eq!(
+                                fast[o].to_bits(),
+                                slow[o].to_bits(),
+                                "{k} {s} {n} {at} {op:?} {o}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn window_folds_never_read_past_the_row() {
+        // the row ends right after the last window: blocks that would load past it are left
+        let (k, s) = (3, 2);
+        for n in 0..30 {
+            let r = row(n * s + 1);
+            let mut out = vec![f32::NEG_INFINITY; n];
+            let done = fold_windows(Op::Max, &mut out, &r, 0, k, s);
+            // the last block loaded up to 20 (eight outputs) or 12 (four) elements from its
+            // first input
+            let last = if done % OUTS == 4 {
+                (done - 4) * s + 12
+            } else {
+                done.saturating_sub(OUTS) * s + 20
+            };
+            assert!(done == 0 || last <= r.len(), "{n}: {done}");
+        }
+    }
+
+    #[test]
+    fn combine_and_relu_match_their_scalar_loops() {
+        for n in [0, 5, 16, 27, 33] {
+            for op in [Op::Max, Op::Add] {
+                let (mut a, b) = (row(n), row(n + 7)[7..].to_vec());
+                let want: Vec<u32> = a
+                    .iter()
+                    .zip(&b)
+                    .map(|(&x, &y)| op.one(x, y).to_bits())
+                    .collect();
+                combine(op, &mut a, &b);
+                assert_eq!(
+                    a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                    want,
+                    "{n} {op:?}"
+                );
+            }
+            let mut v = row(n);
+            let want: Vec<u32> = v
+                .iter()
+                .map(|&x| if x < 0.0 { 0.0f32 } else { x }.to_bits())
+                .collect();
+            relu(&mut v);
+            assert_eq!(v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want);
+        }
+    }
+}
