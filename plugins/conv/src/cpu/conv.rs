@@ -277,7 +277,10 @@ pub fn direct_body<A: Real>(g: &Geom, x: &[A], w: &[A], y: &mut [A]) {
     }
 }
 
-/// Rows `(c, kz, ky, kx)` of the im2col matrix for the output positions of `runs`.
+/// Rows `(c, kz, ky, kx)` of the im2col matrix for the output positions of `runs`. Not
+/// inlined into [`block`]: its loops compiled inside a larger function kept their values on
+/// the stack.
+#[inline(never)]
 fn im2col<A: Real>(g: &Geom, xg: &[A], runs: &[Run], len: usize, col: &mut [A]) {
     let in_sz = usize_of(g.in_size());
     let mut rows = col.chunks_exact_mut(len);
@@ -311,9 +314,9 @@ fn im2col<A: Real>(g: &Geom, xg: &[A], runs: &[Run], len: usize, col: &mut [A]) 
                         if s == 1 {
                             dst[lo..hi].copy_from_slice(&xc[first..first + hi - lo]);
                         } else {
-                            for (t, o) in dst[lo..hi].iter_mut().enumerate() {
-                                *o = xc[first + t * s];
-                            }
+                            // (the rest of the plane: a vector gather may load past the
+                            // run's last input)
+                            A::gather(&mut dst[lo..hi], &xc[first..], s);
                         }
                     }
                 }

@@ -5,6 +5,7 @@
 //! (see [`umd_sdk::lanes`]). Every output is folded alone, in kernel order, with the same
 //! operation as the scalar loops: the results are those of the scalar code, bit for bit
 //! (`max` keeps the first NaN and the first of equal values; sums add in the same order).
+//! Also im2col's gather of every other input (stride-2 convs).
 //! Owns no memory and knows no geometry beyond the window's width and stride.
 
 use umd_sdk::simd::F32x4;
@@ -152,6 +153,40 @@ pub fn combine(op: Op, out: &mut [f32], r: &[f32]) {
     }
 }
 
+/// `dst[t] = src[2 t]` for every element of `dst` (`src` holds at least `2 dst.len() - 1`
+/// elements): every other input, as im2col takes a stride-2 conv's inputs.
+///
+/// # Panics
+/// When `src` is shorter than that.
+#[inline(always)]
+pub fn every_other(dst: &mut [f32], src: &[f32]) {
+    if dst.is_empty() {
+        return;
+    }
+    assert!(
+        src.len() >= 2 * dst.len() - 1,
+        "every_other: too few inputs"
+    );
+    // 16 outputs per iteration while their 32 inputs lie inside `src`, then 4, then 1
+    let mut t = 0;
+    while t + 16 <= dst.len() && 2 * t + 32 <= src.len() {
+        let (s, d) = (&src[2 * t..][..32], &mut dst[t..][..16]);
+        for q in 0..4 {
+            let (even, _) = F32x4::load(&s[8 * q..]).deinterleave(F32x4::load(&s[8 * q + 4..]));
+            even.store(&mut d[4 * q..]);
+        }
+        t += 16;
+    }
+    while t + 4 <= dst.len() && 2 * t + 8 <= src.len() {
+        let (even, _) = F32x4::load(&src[2 * t..]).deinterleave(F32x4::load(&src[2 * t + 4..]));
+        even.store(&mut dst[t..]);
+        t += 4;
+    }
+    for (o, &v) in dst[t..].iter_mut().zip(src[2 * t..].iter().step_by(2)) {
+        *o = v;
+    }
+}
+
 /// Relu in place: 0 where a value is below zero (NaN and -0 stay as they are).
 #[inline(always)]
 pub fn relu(v: &mut [f32]) {
@@ -237,6 +272,23 @@ mod tests {
                 done.saturating_sub(OUTS) * s + 20
             };
             assert!(done == 0 || last <= r.len(), "{n}: {done}");
+        }
+    }
+
+    #[test]
+    fn every_other_takes_the_even_inputs_of_any_length() {
+        for n in 0..70 {
+            for extra in [0, 1, 5] {
+                let src = row((2 * n).max(1) - 1 + extra);
+                let mut dst = vec![7.0f32; n];
+                every_other(&mut dst, &src);
+                let want: Vec<u32> = (0..n).map(|t| src[2 * t].to_bits()).collect();
+                assert_eq!(
+                    dst.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                    want,
+                    "{n}"
+                );
+            }
         }
     }
 

@@ -37,6 +37,18 @@ pub trait Real:
     fn sum_windows(_out: &mut [Self], _row: &[Self], _at: usize, _k: usize, _s: usize) -> usize {
         0
     }
+    /// `dst[t] = src[t * s]` for every element of `dst` (im2col's strided gather).
+    ///
+    /// # Panics
+    /// When `src` holds fewer than `(dst.len() - 1) * s + 1` elements.
+    #[inline(always)]
+    fn gather(dst: &mut [Self], src: &[Self], s: usize) {
+        let n = dst.len();
+        assert!(n == 0 || src.len() > (n - 1) * s, "gather: too few inputs");
+        for (o, &v) in dst.iter_mut().zip(src.iter().step_by(s)) {
+            *o = v;
+        }
+    }
     /// Relu in place: zero where a value is below zero (NaN stays NaN, as Relu says).
     #[inline(always)]
     fn relu(v: &mut [Self]) {
@@ -77,6 +89,17 @@ impl Real for f32 {
     #[inline(always)]
     fn relu(v: &mut [f32]) {
         super::lanes4::relu(v)
+    }
+    #[inline(always)]
+    fn gather(dst: &mut [f32], src: &[f32], s: usize) {
+        if s == 2 {
+            return super::lanes4::every_other(dst, src);
+        }
+        let n = dst.len();
+        assert!(n == 0 || src.len() > (n - 1) * s, "gather: too few inputs");
+        for (o, &v) in dst.iter_mut().zip(src.iter().step_by(s)) {
+            *o = v;
+        }
     }
     #[cfg(target_arch = "wasm32")]
     fn conv_direct(g: &Geom, x: &[f32], w: &[f32], y: &mut [f32]) {
