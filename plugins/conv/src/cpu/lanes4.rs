@@ -5,7 +5,8 @@
 //! (see [`umd_sdk::lanes`]). Every output is folded alone, in kernel order, with the same
 //! operation as the scalar loops: the results are those of the scalar code, bit for bit
 //! (`max` keeps the first NaN and the first of equal values; sums add in the same order).
-//! Also im2col's gather of every other input (stride-2 convs).
+//! Also im2col's gather of every other input (stride-2 convs), and the direct (depthwise)
+//! convolution of a plane with a 3×3 kernel.
 //! Owns no memory and knows no geometry beyond the window's width and stride.
 
 use umd_sdk::simd::F32x4;
@@ -187,6 +188,87 @@ pub fn every_other(dst: &mut [f32], src: &[f32]) {
     }
 }
 
+/// The geometry of [`plane3x3`]: output and input planes (rows, columns), the stride along
+/// both axes and the leading pads (top, left).
+#[derive(Clone, Copy, Debug)]
+pub struct Plane3 {
+    pub out: (usize, usize),
+    pub inp: (usize, usize),
+    pub s: usize,
+    pub pads: (usize, usize),
+}
+
+/// The direct convolution of one input plane with one 3×3 kernel (2-D, dilation 1, stride
+/// `s` of 1 or 2 along both axes, `pads` = (top, left)), added to the `oh × ow` output plane
+/// `y`: `y[oy][ox] += w[ky][kx] * x[oy·s - top + ky][ox·s - left + kx]` over `(ky, kx)` in
+/// order. The input is first copied into `pad` with its zero border, so every output row is
+/// one run of four-lane products (no edges, no call per row); a border tap adds `w · 0`, which
+/// leaves every sum as skipping it does as long as the weights are finite — the caller's to
+/// check (an infinite weight times a border zero would be NaN). `self + w · x` per tap, as the
+/// scalar loop: the same bits.
+///
+/// # Panics
+/// When `y` or `x` is smaller than its plane.
+#[inline(never)]
+pub fn plane3x3(y: &mut [f32], x: &[f32], w: &[f32; 9], p: Plane3, pad: &mut Vec<f32>) {
+    let Plane3 {
+        out: (oh, ow),
+        inp: (ih, iw),
+        s,
+        pads: (top, left),
+    } = p;
+    debug_assert!(s == 1 || s == 2);
+    if oh == 0 || ow == 0 {
+        return;
+    }
+    let (y, x) = (&mut y[..oh * ow], &x[..ih * iw]);
+    // the padded plane: rows (oh-1)·s + 3, and columns for whole blocks of four outputs and
+    // their vector loads (12 inputs per block at stride 2, 8 at stride 1)
+    let blocks = ow.div_ceil(4);
+    let (ph, pw) = ((oh - 1) * s + 3, (blocks - 1) * 4 * s + 4 * s + 4);
+    pad.clear();
+    pad.resize(ph * pw, 0.0);
+    for r in 0..ph.min(ih + top).saturating_sub(top) {
+        let cols = iw.min(pw.saturating_sub(left));
+        pad[(r + top) * pw + left..][..cols].copy_from_slice(&x[r * iw..][..cols]);
+    }
+    let ws = w.map(F32x4::splat);
+    let mut tail = [0f32; 4];
+    for (oy, yr) in y.chunks_exact_mut(ow).enumerate() {
+        let rows: [&[f32]; 3] = std::array::from_fn(|ky| &pad[(oy * s + ky) * pw..][..pw]);
+        for b in 0..blocks {
+            let o = 4 * b;
+            let whole = o + 4 <= ow;
+            let mut acc = if whole {
+                F32x4::load(&yr[o..])
+            } else {
+                tail[..ow - o].copy_from_slice(&yr[o..]);
+                F32x4::load(&tail)
+            };
+            for (ky, r) in rows.iter().enumerate() {
+                let v = |i: usize| F32x4::load(&r[o * s + 4 * i..]);
+                let (t0, t1, t2) = if s == 1 {
+                    let (a, b) = (v(0), v(1));
+                    (a, a.shift1(b), a.shift2(b))
+                } else {
+                    let (e, od) = v(0).deinterleave(v(1));
+                    (e, od, e.shift1(v(2)))
+                };
+                acc = acc
+                    .madd(ws[3 * ky], t0)
+                    .madd(ws[3 * ky + 1], t1)
+                    .madd(ws[3 * ky + 2], t2);
+            }
+            if whole {
+                acc.store(&mut yr[o..]);
+            } else {
+                acc.store(&mut tail);
+                yr[o..].copy_from_slice(&tail[..ow - o]);
+            }
+        }
+    }
+}
+
 /// Relu in place: 0 where a value is below zero (NaN and -0 stay as they are).
 #[inline(always)]
 pub fn relu(v: &mut [f32]) {
@@ -288,6 +370,64 @@ mod tests {
                     want,
                     "{n}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn plane3x3_equals_the_tap_by_tap_loop_bit_for_bit() {
+        let w = [0.5f32, -1.25, 3.0, 0.0, -0.0, 2.5, 1.0, -7.0, 0.125];
+        for s in [1usize, 2] {
+            for (ih, iw) in [
+                (1usize, 1usize),
+                (3, 3),
+                (5, 7),
+                (7, 7),
+                (14, 14),
+                (6, 13),
+                (2, 30),
+            ] {
+                for (top, left) in [(0usize, 0usize), (1, 1), (2, 1), (0, 2)] {
+                    let oh = (ih + 2 * top).saturating_sub(3) / s + 1;
+                    let ow = (iw + 2 * left).saturating_sub(3) / s + 1;
+                    if ih + 2 * top < 3 || iw + 2 * left < 3 {
+                        continue;
+                    }
+                    let x = row(ih * iw);
+                    let mut fast: Vec<f32> = (0..oh * ow).map(|o| o as f32 * 0.1 - 1.0).collect();
+                    let mut slow = fast.clone();
+                    let p = Plane3 {
+                        out: (oh, ow),
+                        inp: (ih, iw),
+                        s,
+                        pads: (top, left),
+                    };
+                    plane3x3(&mut fast, &x, &w, p, &mut Vec::new());
+                    for (ky, kx) in (0..3).flat_map(|ky| (0..3).map(move |kx| (ky, kx))) {
+                        for oy in 0..oh {
+                            for ox in 0..ow {
+                                let iy = (oy * s + ky) as i64 - top as i64;
+                                let ix = (ox * s + kx) as i64 - left as i64;
+                                if (0..ih as i64).contains(&iy) && (0..iw as i64).contains(&ix) {
+                                    slow[oy * ow + ox] +=
+                                        w[3 * ky + kx] * x[iy as usize * iw + ix as usize];
+                                }
+                            }
+                        }
+                    }
+                    // bits, but any NaN as one: which operand's payload a sum of two NaNs
+                    // carries is the compiler's choice (it may swap the operands of `+`)
+                    let bits = |v: &[f32]| {
+                        v.iter()
+                            .map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() })
+                            .collect::<Vec<_>>()
+                    };
+                    assert_eq!(
+                        bits(&fast),
+                        bits(&slow),
+                        "s {s} {ih}x{iw} pads {top},{left}"
+                    );
+                }
             }
         }
     }

@@ -3,6 +3,7 @@
 //! f64 on the SDK's packed GEMM ([`umd_sdk::gemm`], whose accumulation type [`Acc`] every
 //! `Real` is).
 
+pub use super::lanes4::Plane3;
 use crate::geom::Geom;
 use std::ops::{Add, AddAssign, Div, Mul, Sub};
 pub use umd_sdk::gemm::Acc;
@@ -36,6 +37,13 @@ pub trait Real:
     #[inline(always)]
     fn sum_windows(_out: &mut [Self], _row: &[Self], _at: usize, _k: usize, _s: usize) -> usize {
         0
+    }
+    /// The direct convolution of one input plane `x` with one 3×3 kernel `w` (dilation 1,
+    /// geometry `p`: stride 1 or 2 on both axes), added to the output plane `y` tap by tap
+    /// in kernel order, border taps skipped — when this type has a kernel for it and the
+    /// weights allow it; false (nothing done) otherwise.
+    fn plane3x3(_y: &mut [Self], _x: &[Self], _w: &[Self], _p: Plane3) -> bool {
+        false
     }
     /// `dst[t] = src[t * s]` for every element of `dst` (im2col's strided gather).
     ///
@@ -89,6 +97,25 @@ impl Real for f32 {
     #[inline(always)]
     fn relu(v: &mut [f32]) {
         super::lanes4::relu(v)
+    }
+    fn plane3x3(y: &mut [f32], x: &[f32], w: &[f32], p: Plane3) -> bool {
+        thread_local! {
+            static PAD: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        // a border tap adds `w · 0`: the same sum as skipping it for finite weights only
+        let Ok(w) = <&[f32; 9]>::try_from(w) else {
+            return false;
+        };
+        if !w.iter().all(|v| v.is_finite()) {
+            return false;
+        }
+        PAD.with_borrow_mut(|pad| {
+            super::lanes4::plane3x3(y, x, w, p, pad);
+            if pad.capacity() > 1 << 20 {
+                *pad = Vec::new();
+            }
+        });
+        true
     }
     #[inline(always)]
     fn gather(dst: &mut [f32], src: &[f32], s: usize) {
