@@ -1,4 +1,4 @@
-//! Four `f32` lanes ([`F32x4`]: `+`, `*`, [`F32x4::madd`], NaN-aware [`F32x4::max_nan`],
+//! Four `f32` lanes ([`F32x4`]: `+`, `-`, `*`, [`F32x4::madd`], NaN-aware [`F32x4::max_nan`],
 //! [`F32x4::relu`], loads, stores, splats, lane broadcasts and shuffles) for hand-written CPU micro-kernels: `wasm32` SIMD128 (`v128`)
 //! when the plugin is compiled with `+simd128` (as `umd-sdk-build` does), plain `[f32; 4]`
 //! arithmetic otherwise (native unit tests; LLVM vectorizes it to SSE/NEON).
@@ -147,6 +147,16 @@ impl std::ops::Add for F32x4 {
 }
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+impl std::ops::Sub for F32x4 {
+    type Output = Self;
+    /// Lane-wise difference.
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        F32x4(f32x4_sub(self.0, o.0))
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 impl std::ops::Mul for F32x4 {
     type Output = Self;
     /// Lane-wise product.
@@ -259,6 +269,16 @@ impl std::ops::Add for F32x4 {
 }
 
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+impl std::ops::Sub for F32x4 {
+    type Output = Self;
+    /// Lane-wise difference.
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        F32x4(std::array::from_fn(|l| self.0[l] - o.0[l]))
+    }
+}
+
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 impl std::ops::Mul for F32x4 {
     type Output = Self;
     /// Lane-wise product.
@@ -281,6 +301,8 @@ mod tests {
         assert_eq!(out, [3.0, -3.0, 8.0, 1.0, 0.0]);
         ((a + b) * b).store(&mut out[1..]);
         assert_eq!(out, [3.0, 6.0, 0.0, 11.0, 4.0]);
+        (a - b).store(&mut out);
+        assert_eq!(&out[..4], &[-1.0, -4.0, 1.5, -2.0]);
         F32x4::zero().store(&mut out);
         assert_eq!(&out[..4], &[0.0; 4]);
         a.broadcast::<2>().store(&mut out);

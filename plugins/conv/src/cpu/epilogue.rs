@@ -5,7 +5,7 @@
 //! to their type between stages, as the chain stores them). Reads the small per-channel inputs
 //! once per call; the residual is read by the caller, run by run.
 
-use super::real::Real;
+use super::real::{Real, Stages};
 use crate::fused::{BIAS, NORM, RELU, RESIDUAL, SCALE, SHIFT};
 use umd_sdk::dtype::{self, Element};
 use umd_sdk::kernel::Memory;
@@ -139,6 +139,20 @@ impl<C: Real> Epilogue<C> {
     /// Applies the epilogue to a run of channel `ch`'s values (`res`: the residual's values at
     /// the same places, when there is one).
     pub fn run(&self, ch: usize, v: &mut [C], res: Option<&[C]>) {
+        // in one pass where the compute type has a kernel for it (no rounding between stages)
+        if self.round.is_none() {
+            let at = |c: &Option<Vec<C>>| c.as_ref().map(|c| c[ch]);
+            let st = Stages {
+                bias: at(&self.bias),
+                norm: self.norm.as_ref().map(|n| n[ch]),
+                scale: at(&self.scale),
+                shift: at(&self.shift),
+                relu: self.relu,
+            };
+            if C::epilogue(v, res, &st) {
+                return;
+            }
+        }
         // every pass 16 values per loop iteration ([`lanes`]: one interruption check each)
         let round = |v: &mut [C]| {
             if let Some(f) = self.round {

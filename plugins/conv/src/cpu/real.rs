@@ -3,7 +3,7 @@
 //! f64 on the SDK's packed GEMM ([`umd_sdk::gemm`], whose accumulation type [`Acc`] every
 //! `Real` is).
 
-pub use super::lanes4::Plane3;
+pub use super::lanes4::{Plane3, Stages};
 use crate::geom::Geom;
 use std::ops::{Add, AddAssign, Div, Mul, Sub};
 pub use umd_sdk::gemm::Acc;
@@ -43,6 +43,12 @@ pub trait Real:
     /// in kernel order, border taps skipped — when this type has a kernel for it and the
     /// weights allow it; false (nothing done) otherwise.
     fn plane3x3(_y: &mut [Self], _x: &[Self], _w: &[Self], _p: Plane3) -> bool {
+        false
+    }
+    /// A conv epilogue's stages (and residual) applied to a run of one channel's values in
+    /// one pass, when this type has a kernel for it ([`super::lanes4::epilogue`]); false
+    /// (nothing done) otherwise.
+    fn epilogue(_v: &mut [Self], _res: Option<&[Self]>, _st: &Stages<Self>) -> bool {
         false
     }
     /// `dst[t] = src[t * s]` for every element of `dst` (im2col's strided gather).
@@ -97,6 +103,9 @@ impl Real for f32 {
     #[inline(always)]
     fn relu(v: &mut [f32]) {
         super::lanes4::relu(v)
+    }
+    fn epilogue(v: &mut [f32], res: Option<&[f32]>, st: &Stages<f32>) -> bool {
+        super::lanes4::epilogue(v, res, st)
     }
     fn plane3x3(y: &mut [f32], x: &[f32], w: &[f32], p: Plane3) -> bool {
         thread_local! {
