@@ -10,7 +10,8 @@
 //!
 //! Both accumulate in the compute type (f32, or f64 for f64) and add the bias at the end.
 
-use super::real::{MR, Plane3, Real};
+use super::pool;
+use super::real::{MR, Real};
 use crate::geom::{Geom, valid_range};
 use umd_sdk::gemm::{self, Strided, Work};
 
@@ -231,28 +232,7 @@ pub fn direct_body<A: Real>(g: &Geom, x: &[A], w: &[A], y: &mut [A]) {
             let wc = &w[(m * cg + ci) * ks..][..ks];
             let mut wk = wc.iter();
             // a 3×3 plane in one call where the type has a kernel for it
-            let plane3 = g.k == [1, 3, 3]
-                && g.inp[0] == 1
-                && g.out[0] == 1
-                && g.pb[0] == 0
-                && g.d == [1; 3]
-                && g.s[1] == g.s[2]
-                && matches!(g.s[2], 1 | 2)
-                && g.pb[1] >= 0
-                && g.pb[2] >= 0;
-            if plane3
-                && A::plane3x3(
-                    yp,
-                    xc,
-                    wc,
-                    Plane3 {
-                        out: (usize_of(g.out[1]), ow),
-                        inp: (usize_of(g.inp[1]), usize_of(iw)),
-                        s: usize_of(g.s[2]),
-                        pads: (usize_of(g.pb[1]), usize_of(g.pb[2])),
-                    },
-                )
-            {
+            if pool::plane3(g) && A::plane3x3(yp, xc, wc, pool::plane3_geometry(g)) {
                 continue;
             }
             for kz in 0..g.k[0] {

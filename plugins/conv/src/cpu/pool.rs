@@ -4,7 +4,7 @@
 //! positions, in the kernel's order (the same arithmetic as the CUDA kernels).
 
 use super::lanes4;
-use super::real::Real;
+use super::real::{Plane3, Real};
 use crate::geom::{FLAG_COL_MAJOR, FLAG_COUNT_PAD, Geom, valid_range};
 
 /// What MaxPool compares: NaN-aware ordering and the value of an empty window.
@@ -407,6 +407,31 @@ fn columns_max<V: MaxVal>(g: &Geom, rows: &[V], yp: &mut [V]) {
     }
 }
 
+/// Whether `g` is a 2-D 3×3 window, stride 1 or 2 on both axes, no dilation
+/// ([`Real::plane3x3`]'s geometry).
+pub fn plane3(g: &Geom) -> bool {
+    g.k == [1, 3, 3]
+        && g.inp[0] == 1
+        && g.out[0] == 1
+        && g.pb[0] == 0
+        && g.d == [1; 3]
+        && g.s[1] == g.s[2]
+        && matches!(g.s[2], 1 | 2)
+        && g.pb[1] >= 0
+        && g.pb[2] >= 0
+}
+
+/// The [`Plane3`] of a [`plane3`] geometry.
+pub fn plane3_geometry(g: &Geom) -> Plane3 {
+    let u = |v: i64| v as usize;
+    Plane3 {
+        out: (u(g.out[1]), u(g.out[2])),
+        inp: (u(g.inp[1]), u(g.inp[2])),
+        s: u(g.s[2]),
+        pads: (u(g.pb[1]), u(g.pb[2])),
+    }
+}
+
 /// AveragePool (`lp = None`) or LpPool (`lp = Some(p)`), row by row: the window's in-bounds
 /// sum (each output's terms added in the kernel's order), divided by the in-bounds count (or,
 /// with `count_include_pad`, by the count of positions inside the padded input), or raised
@@ -414,6 +439,19 @@ fn columns_max<V: MaxVal>(g: &Geom, rows: &[V], yp: &mut [V]) {
 pub fn sum<A: Real>(g: &Geom, x: &[A], lp: Option<A>, y: &mut [A]) {
     let (one, two) = (A::ONE, A::ONE + A::ONE);
     match lp {
+        None if plane3(g) && {
+            // a 3×3 window's sum is its nine inputs times one, added in kernel order from
+            // zero — the direct 3×3 convolution with unit weights, bit for bit (a border zero
+            // added to a sum that started at +0 leaves it as skipping the tap does); taken
+            // where the type has that kernel
+            let (in_sz, out_sz) = (g.in_size() as usize, g.out_size() as usize);
+            let (ones, p) = ([A::ONE; 9], plane3_geometry(g));
+            in_sz > 0
+                && out_sz > 0
+                && x.chunks_exact(in_sz)
+                    .zip(y.chunks_exact_mut(out_sz))
+                    .all(|(xp, yp)| A::plane3x3(yp, xp, &ones, p))
+        } => {}
         None if !global(g) => {
             // AveragePool's terms are the inputs: whole windows on the fast path
             let wins = RowWindows::new(g);

@@ -95,6 +95,17 @@ fn windows() -> Vec<(Vec<usize>, Win, bool)> {
             true,
         ),
         (vec![1, 1, 2, 37], Win::new(&[2, 2]).s(&[2, 2]), false),
+        // 3×3 stride 1 with pads (AveragePool on the 3×3 plane kernel), rows not a multiple of 4
+        (
+            vec![1, 3, 6, 9],
+            Win::new(&[3, 3]).pads(&[1, 1, 1, 1]),
+            false,
+        ),
+        (
+            vec![1, 2, 7, 11],
+            Win::new(&[3, 3]).s(&[2, 2]).pads(&[1, 0, 1, 2]),
+            true,
+        ),
         (vec![1, 1, 1, 60], Win::new(&[1, 7]), false),
         (
             vec![1, 1, 1, 60],
