@@ -32,6 +32,7 @@ pub mod params;
 pub mod request;
 pub mod shape;
 pub mod simd;
+pub mod stages;
 pub mod strings;
 pub mod testing;
 

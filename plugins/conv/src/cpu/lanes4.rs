@@ -1,12 +1,13 @@
-//! The f32 pools' and epilogue's hot loops on four-lane vectors ([`umd_sdk::simd::F32x4`]):
+//! The f32 pools' and depthwise convolutions' hot loops on four-lane vectors ([`umd_sdk::simd::F32x4`]):
 //! the horizontal folds of whole pooling windows for the common geometries (3 wide stride 1,
-//! 2 or 3 wide stride 2, no dilation), one row combined into another, and Relu — each 16
+//! 2 or 3 wide stride 2, no dilation), one row combined into another — each 16
 //! values per loop iteration, so the compiled loop's interruption check is paid once per 16
 //! (see [`umd_sdk::lanes`]). Every output is folded alone, in kernel order, with the same
 //! operation as the scalar loops: the results are those of the scalar code, bit for bit
 //! (`max` keeps the first NaN and the first of equal values; sums add in the same order).
 //! Also im2col's gather of every other input (stride-2 convs), and the direct (depthwise)
-//! convolution of a plane with a 3×3 kernel, and a conv's epilogue in one pass.
+//! convolution of a plane with a 3×3 kernel (the conv's epilogue and Relu are
+//! [`umd_sdk::stages`]).
 //! Owns no memory and knows no geometry beyond the window's width and stride.
 
 use umd_sdk::simd::F32x4;
@@ -269,137 +270,6 @@ pub fn plane3x3(y: &mut [f32], x: &[f32], w: &[f32; 9], p: Plane3, pad: &mut Vec
     }
 }
 
-/// A conv epilogue's stages for one output channel, in the order they apply: `+ bias`,
-/// `(x - mean) · a + b` (an inference BatchNormalization), `· scale`, `+ shift`, `+ residual`,
-/// Relu.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Stages<C> {
-    pub bias: Option<C>,
-    pub norm: Option<(C, C, C)>,
-    pub scale: Option<C>,
-    pub shift: Option<C>,
-    pub relu: bool,
-}
-
-/// Every stage of `st` (and the residual `res`, at the same places as `v`, when there is one)
-/// applied to `v` in one pass, 16 values per loop iteration: each value goes through the same
-/// operations in the same order as the stage-by-stage passes, so the same bits. Taken for the
-/// combinations of bias, normalization, residual and Relu (each compiled on its own: a branch
-/// per stage and vector in the loop cost more than the passes it saves); false (nothing done)
-/// with a `Mul` or `Add` stage.
-///
-/// # Panics
-/// When `res` is shorter than `v`.
-pub fn epilogue(v: &mut [f32], res: Option<&[f32]>, st: &Stages<f32>) -> bool {
-    if st.scale.is_some() || st.shift.is_some() {
-        return false;
-    }
-    let res = res.map(|r| &r[..v.len()]);
-    macro_rules! pick {
-        ($(($b:literal, $n:literal, $r:literal, $l:literal)),*) => {
-            match (st.bias.is_some(), st.norm.is_some(), res.is_some(), st.relu) {
-                $(($b, $n, $r, $l) => fused::<$b, $n, $r, $l>(v, res, st),)*
-            }
-        };
-    }
-    pick!(
-        (false, false, false, false),
-        (false, false, false, true),
-        (false, false, true, false),
-        (false, false, true, true),
-        (false, true, false, false),
-        (false, true, false, true),
-        (false, true, true, false),
-        (false, true, true, true),
-        (true, false, false, false),
-        (true, false, false, true),
-        (true, false, true, false),
-        (true, false, true, true),
-        (true, true, false, false),
-        (true, true, false, true),
-        (true, true, true, false),
-        (true, true, true, true)
-    );
-    true
-}
-
-/// [`epilogue`] for one combination of stages (`B`ias, `N`ormalization, `R`esidual, Relu
-/// `L`), which the caller has checked `st` and `res` hold.
-#[inline(never)]
-fn fused<const B: bool, const N: bool, const R: bool, const L: bool>(
-    v: &mut [f32],
-    res: Option<&[f32]>,
-    st: &Stages<f32>,
-) {
-    let bias = st.bias.unwrap_or(0.0);
-    let (m, a, b) = st.norm.unwrap_or((0.0, 1.0, 0.0));
-    let (vb, vm, va, vbb) = (
-        F32x4::splat(bias),
-        F32x4::splat(m),
-        F32x4::splat(a),
-        F32x4::splat(b),
-    );
-    let r = res.unwrap_or(&[]);
-    let lanes = |mut x: F32x4, i: usize| {
-        if B {
-            x = x + vb;
-        }
-        if N {
-            x = (x - vm) * va + vbb;
-        }
-        if R {
-            x = x + F32x4::load(&r[i..]);
-        }
-        if L { x.relu() } else { x }
-    };
-    let one = |mut x: f32, i: usize| {
-        if B {
-            x += bias;
-        }
-        if N {
-            x = (x - m) * a + b;
-        }
-        if R {
-            x += r[i];
-        }
-        if L && x < 0.0 { 0.0 } else { x }
-    };
-    let n = v.len();
-    let mut i = 0;
-    // 16 per iteration (one interruption check), then 4, then 1
-    while i + 16 <= n {
-        for q in (i..i + 16).step_by(4) {
-            lanes(F32x4::load(&v[q..]), q).store(&mut v[q..]);
-        }
-        i += 16;
-    }
-    while i + 4 <= n {
-        lanes(F32x4::load(&v[i..]), i).store(&mut v[i..]);
-        i += 4;
-    }
-    for (j, x) in v.iter_mut().enumerate().skip(i) {
-        *x = one(*x, j);
-    }
-}
-
-/// Relu in place: 0 where a value is below zero (NaN and -0 stay as they are).
-#[inline(always)]
-pub fn relu(v: &mut [f32]) {
-    let mut chunks = v.chunks_exact_mut(16);
-    for c in &mut chunks {
-        for q in 0..4 {
-            F32x4::load(&c[4 * q..]).relu().store(&mut c[4 * q..]);
-        }
-    }
-    let mut chunks = chunks.into_remainder().chunks_exact_mut(4);
-    for c in &mut chunks {
-        F32x4::load(c).relu().store(c);
-    }
-    for x in chunks.into_remainder() {
-        *x = if *x < 0.0 { 0.0 } else { *x };
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,75 +416,7 @@ mod tests {
     }
 
     #[test]
-    fn epilogue_in_one_pass_equals_the_stage_by_stage_passes() {
-        let full = Stages {
-            bias: Some(0.25),
-            norm: Some((0.5, 1.5, -0.75)),
-            scale: Some(-2.0),
-            shift: Some(1.0),
-            relu: true,
-        };
-        let variants = [
-            Stages::default(),
-            Stages {
-                bias: Some(-1.0),
-                relu: true,
-                ..Stages::default()
-            },
-            Stages {
-                norm: full.norm,
-                ..Stages::default()
-            },
-            full,
-        ];
-        for st in variants {
-            for n in [0, 3, 4, 17, 64] {
-                for with_res in [false, true] {
-                    let (mut fast, r) = (row(n), row(n + 3)[3..].to_vec());
-                    let res = with_res.then_some(&r[..]);
-                    let mut slow = fast.clone();
-                    let done = epilogue(&mut fast, res, &st);
-                    assert_eq!(done, st.scale.is_none() && st.shift.is_none());
-                    if !done {
-                        continue;
-                    }
-                    // the passes, one stage over the whole run at a time
-                    let pass = |v: &mut Vec<f32>, f: &dyn Fn(f32, usize) -> f32| {
-                        for (i, x) in v.iter_mut().enumerate() {
-                            *x = f(*x, i);
-                        }
-                    };
-                    if let Some(b) = st.bias {
-                        pass(&mut slow, &|x, _| x + b);
-                    }
-                    if let Some((m, a, b)) = st.norm {
-                        pass(&mut slow, &|x, _| (x - m) * a + b);
-                    }
-                    if let Some(s) = st.scale {
-                        pass(&mut slow, &|x, _| x * s);
-                    }
-                    if let Some(t) = st.shift {
-                        pass(&mut slow, &|x, _| x + t);
-                    }
-                    if let Some(res) = res {
-                        pass(&mut slow, &|x, i| x + res[i]);
-                    }
-                    if st.relu {
-                        pass(&mut slow, &|x, _| if x < 0.0 { 0.0 } else { x });
-                    }
-                    let bits = |v: &[f32]| {
-                        v.iter()
-                            .map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() })
-                            .collect::<Vec<_>>()
-                    };
-                    assert_eq!(bits(&fast), bits(&slow), "{st:?} {n} {with_res}");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn combine_and_relu_match_their_scalar_loops() {
+    fn combine_matches_its_scalar_loop() {
         for n in [0, 5, 16, 27, 33] {
             for op in [Op::Max, Op::Add] {
                 let (mut a, b) = (row(n), row(n + 7)[7..].to_vec());
@@ -630,13 +432,6 @@ mod tests {
                     "{n} {op:?}"
                 );
             }
-            let mut v = row(n);
-            let want: Vec<u32> = v
-                .iter()
-                .map(|&x| if x < 0.0 { 0.0f32 } else { x }.to_bits())
-                .collect();
-            relu(&mut v);
-            assert_eq!(v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want);
         }
     }
 }

@@ -3,11 +3,12 @@
 //! f64 on the SDK's packed GEMM ([`umd_sdk::gemm`], whose accumulation type [`Acc`] every
 //! `Real` is).
 
-pub use super::lanes4::{Plane3, Stages};
+pub use super::lanes4::Plane3;
 use crate::geom::Geom;
 use std::ops::{Add, AddAssign, Div, Mul, Sub};
 pub use umd_sdk::gemm::Acc;
 pub use umd_sdk::gemm::MR;
+pub use umd_sdk::stages::Stages;
 
 /// Arithmetic the float kernels compute in.
 pub trait Real:
@@ -46,7 +47,7 @@ pub trait Real:
         false
     }
     /// A conv epilogue's stages (and residual) applied to a run of one channel's values in
-    /// one pass, when this type has a kernel for it ([`super::lanes4::epilogue`]); false
+    /// one pass, when this type has a kernel for it ([`umd_sdk::stages::apply`]); false
     /// (nothing done) otherwise.
     fn epilogue(_v: &mut [Self], _res: Option<&[Self]>, _st: &Stages<Self>) -> bool {
         false
@@ -102,10 +103,10 @@ impl Real for f32 {
     }
     #[inline(always)]
     fn relu(v: &mut [f32]) {
-        super::lanes4::relu(v)
+        umd_sdk::stages::relu(v)
     }
     fn epilogue(v: &mut [f32], res: Option<&[f32]>, st: &Stages<f32>) -> bool {
-        super::lanes4::epilogue(v, res, st)
+        umd_sdk::stages::apply(v, res, st)
     }
     fn plane3x3(y: &mut [f32], x: &[f32], w: &[f32], p: Plane3) -> bool {
         thread_local! {

@@ -276,6 +276,19 @@ where
             let ch = (plane % c as u64) as usize;
             let (m, a, b) = consts[ch];
             let run = &mut vals[(at - e) as usize..(stop - e) as usize];
+            // the normalization and the fused stages after it in one pass, where the type
+            // has a kernel for it (and no rounding between stages)
+            let st = umd_sdk::stages::Stages {
+                norm: Some((m, a, b)),
+                scale: (flags & MUL != 0).then(|| muls[ch]),
+                shift: (flags & ADD != 0).then(|| adds[ch]),
+                relu: flags & RELU != 0,
+                ..Default::default()
+            };
+            if !narrow && T::Compute::stages(run, &st) {
+                at = stop;
+                continue;
+            }
             // 16 values per loop iteration (`lanes`: one interruption check each)
             lanes::map(run, |v| (v - m) * a + b);
             if flags & MUL != 0 {

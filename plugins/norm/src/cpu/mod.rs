@@ -27,11 +27,21 @@ pub trait Real:
     fn is_nan(self) -> bool;
     fn sqrt(self) -> Self;
     fn powf(self, p: Self) -> Self;
+    /// A channel's run through `st` in one pass where this type has a kernel for it
+    /// ([`umd_sdk::stages::apply`]); false (nothing done) otherwise.
+    fn stages(_v: &mut [Self], _st: &umd_sdk::stages::Stages<Self>) -> bool {
+        false
+    }
 }
 
 macro_rules! real {
-    ($t:ty, $exp:path) => {
+    ($t:ty, $exp:path $(, $stages:path)?) => {
         impl Real for $t {
+            $(
+            fn stages(v: &mut [Self], st: &umd_sdk::stages::Stages<Self>) -> bool {
+                $stages(v, None, st)
+            }
+            )?
             const NEG_INFINITY: Self = <$t>::NEG_INFINITY;
             #[inline(always)]
             fn exp(self) -> Self {
@@ -60,7 +70,7 @@ macro_rules! real {
         }
     };
 }
-real!(f32, exp_f32);
+real!(f32, exp_f32, umd_sdk::stages::apply);
 real!(f64, f64::exp);
 
 /// `e^x` in f32 within 2 ulp, without libm: Cody–Waite reduction `x = k ln 2 + r` (|r| ≤ ln 2 / 2)
