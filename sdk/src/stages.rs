@@ -187,17 +187,7 @@ pub fn relu(v: &mut [f32]) {
 mod tests {
     use super::*;
 
-    /// Values with ties, signed zeros and NaNs of distinct payloads.
-    fn row(n: usize) -> Vec<f32> {
-        (0..n)
-            .map(|i| match i % 11 {
-                3 => f32::from_bits(0x7fc0_0001 + i as u32),
-                5 => -0.0,
-                6 => 0.0,
-                _ => ((i * 7919) % 13) as f32 - 6.0,
-            })
-            .collect()
-    }
+    use crate::testing::awkward_f32s as row;
 
     #[test]
     fn epilogue_in_one_pass_equals_the_stage_by_stage_passes() {

@@ -231,6 +231,19 @@ pub fn cuda_sources<P: Plugin>(
     Ok(out)
 }
 
+/// `n` f32s that catch the differences a vector kernel may make to a scalar loop: repeated
+/// values (ties), `-0` beside `0`, and NaNs of distinct payloads, among small integers.
+pub fn awkward_f32s(n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| match i % 11 {
+            3 => f32::from_bits(0x7fc0_0001 + i as u32),
+            5 => -0.0,
+            6 => 0.0,
+            _ => ((i * 7919) % 13) as f32 - 6.0,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::cut;

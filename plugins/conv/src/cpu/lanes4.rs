@@ -274,17 +274,7 @@ pub fn plane3x3(y: &mut [f32], x: &[f32], w: &[f32; 9], p: Plane3, pad: &mut Vec
 mod tests {
     use super::*;
 
-    /// Values with ties, signed zeros and NaNs of distinct payloads.
-    fn row(n: usize) -> Vec<f32> {
-        (0..n)
-            .map(|i| match i % 11 {
-                3 => f32::from_bits(0x7fc0_0001 + i as u32),
-                5 => -0.0,
-                6 => 0.0,
-                _ => ((i * 7919) % 13) as f32 - 6.0,
-            })
-            .collect()
-    }
+    use umd_sdk::testing::awkward_f32s as row;
 
     #[test]
     fn window_folds_equal_the_scalar_fold_bit_for_bit() {
