@@ -229,9 +229,12 @@ pub fn plane3x3(y: &mut [f32], x: &[f32], w: &[f32; 9], p: Plane3, pad: &mut Vec
     let (ph, pw) = ((oh - 1) * s + 3, (blocks - 1) * 4 * s + 4 * s + 4);
     pad.clear();
     pad.resize(ph * pw, 0.0);
+    // (a left pad wider than the padded row leaves it all border: nothing to copy)
+    let cols = iw.min(pw.saturating_sub(left));
     for r in 0..ph.min(ih + top).saturating_sub(top) {
-        let cols = iw.min(pw.saturating_sub(left));
-        pad[(r + top) * pw + left..][..cols].copy_from_slice(&x[r * iw..][..cols]);
+        if cols > 0 {
+            pad[(r + top) * pw + left..][..cols].copy_from_slice(&x[r * iw..][..cols]);
+        }
     }
     let ws = w.map(F32x4::splat);
     let mut tail = [0f32; 4];
@@ -360,14 +363,30 @@ mod tests {
                 (6, 13),
                 (2, 30),
             ] {
-                for (top, left) in [(0usize, 0usize), (1, 1), (2, 1), (0, 2)] {
-                    let oh = (ih + 2 * top).saturating_sub(3) / s + 1;
-                    let ow = (iw + 2 * left).saturating_sub(3) / s + 1;
-                    if ih + 2 * top < 3 || iw + 2 * left < 3 {
+                // leading pads, and end pads beyond them (a ceil_mode's or an asymmetric
+                // pad's windows past the input)
+                for (top, left, more) in [(0usize, 0usize, 0usize), (1, 1, 0), (2, 1, 1), (0, 2, 3)]
+                {
+                    let oh = (ih + 2 * top + more).saturating_sub(3) / s + 1;
+                    let ow = (iw + 2 * left + more).saturating_sub(3) / s + 1;
+                    if ih + 2 * top + more < 3 || iw + 2 * left + more < 3 {
                         continue;
                     }
-                    let x = row(ih * iw);
-                    let mut fast: Vec<f32> = (0..oh * ow).map(|o| o as f32 * 0.1 - 1.0).collect();
+                    // infinities at the borders too: a border tap must add nothing
+                    let mut x = row(ih * iw);
+                    if let [first, .., last] = &mut x[..] {
+                        (*first, *last) = (f32::INFINITY, f32::NEG_INFINITY);
+                    }
+                    // outputs from +0 (as the callers zero them), and from other values
+                    let mut fast: Vec<f32> = (0..oh * ow)
+                        .map(|o| {
+                            if o % 3 == 0 {
+                                0.0
+                            } else {
+                                o as f32 * 0.1 - 1.0
+                            }
+                        })
+                        .collect();
                     let mut slow = fast.clone();
                     let p = Plane3 {
                         out: (oh, ow),

@@ -435,7 +435,7 @@ pub fn plane3_geometry(g: &Geom) -> Plane3 {
 /// AveragePool (`lp = None`) or LpPool (`lp = Some(p)`), row by row: the window's in-bounds
 /// sum (each output's terms added in the kernel's order), divided by the in-bounds count (or,
 /// with `count_include_pad`, by the count of positions inside the padded input), or raised
-/// to `1/p`. `y` holds whole output planes.
+/// to `1/p`. `y` holds whole output planes, zeroed (+0: the 3×3 path adds into it).
 pub fn sum<A: Real>(g: &Geom, x: &[A], lp: Option<A>, y: &mut [A]) {
     let (one, two) = (A::ONE, A::ONE + A::ONE);
     match lp {
