@@ -1,14 +1,16 @@
-//! The f32 pools' and depthwise convolutions' hot loops on four-lane vectors ([`umd_sdk::simd::F32x4`]):
-//! the horizontal folds of whole pooling windows for the common geometries (3 wide stride 1,
-//! 2 or 3 wide stride 2, no dilation), one row combined into another — each 16
-//! values per loop iteration, so the compiled loop's interruption check is paid once per 16
-//! (see [`umd_sdk::lanes`]). Every output is folded alone, in kernel order, with the same
-//! operation as the scalar loops: the results are those of the scalar code, bit for bit
-//! (`max` keeps the first NaN and the first of equal values; sums add in the same order).
-//! Also im2col's gather of every other input (stride-2 convs), and the direct (depthwise)
-//! convolution of a plane with a 3×3 kernel (the conv's epilogue and Relu are
-//! [`umd_sdk::stages`]).
-//! Owns no memory and knows no geometry beyond the window's width and stride.
+//! The f32 pools' and convolutions' hot loops on four-lane vectors ([`umd_sdk::simd::F32x4`]),
+//! each running many values per loop iteration so that the compiled loop's interruption check
+//! (see [`umd_sdk::lanes`]) and its bookkeeping are paid rarely:
+//! - the horizontal folds of whole pooling windows for the common geometries (3 wide stride 1,
+//!   2 or 3 wide stride 2, no dilation), and one row combined into another;
+//! - im2col's gather of every other input (stride-2 convs);
+//! - the direct convolution of a plane with a 3×3 kernel (depthwise convs, 3×3 AveragePool),
+//!   on a zero-bordered copy of the input plane the caller keeps.
+//!
+//! Every output is computed alone, with the same operations in the same order as the scalar
+//! loops: the results are those of the scalar code, bit for bit (`max` keeps the first NaN
+//! and the first of equal values; sums add in kernel order). Owns no state; reads and writes
+//! only the slices it is given. The conv epilogue and Relu are [`umd_sdk::stages`].
 
 use umd_sdk::simd::F32x4;
 
