@@ -386,8 +386,13 @@ impl Host {
         });
         match admitted {
             Ok(p) => {
+                // Failures of the file are cleared before the new build is published, under
+                // the failures lock: a reader of `plugin_status` that already sees the new
+                // build never sees the failures it replaced.
+                let mut failures = self.failures.lock();
+                failures.retain(|f| f.origin != origin);
                 self.registry.insert(p.clone());
-                self.failures.lock().retain(|f| f.origin != origin);
+                drop(failures);
                 Ok(PluginStatus::loaded(&p))
             }
             Err(e) => {
