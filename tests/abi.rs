@@ -15,7 +15,7 @@ use umd_tests::{fixture, fixture_dir};
 
 #[test]
 fn a_1_0_plugin_runs_unchanged_on_the_current_host() {
-    assert_eq!(HOST_ABI.to_string(), "1.8.0");
+    assert_eq!(HOST_ABI.to_string(), "1.9.0");
     let dir = fixture_dir(&["abi10"]);
     let host = Host::builder().plugin_dir(dir.path()).build().unwrap();
     let p = host
@@ -74,12 +74,14 @@ fn a_1_1_plugin_runs_unchanged_on_the_1_5_host_and_declines_1_2_requests() {
 /// A host with only the prebuilt tagger built by the SDK of ABI `abi` (kept byte for byte), and
 /// that plugin.
 fn prebuilt_tagger(abi: &str) -> (Host, Arc<umd::plugin::LoadedPlugin>) {
+    prebuilt(&format!("tagger-v1-abi-{abi}.wasm"), "tagger@1.0.0")
+}
+
+/// A host serving only the prebuilt component `file`, and the plugin `label` it loaded.
+fn prebuilt(file: &str, label: &str) -> (Host, Arc<umd::plugin::LoadedPlugin>) {
     let dir = umd_tests::tempdir::TempDir::new();
-    let file = format!(
-        "{}/fixtures/prebuilt/tagger-v1-abi-{abi}.wasm",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::copy(file, dir.path().join("tagger.wasm")).unwrap();
+    let path = format!("{}/fixtures/prebuilt/{file}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(path, dir.path().join("plugin.wasm")).unwrap();
     let host = Host::builder()
         .bundled_plugins(false)
         .plugin_dir(dir.path())
@@ -88,9 +90,9 @@ fn prebuilt_tagger(abi: &str) -> (Host, Arc<umd::plugin::LoadedPlugin>) {
     let p = host
         .registry()
         .snapshot()
-        .by_label("tagger@1.0.0")
+        .by_label(label)
         .cloned()
-        .unwrap_or_else(|| panic!("the {abi} build loads"));
+        .unwrap_or_else(|| panic!("{file} loads"));
     (host, p)
 }
 
@@ -175,6 +177,42 @@ fn a_1_7_plugin_from_the_previous_sdk_imports_no_matrix_unit_and_runs_in_place()
 }
 
 #[test]
+fn a_1_8_plugin_importing_the_first_matrix_unit_multiplies_on_the_current_host() {
+    // the bundled matmul plugin as the ABI 1.8 SDK built it (imports `matrix@1.8.0`, calls
+    // `multiply-f32`, which 1.9 keeps beside `multiply`)
+    let (host, p) = prebuilt("matmul-abi-1.8.0.wasm", "matmul@0.1.0");
+    assert_eq!(p.abi().to_string(), "1.8.0");
+    assert!(p.runs_in_place());
+    // 40 rows: on the matrix unit; small integers, so every order of the sums is exact
+    let (m, k, n) = (40usize, 33usize, 24usize);
+    let a: Vec<f64> = (0..m * k).map(|i| (i % 7) as f64 - 3.0).collect();
+    let b: Vec<f64> = (0..k * n).map(|i| (i % 5) as f64 - 2.0).collect();
+    let desc = |name: &str, shape: Vec<u64>| umd::TensorDesc::new(name, shape, Dtype::F32);
+    let out = host
+        .run(
+            "MatMul",
+            &[
+                (
+                    desc("a", vec![m as u64, k as u64]),
+                    data::encode(Dtype::F32, &a),
+                ),
+                (
+                    desc("b", vec![k as u64, n as u64]),
+                    data::encode(Dtype::F32, &b),
+                ),
+            ],
+        )
+        .unwrap();
+    let got = data::decode(Dtype::F32, &out[0].1);
+    for i in 0..m {
+        for j in 0..n {
+            let want: f64 = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+            assert_eq!(got[i * n + j], want, "({i}, {j})");
+        }
+    }
+}
+
+#[test]
 fn an_sdk_plugin_that_serves_no_string_tensor_declines_them_through_the_sdk() {
     let dir = fixture_dir(&["tagger_v1"]);
     let host = Host::builder()
@@ -242,7 +280,7 @@ fn an_sdk_plugin_that_serves_no_packed_dtype_declines_them_through_the_sdk() {
         .by_label("tagger@1.0.0")
         .cloned()
         .unwrap();
-    assert_eq!(p.abi().to_string(), "1.8.0");
+    assert_eq!(p.abi().to_string(), "1.9.0");
     let err = host.translate(&int4_request()).unwrap_err();
     assert_eq!(err.status(), umd::error::status::UNSUPPORTED, "{err}");
     assert!(
@@ -272,11 +310,11 @@ fn packed_dtypes_round_trip_through_cast_on_the_cpu_device() {
 }
 
 #[test]
-fn plugins_built_with_the_sdk_are_1_8_and_declare_self_tests_and_hints() {
+fn plugins_built_with_the_sdk_are_1_9_and_declare_self_tests_and_hints() {
     let host = Host::builder().build().unwrap();
     let snap = host.registry().snapshot();
     let ew = snap.by_label("elementwise@0.1.0").unwrap();
-    assert_eq!(ew.abi().to_string(), "1.8.0");
+    assert_eq!(ew.abi().to_string(), "1.9.0");
     assert!(ew.has_planner());
     assert!(ew.has_planner2());
     assert!(ew.has_planner3());

@@ -32,6 +32,12 @@ pub trait Memory {
     fn resident(&mut self, _binding: u32) -> Option<u64> {
         None
     }
+    /// (ABI 1.9) Whether the host reads these bindings in place for the matrix unit
+    /// ([`crate::matrix::Bound`] operands): the launch's own buffers ([`HostMemory`]), not
+    /// copies held in the instance (a `run-cpu` call's), whose operands are read here instead.
+    fn host_reads_in_place(&self) -> bool {
+        false
+    }
 }
 
 /// The host's buffers, through the `kernel-io` import (valid only inside `cpu-kernel.run`).
@@ -77,6 +83,10 @@ impl Memory for HostMemory {
     #[cfg(target_arch = "wasm32")]
     fn resident(&mut self, binding: u32) -> Option<u64> {
         crate::bindings::umd::plugin::kernel_io::resident(binding)
+    }
+
+    fn host_reads_in_place(&self) -> bool {
+        cfg!(target_arch = "wasm32")
     }
 
     #[cfg(not(target_arch = "wasm32"))]
@@ -529,6 +539,10 @@ impl Memory for Recorder<'_> {
 
     fn resident(&mut self, binding: u32) -> Option<u64> {
         self.inner.resident(binding)
+    }
+
+    fn host_reads_in_place(&self) -> bool {
+        self.inner.host_reads_in_place()
     }
 }
 

@@ -112,6 +112,13 @@ impl BufferMemory for Buffer {
         let at = self.offset + offset;
         self.segment.write()[at..at + src.len()].copy_from_slice(src);
     }
+
+    fn with_bytes(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) {
+        // in place, under the segment's read lock (recursive: both operands of a product
+        // may be in one segment while a writer waits)
+        let at = self.offset + offset;
+        f(&self.segment.read_recursive()[at..at + len])
+    }
 }
 
 impl Drop for Buffer {

@@ -201,6 +201,14 @@ pub trait BufferMemory: Send + Sync {
     fn read_into(&self, offset: usize, len: usize, dst: &mut Vec<u8>);
     /// Stores `src` at `offset`.
     fn write_from(&self, offset: usize, src: &[u8]);
+    /// Calls `f` with bytes `offset .. offset + len`, in place where the memory allows (the
+    /// reader holds the buffer for the call: `f` takes no lock of the device). The default
+    /// copies them first.
+    fn with_bytes(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) {
+        let mut bytes = Vec::with_capacity(len);
+        self.read_into(offset, len, &mut bytes);
+        f(&bytes)
+    }
 }
 
 /// One buffer bound to a CPU launch run in place: the binding, its size in the command buffer,

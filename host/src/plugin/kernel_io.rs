@@ -23,7 +23,7 @@ pub type KernelIo = Option<Arc<[BoundMemory]>>;
 /// Defines `umd:plugin/kernel-io` in `linker` (semver-compatible: any 1.x ≥ 1.3 import binds;
 /// 1.3–1.6 plugins import `read` and `write`, 1.7 ones `resident` too).
 pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-    let mut inst = linker.instance("umd:plugin/kernel-io@1.8.0")?;
+    let mut inst = linker.instance("umd:plugin/kernel-io@1.9.0")?;
     inst.func_wrap(
         "read",
         |store: StoreContextMut<'_, StoreState>,
@@ -60,6 +60,15 @@ fn resident(io: &KernelIo, binding: u32) -> Option<u64> {
         .filter(|_| b.access == crate::cmdbuf::Access::Read)
 }
 
+/// The buffer bound to the running launch as `binding`.
+fn find(io: &KernelIo, binding: u32) -> Result<&BoundMemory, String> {
+    io.as_deref()
+        .ok_or("kernel-io and bound operands are usable only during cpu-kernel.run")?
+        .iter()
+        .find(|b| b.binding == binding)
+        .ok_or_else(|| format!("binding {binding} is not bound to this launch"))
+}
+
 /// The bound buffer `binding` and the byte range `offset .. offset + len` of it, checked.
 fn locate(
     io: &KernelIo,
@@ -67,13 +76,7 @@ fn locate(
     offset: u64,
     len: u64,
 ) -> Result<(&BoundMemory, usize), String> {
-    let bound = io
-        .as_deref()
-        .ok_or("kernel-io is usable only during cpu-kernel.run")?;
-    let b = bound
-        .iter()
-        .find(|b| b.binding == binding)
-        .ok_or_else(|| format!("binding {binding} is not bound to this launch"))?;
+    let b = find(io, binding)?;
     match offset.checked_add(len) {
         Some(end) if end <= b.size => Ok((b, offset as usize)),
         _ => Err(format!(
@@ -97,6 +100,22 @@ pub(super) fn read(io: &KernelIo, binding: u32, offset: u64, len: u32) -> Result
     let mut out = Vec::with_capacity(len as usize);
     b.memory.read_into(at, len as usize, &mut out);
     Ok(out)
+}
+
+/// (1.9) Calls `f` with the whole of bound buffer `binding`, in place, when the launch reads
+/// it (the matrix unit's `bound` operands); an error names why not.
+pub(super) fn with_readable(
+    io: &KernelIo,
+    binding: u32,
+    f: &mut dyn FnMut(&[u8]),
+) -> Result<(), String> {
+    let b = find(io, binding)?;
+    if !b.access.reads() {
+        return Err(format!("binding {binding} is write-only in this launch"));
+    }
+    let size = usize::try_from(b.size).map_err(|_| format!("binding {binding} is too large"))?;
+    b.memory.with_bytes(0, size, f);
+    Ok(())
 }
 
 fn write(io: &KernelIo, binding: u32, offset: u64, data: &[u8]) -> Result<(), String> {

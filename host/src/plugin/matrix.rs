@@ -4,7 +4,9 @@
 //! 128-bit SIMD keeps a plugin's own GEMM near 12 G multiply-adds/s per core; this one runs at
 //! the core's native rate.
 //!
-//! The operands are views of the kernel's memory, read in place. Both views and the call's
+//! The operands are views of the kernel's memory, or (1.9, `multiply`) of a buffer bound to
+//! the launch being run (readable by it, held under the buffer's read lock for the call), read
+//! in place. Both views and the call's
 //! work are checked before anything is read: the span of each view against its elements, the
 //! results and multiply-adds against one call's limits (a host call cannot be interrupted by
 //! the plugin's deadline, so its time is bounded by its work). Owns no buffer and touches no
@@ -16,6 +18,7 @@ use std::cell::RefCell;
 use wasmtime::StoreContextMut;
 use wasmtime::component::{ComponentType, Lift, Linker, WasmList};
 
+use super::kernel_io::{self, KernelIo};
 use super::sandbox::StoreState;
 
 /// Most multiply-adds one call may ask for (~50 ms on one core at 85 G/s): a kernel splits a
@@ -39,9 +42,96 @@ pub struct MatrixView {
     pub col_stride: u64,
 }
 
-/// Defines `umd:plugin/matrix` in `linker` (semver-compatible: any 1.x ≥ 1.8 import binds).
+/// (1.9) A strided view of a matrix of little-endian f32s in a buffer bound to the running
+/// launch (WIT `bound-view`), read in place.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub struct BoundView {
+    pub binding: u32,
+    pub offset: u64,
+    #[component(name = "row-stride")]
+    pub row_stride: u64,
+    #[component(name = "col-stride")]
+    pub col_stride: u64,
+}
+
+/// (1.9) Where an operand of `multiply` is (WIT `operand`).
+#[derive(ComponentType, Lift)]
+#[component(variant)]
+pub enum Operand {
+    #[component(name = "memory")]
+    Memory(MatrixView),
+    #[component(name = "bound")]
+    Bound(BoundView),
+}
+
+/// Calls `f` with `op` checked as a `rows × cols` operand: a view of the kernel's memory, or
+/// of a buffer bound to the launch (held for the call, never copied when aligned).
+fn with_operand(
+    store: &StoreContextMut<'_, StoreState>,
+    op: &Operand,
+    which: &str,
+    (rows, cols): (usize, usize),
+    f: &mut dyn FnMut(&View) -> Result<Vec<f32>, String>,
+) -> Result<Vec<f32>, String> {
+    match op {
+        Operand::Memory(v) => {
+            let bytes = v.data.as_le_slice(store);
+            let view = View::check(
+                bytes,
+                (v.offset, v.row_stride, v.col_stride),
+                which,
+                rows,
+                cols,
+            )?;
+            f(&view)
+        }
+        Operand::Bound(v) => with_bound(&store.data().io, v, which, (rows, cols), f),
+    }
+}
+
+/// [`with_operand`] for a view of a buffer bound to the launch `io` runs.
+fn with_bound(
+    io: &KernelIo,
+    v: &BoundView,
+    which: &str,
+    (rows, cols): (usize, usize),
+    f: &mut dyn FnMut(&View) -> Result<Vec<f32>, String>,
+) -> Result<Vec<f32>, String> {
+    let layout = (v.offset, v.row_stride, v.col_stride);
+    let mut result = None;
+    kernel_io::with_readable(io, v.binding, &mut |bytes| {
+        result = Some(
+            View::check(bytes, layout, which, rows, cols)
+                .map_err(|e| format!("{e} (binding {})", v.binding))
+                .and_then(|view| f(&view)),
+        );
+    })?;
+    result.unwrap_or_else(|| Err(format!("binding {} was not read", v.binding)))
+}
+
+/// Defines `umd:plugin/matrix` in `linker` (semver-compatible: any 1.x ≥ 1.8 import binds;
+/// 1.8 plugins import `multiply-f32`, 1.9 ones `multiply` too).
 pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-    let mut inst = linker.instance("umd:plugin/matrix@1.8.0")?;
+    let mut inst = linker.instance("umd:plugin/matrix@1.9.0")?;
+    inst.func_wrap(
+        "multiply",
+        |store: StoreContextMut<'_, StoreState>,
+         (m, n, k, a, b): (u32, u32, u32, Operand, Operand)|
+         -> wasmtime::Result<(Result<Vec<f32>, String>,)> {
+            let shape = Shape {
+                m: m as usize,
+                n: n as usize,
+                k: k as usize,
+            };
+            let result = with_operand(&store, &a, "A", (shape.m, shape.k), &mut |va| {
+                with_operand(&store, &b, "B", (shape.k, shape.n), &mut |vb| {
+                    shape.multiply(va, vb)
+                })
+            });
+            Ok((result,))
+        },
+    )?;
     inst.func_wrap(
         "multiply-f32",
         |store: StoreContextMut<'_, StoreState>,
@@ -360,6 +450,59 @@ mod tests {
         );
         let none = Shape { m: 2, n: 3, k: 0 };
         assert_eq!(none.multiply(&empty, &empty).unwrap(), vec![0.0; 6]);
+    }
+
+    #[test]
+    fn bound_operands_are_read_in_place_from_readable_bindings_only() {
+        use crate::cmdbuf::Access;
+        use crate::device::{BoundMemory, BufferMemory};
+        use std::sync::Arc;
+        struct Mem(Vec<u8>);
+        impl BufferMemory for Mem {
+            fn read_into(&self, offset: usize, len: usize, dst: &mut Vec<u8>) {
+                dst.extend_from_slice(&self.0[offset..offset + len]);
+            }
+            fn write_from(&self, _: usize, _: &[u8]) {
+                unreachable!("the matrix unit never writes a buffer")
+            }
+        }
+        // binding 0: a 2 × 3 matrix from element 1 (row-major); binding 1: write-only
+        let a = [9.0f32, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let bound = |binding, access, data: &[f32]| BoundMemory {
+            binding,
+            size: data.len() as u64 * 4,
+            access,
+            memory: Arc::new(Mem(bytes(data))),
+            resident: None,
+            asked: Default::default(),
+        };
+        let io: KernelIo = Some(Arc::from(vec![
+            bound(0, Access::Read, &a),
+            bound(1, Access::Write, &a),
+        ]));
+        let b = bytes(&[1.0, 0.5, -1.0]);
+        let bv = View {
+            bytes: &b,
+            rs: 1,
+            cs: 0,
+        };
+        let shape = Shape { m: 2, n: 1, k: 3 };
+        let view = |binding, offset| BoundView {
+            binding,
+            offset,
+            row_stride: 3,
+            col_stride: 1,
+        };
+        let run = |io: &KernelIo, v: &BoundView| {
+            with_bound(io, v, "A", (2, 3), &mut |va| shape.multiply(va, &bv))
+        };
+        // [1 2 3; 4 5 6] · [1, 0.5, -1]
+        assert_eq!(run(&io, &view(0, 1)).unwrap(), vec![-1.0, 0.5]);
+        let err = |io: &KernelIo, v: BoundView| run(io, &v).unwrap_err();
+        assert!(err(&io, view(0, 2)).contains("reads elements 2..8 of 7"));
+        assert!(err(&io, view(1, 1)).contains("write-only"));
+        assert!(err(&io, view(7, 0)).contains("not bound"));
+        assert!(err(&None, view(0, 1)).contains("only during cpu-kernel.run"));
     }
 
     #[test]

@@ -38,9 +38,9 @@ use sandbox::StoreState;
 use crate::error::{LoadError, PluginFault};
 use crate::tensor::Dtype;
 
-/// The ABI this host implements: `umd:plugin@1.8.0`. Plugins of the same major load (1.0–1.7
+/// The ABI this host implements: `umd:plugin@1.9.0`. Plugins of the same major load (1.0–1.8
 /// plugins without the later additions).
-pub const HOST_ABI: semver::Version = semver::Version::new(1, 8, 0);
+pub const HOST_ABI: semver::Version = semver::Version::new(1, 9, 0);
 /// Most op signatures a plugin may declare, and constant inputs per signature.
 const MAX_SIGNATURES: usize = 1024;
 const MAX_CONSTANT_INPUTS: usize = 64;

@@ -13,7 +13,10 @@
 use super::pool;
 use super::real::{MR, Real};
 use crate::geom::{Geom, valid_range};
+use umd_sdk::OpError;
 use umd_sdk::gemm::{self, Strided, Work};
+use umd_sdk::kernel::Memory;
+use umd_sdk::matrix::Bound;
 
 /// A run of consecutive positions along the last axis of a 3-D grid, inside a block of the
 /// grid's flattened positions.
@@ -104,8 +107,10 @@ pub fn conv_with<A: Real>(g: &Geom, direct: bool, x: &[A], w: &[A], y: &mut [A])
             let ws = Weights {
                 w: wg,
                 packed: &wpack,
+                bound: None,
             };
-            positions(g, xg, ws, 0..out_sz, jb, (yg, out_sz, 0), &mut s);
+            positions(g, xg, ws, 0..out_sz, jb, (yg, out_sz, 0), &mut s, None)
+                .expect("weights in memory multiply without the host's buffers");
         }
     }
 }
@@ -144,16 +149,21 @@ impl<A: Real> Default for Scratch<A> {
     }
 }
 
-/// A group's weights `[Mg, Cg·K]` and (not on the matrix unit) their packed copy.
+/// A group's weights `[Mg, Cg·K]` and (not on the matrix unit) their packed copy; or (ABI
+/// 1.9, f32 on the matrix unit) where they are in a bound buffer, which the host reads in
+/// place (`w` then empty).
 #[derive(Clone, Copy)]
 pub struct Weights<'a, A> {
     pub w: &'a [A],
     pub packed: &'a [A],
+    pub bound: Option<Bound>,
 }
 
 /// Stores output positions `range` of one (image, group) — `xg` its input planes — into
 /// `y = (data, row stride, first position)`: position `j` of channel `mi` at
-/// `data[mi * rs + j - first]`, in blocks of `jb` positions ([`block`]).
+/// `data[mi * rs + j - first]`, in blocks of `jb` positions ([`block`]; `mem` the launch's
+/// buffers when the weights are bound).
+#[allow(clippy::too_many_arguments)]
 pub fn positions<A: Real>(
     g: &Geom,
     xg: &[A],
@@ -162,28 +172,36 @@ pub fn positions<A: Real>(
     jb: usize,
     (y, y_rs, first): (&mut [A], usize, usize),
     s: &mut Scratch<A>,
-) {
+    mut mem: Option<&mut dyn Memory>,
+) -> Result<(), OpError> {
     let mut j0 = range.start;
     while j0 < range.end {
         let len = jb.min(range.end - j0);
-        let prod = block(g, xg, w, j0..j0 + len, s);
+        let reborrowed: Option<&mut dyn Memory> = match &mut mem {
+            Some(m) => Some(&mut **m),
+            None => None,
+        };
+        let prod = block(g, xg, w, j0..j0 + len, s, reborrowed)?;
         for (yrow, prow) in y.chunks_mut(y_rs).zip(prod.chunks_exact(len)) {
             yrow[j0 - first..][..len].copy_from_slice(prow);
         }
         j0 += len;
     }
+    Ok(())
 }
 
 /// Output positions `js` of one (image, group) — `xg` its input planes — as a row-major
 /// `Mg × js.len()` matrix in `s`: im2col of those positions (a pointwise conv's input rows as
-/// they are), then one product with the group's weights.
+/// they are), then one product with the group's weights (bound ones read by the host from
+/// `mem`'s buffer; refused without `mem` or for a type the matrix unit does not multiply).
 pub fn block<'s, A: Real>(
     g: &Geom,
     xg: &[A],
     w: Weights<A>,
     js: std::ops::Range<usize>,
     s: &'s mut Scratch<A>,
-) -> &'s mut [A] {
+    mem: Option<&mut dyn Memory>,
+) -> Result<&'s mut [A], OpError> {
     let (in_sz, mg, ck) = (
         usize_of(g.in_size()),
         usize_of(g.mg),
@@ -198,10 +216,16 @@ pub fn block<'s, A: Real>(
         im2col(g, xg, &s.runs, len, &mut s.col[..ck * len]);
         strided(&s.col[..ck * len], len)
     };
-    let a = strided(w.w, ck);
-    let a_packed = (!w.packed.is_empty()).then_some(w.packed);
-    gemm::product((mg, len, ck), a, a_packed, b, &mut s.work, &mut s.prod);
-    &mut s.prod[..mg * len]
+    if let Some(bw) = w.bound {
+        let refused = || OpError::internal("bound weights without a bound buffer to read");
+        let mem = mem.ok_or_else(refused)?;
+        s.prod = A::bound_product((mg, len, ck), bw, b, mem).ok_or_else(refused)??;
+    } else {
+        let a = strided(w.w, ck);
+        let a_packed = (!w.packed.is_empty()).then_some(w.packed);
+        gemm::product((mg, len, ck), a, a_packed, b, &mut s.work, &mut s.prod);
+    }
+    Ok(&mut s.prod[..mg * len])
 }
 
 /// A row-major matrix of rows `rs` apart.

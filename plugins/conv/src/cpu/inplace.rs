@@ -13,6 +13,7 @@ use half::{bf16, f16};
 use std::rc::Rc;
 use umd_sdk::dtype::{self, Decoded, Element};
 use umd_sdk::kernel::{self, Memory, resident};
+use umd_sdk::matrix::Bound;
 use umd_sdk::params::ParamReader;
 use umd_sdk::{Dtype, KernelCall, OpError};
 
@@ -211,6 +212,8 @@ where
         return conv_depthwise::<T>(mem, &g, (xb, wb, yb), share, piece, &epi);
     }
     let block = conv::transpose_block::<T::Compute>(&g);
+    let bound = T::DTYPE == Dtype::F32 && <T::Compute as Acc>::UNIT;
+    let mut scratch = conv::Scratch::default();
     let (mut p, end) = (share.start as usize, share.end as usize);
     while p < end {
         let (img, ch) = (p / m, p % m);
@@ -237,6 +240,21 @@ where
                     w.extend_from_slice(&read::<T>(mem, wb, first, cnt * ks)?);
                 }
                 conv::conv_transpose_with(&sub, block, &x, &w, &mut y);
+            } else if bound && !direct {
+                // f32 weights stay in their buffer: the matrix unit reads them in place
+                let ws = conv::Weights {
+                    w: &[],
+                    packed: &[],
+                    bound: Some(Bound {
+                        binding: wb,
+                        offset: at * ck,
+                        rs: ck,
+                        cs: 1,
+                    }),
+                };
+                let jb = conv::block_of::<T::Compute>(&sub, ck, out_sz);
+                let (y, sc) = ((&mut y[..], out_sz, 0), &mut scratch);
+                conv::positions(&sub, &x, ws, 0..out_sz, jb, y, sc, Some(&mut *mem))?;
             } else {
                 let w = weights::<T>(mem, wb, at * ck, cnt * ck)?;
                 conv::conv_with(&sub, direct, &x, &w, &mut y);
@@ -353,6 +371,8 @@ where
         ..g.clone()
     };
     let share = call.share((n * groups * tiles) as u64);
+    // f32 weights stay in their buffer: the matrix unit reads them in place (ABI 1.9)
+    let bound = T::DTYPE == Dtype::F32;
     let mut scratch = conv::Scratch::default();
     // the (image, group) whose planes `x` holds, the group whose weights `wg`
     let (mut x_at, mut w_at) = (None, None);
@@ -367,13 +387,21 @@ where
             x_at = Some((img, grp));
         }
         if w_at != Some(grp) {
-            wg = weights::<T>(mem, wb, grp * mg * ck, mg * ck)?;
+            if !bound {
+                wg = weights::<T>(mem, wb, grp * mg * ck, mg * ck)?;
+            }
             w_at = Some(grp);
         }
         let range = t * tile..out_sz.min((t + 1) * tile);
         let ws = conv::Weights {
             w: &wg,
             packed: &[],
+            bound: bound.then_some(Bound {
+                binding: wb,
+                offset: grp * mg * ck,
+                rs: ck,
+                cs: 1,
+            }),
         };
         // blocks of the tile (one, as tiles are at most a block wide), each row of its
         // product (an output channel's run of positions) through the epilogue in place and
@@ -381,7 +409,7 @@ where
         let mut j0 = range.start;
         while j0 < range.end {
             let len = jb.min(range.end - j0);
-            let prod = conv::block(&one, &x, ws, j0..j0 + len, &mut scratch);
+            let prod = conv::block(&one, &x, ws, j0..j0 + len, &mut scratch, Some(&mut *mem))?;
             for (mi, row) in prod.chunks_exact_mut(len).enumerate() {
                 let ch = grp * mg + mi;
                 let at = (img * m + ch) * out_sz + j0;

@@ -158,9 +158,12 @@ fn conv_splits_give_the_bytes_of_the_whole() {
             );
         }
         // weights named resident (a compiled model's): read on the first launch, kept by the
-        // instance, not read again; the same bytes
+        // instance, not read again; the same bytes. f32 weights of an im2col conv are never
+        // kept: the matrix unit reads them from their buffer on every launch (ABI 1.9; here
+        // the SDK's stand-in for it reads them through the launch's memory)
         let name = 7000 + i as u64;
         let empty = x[0] == 0;
+        let bound = dt == Dtype::F32 && (w[0] / group as u64) as usize >= umd_sdk::gemm::MR;
         // (a split reads the ranges it needs once: another split may read its own)
         let runs = [
             (3, Some(true)),
@@ -174,7 +177,7 @@ fn conv_splits_give_the_bytes_of_the_whole() {
             if let Some(first) = first {
                 assert_eq!(
                     read > 0,
-                    first && !empty,
+                    (first || bound) && !empty,
                     "case {i}, run {run}: weights read ({read} bytes)"
                 );
             }
