@@ -18,6 +18,7 @@ pub mod dtype;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod emu_vectors;
 pub mod expand;
+pub mod fmath;
 pub mod fused;
 pub mod gemm;
 pub mod kernel;

@@ -135,7 +135,7 @@ pub trait Real:
 }
 
 macro_rules! real {
-    ($t:ty) => {
+    ($t:ty, $exp:path, $tanh:path) => {
         impl Real for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -145,11 +145,11 @@ macro_rules! real {
             }
             #[inline(always)]
             fn exp(self) -> Self {
-                <$t>::exp(self)
+                $exp(self)
             }
             #[inline(always)]
             fn tanh(self) -> Self {
-                <$t>::tanh(self)
+                $tanh(self)
             }
             #[inline(always)]
             fn ln_1p(self) -> Self {
@@ -162,8 +162,9 @@ macro_rules! real {
         }
     };
 }
-real!(f32);
-real!(f64);
+// f32: the SDK's exp and tanh (libm's are software calls in wasm)
+real!(f32, umd_sdk::fmath::exp, umd_sdk::fmath::tanh);
+real!(f64, f64::exp, f64::tanh);
 
 /// Activation `kind` with `alpha`, `beta` at `x` (NaN propagates as numpy does; the CUDA
 /// `umd_act` is the same case by case).

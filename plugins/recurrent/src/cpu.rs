@@ -1,14 +1,27 @@
-//! The CPU kernels of `rnn_{T}`, `lstm_{T}`, `gru_{T}`: the reference of the CUDA kernels,
-//! reading the same [`Block`]. Inputs are converted once to the compute type (f32, or f64 for
-//! f64); then each (direction, batch) pair runs its time loop exactly as one CUDA block does
-//! (same gate order, same clip and activation placement, states kept in the compute type).
+//! The CPU kernels of `rnn_{T}`, `lstm_{T}`, `gru_{T}`, reading the [`Block`] the CUDA kernels
+//! read. Inputs are converted once to the compute type (f32, or f64 for f64). Per direction the
+//! input products `x · Wᵀ` of every step are one product (on the device's matrix unit for f32,
+//! ABI 1.8; one step's rows at a time past [`MAX_INPUT_PRODUCTS`]), `Rᵀ` is packed once, and
+//! each step multiplies every batch row's state by it (the SDK's packed GEMM) before the gates
+//! (same gate order, clip and activation placement as the CUDA kernel; sums in another order,
+//! so within rounding of it). Rows past their `sequence_lens` are computed with the rest but
+//! never used.
 
 use crate::act::{Real, apply};
 use crate::params::{Block, Cell, INPUT_FORGET, LINEAR_BEFORE_RESET};
 use half::{bf16, f16};
 use umd_sdk::cpu::Buffers;
 use umd_sdk::dtype::Element;
+use umd_sdk::gemm::{self, PackedB, Strided, Work};
 use umd_sdk::{CpuCall, CpuWrite, Dtype, OpError};
+
+/// Most input-product elements (`seq × batch × gates × hidden`) computed for every step at
+/// once (one product on the matrix unit); past it, one step's rows at a time.
+#[cfg(not(test))]
+const MAX_INPUT_PRODUCTS: usize = 1 << 22;
+/// (Small in tests, so that the cases take both ways.)
+#[cfg(test)]
+const MAX_INPUT_PRODUCTS: usize = 150;
 
 pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     let (cell, dt) = decode(&call.entry_point)?;
@@ -51,7 +64,7 @@ fn load<T: Element>(bufs: &Buffers, b: u32, n: usize) -> Result<Vec<T::Compute>,
 
 fn run_typed<T: Element>(call: &CpuCall, blk: &Block, cell: Cell) -> Result<Vec<CpuWrite>, OpError>
 where
-    T::Compute: Real,
+    T::Compute: Real + gemm::Acc,
 {
     let bufs = Buffers::new(call);
     let (seq, batch, input, hidden, dirs) = (
@@ -115,14 +128,28 @@ where
     };
     let zero = T::Compute::ZERO;
     let one = T::Compute::ONE;
+    let gh = g * hidden;
+    let lbr = cell == Cell::Gru && blk.flags & LINEAR_BEFORE_RESET != 0;
+    let len_of = |b: usize| match &lens {
+        Some(l) => (l[b].max(0) as usize).min(seq),
+        None => seq,
+    };
+    // x's rows in (t, b) order, contiguous: the input products of every step at once when
+    // they fit, else one step's rows at a time
+    let all_steps = seq * batch * gh <= MAX_INPUT_PRODUCTS;
+    let x_row = |t: usize, b: usize| {
+        let xo = t * st.x_t as usize + b * st.x_b as usize;
+        &x[xo..xo + input]
+    };
+    let mut xrows = Vec::new();
+    let (mut xw, mut hr, mut hr2) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut work, mut apack) = (Work::default(), Vec::new());
     let (mut h, mut hn, mut cs, mut aux) = (
-        vec![zero; hidden],
-        vec![zero; hidden],
-        vec![zero; hidden],
-        vec![zero; hidden],
+        vec![zero; batch * hidden],
+        vec![zero; batch * hidden],
+        vec![zero; batch * hidden],
+        vec![zero; batch * hidden],
     );
-    let dot =
-        |a: &[T::Compute], b: &[T::Compute]| a.iter().zip(b).fold(zero, |s, (p, q)| s + *p * *q);
     for d in 0..dirs {
         let rev = blk.direction == 1 || (blk.direction == 2 && d == 1);
         let na = cell.activations();
@@ -135,103 +162,191 @@ where
                 v,
             )
         };
-        let wd = &w[d * g * hidden * input..(d + 1) * g * hidden * input];
-        let rd = &r[d * g * hidden * hidden..(d + 1) * g * hidden * hidden];
-        for b in 0..batch {
-            let len = match &lens {
-                Some(l) => (l[b].max(0) as usize).min(seq),
-                None => seq,
+        let wd = &w[d * gh * input..(d + 1) * gh * input];
+        let rd = &r[d * gh * hidden..(d + 1) * gh * hidden];
+        // Wᵀ (input × gh) and Rᵀ (hidden × gh) as views of W and R; Rᵀ packed once
+        let wt = Strided {
+            data: wd,
+            rs: 1,
+            cs: input,
+        };
+        let packed = |data: &[T::Compute], cols: usize| {
+            let view = Strided {
+                data,
+                rs: 1,
+                cs: hidden,
             };
+            PackedB::pack(hidden, 0..cols, view)
+                .ok_or_else(|| OpError::internal("the packed recurrence weights do not fit memory"))
+        };
+        let rp = packed(rd, gh)?;
+        // GRU without linear_before_reset: gate h's recurrence multiplies (r ⊙ h), later
+        let rp2 = if cell == Cell::Gru && !lbr {
+            Some(packed(&rd[2 * hidden * hidden..], hidden)?)
+        } else {
+            None
+        };
+        // the biases added to the input products: Wb + Rb, but Wb alone for GRU's gate h
+        // under linear_before_reset (its Rb is inside the reset product)
+        let bo = d * 2 * gh;
+        let bx: Vec<T::Compute> = (0..gh)
+            .map(|row| match &bias {
+                Some(bv) if lbr && row >= 2 * hidden => bv[bo + row],
+                Some(bv) => bv[bo + row] + bv[bo + gh + row],
+                None => zero,
+            })
+            .collect();
+        let rbh = |j: usize| {
+            bias.as_ref()
+                .map_or(zero, |bv| bv[bo + gh + 2 * hidden + j])
+        };
+        let pp = |k: usize, j: usize| {
+            peep.as_ref()
+                .map_or(zero, |p| p[d * 3 * hidden + k * hidden + j])
+        };
+        if all_steps {
+            xrows.clear();
+            for t in 0..seq {
+                for b in 0..batch {
+                    xrows.extend_from_slice(x_row(t, b));
+                }
+            }
+            let xa = Strided {
+                data: &xrows,
+                rs: input,
+                cs: 1,
+            };
+            gemm::product((seq * batch, gh, input), xa, None, wt, &mut work, &mut xw);
+        }
+        for b in 0..batch {
             let so = d * st.s_d as usize + b * st.s_b as usize;
             for j in 0..hidden {
-                h[j] = h0.as_ref().map_or(zero, |v| v[so + j]);
-                cs[j] = c0.as_ref().map_or(zero, |v| v[so + j]);
+                h[b * hidden + j] = h0.as_ref().map_or(zero, |v| v[so + j]);
+                cs[b * hidden + j] = c0.as_ref().map_or(zero, |v| v[so + j]);
             }
-            for s in 0..len {
-                let t = if rev { len - 1 - s } else { s };
-                let xo = t * st.x_t as usize + b * st.x_b as usize;
-                let xt = &x[xo..xo + input];
-                // pre-activation of gate `gi` of unit `j`, without the recurrent term
-                // (with the recurrence bias Rb unless `rb` is false)
-                let pre_xb = |gi: usize, j: usize, rb: bool| {
-                    let row = gi * hidden + j;
-                    let mut v = dot(&wd[row * input..(row + 1) * input], xt);
-                    if let Some(bv) = &bias {
-                        let bo = d * 2 * g * hidden;
-                        v = v + bv[bo + row];
-                        if rb {
-                            v = v + bv[bo + g * hidden + row];
-                        }
+        }
+        let step_of = |b: usize, s: usize| {
+            let len = len_of(b);
+            (s < len).then(|| if rev { len - 1 - s } else { s })
+        };
+        for s in 0..seq {
+            if (0..batch).all(|b| step_of(b, s).is_none()) {
+                break;
+            }
+            // this step's input rows (rows past their sequence: zeros, unused)
+            if !all_steps {
+                xrows.clear();
+                for b in 0..batch {
+                    match step_of(b, s) {
+                        Some(t) => xrows.extend_from_slice(x_row(t, b)),
+                        None => xrows.resize(xrows.len() + input, zero),
                     }
-                    v
+                }
+                let xa = Strided {
+                    data: &xrows,
+                    rs: input,
+                    cs: 1,
                 };
-                let pre_x = |gi: usize, j: usize| pre_xb(gi, j, true);
-                let rec = |gi: usize, j: usize, hv: &[T::Compute]| {
+                gemm::product((batch, gh, input), xa, None, wt, &mut work, &mut xw);
+            }
+            // the recurrence of every row: h · Rᵀ
+            let hv = Strided {
+                data: &h,
+                rs: hidden,
+                cs: 1,
+            };
+            gemm::pack_a(batch, hidden, hv, &mut apack);
+            gemm::multiply(batch, &apack, &rp, rp.columns(&(0..gh)), &mut hr);
+            let xw_row = |b: usize, t: usize| {
+                let row = if all_steps { t * batch + b } else { b };
+                &xw[row * gh..(row + 1) * gh]
+            };
+            for b in 0..batch {
+                let Some(t) = step_of(b, s) else { continue };
+                let (xr, rr_) = (xw_row(b, t), &hr[b * gh..(b + 1) * gh]);
+                let pre = |gi: usize, j: usize| {
                     let row = gi * hidden + j;
-                    dot(&rd[row * hidden..(row + 1) * hidden], hv)
+                    xr[row] + bx[row] + rr_[row]
                 };
+                let hb = b * hidden;
                 match cell {
                     Cell::Rnn => {
-                        for (j, v) in hn.iter_mut().enumerate() {
-                            *v = act(0, clamp(pre_x(0, j) + rec(0, j, &h)));
+                        for j in 0..hidden {
+                            hn[hb + j] = act(0, clamp(pre(0, j)));
                         }
                     }
                     Cell::Lstm => {
-                        let pp = |k: usize, j: usize| {
-                            peep.as_ref()
-                                .map_or(zero, |p| p[d * 3 * hidden + k * hidden + j])
-                        };
                         for j in 0..hidden {
-                            let cp = cs[j];
-                            let i = act(0, clamp(pre_x(0, j) + rec(0, j, &h) + pp(0, j) * cp));
+                            let cp = cs[hb + j];
+                            let i = act(0, clamp(pre(0, j) + pp(0, j) * cp));
                             let f = if blk.flags & INPUT_FORGET != 0 {
                                 one - i
                             } else {
-                                act(0, clamp(pre_x(2, j) + rec(2, j, &h) + pp(2, j) * cp))
+                                act(0, clamp(pre(2, j) + pp(2, j) * cp))
                             };
-                            let cg = act(1, clamp(pre_x(3, j) + rec(3, j, &h)));
+                            let cg = act(1, clamp(pre(3, j)));
                             let cn = f * cp + i * cg;
-                            let o = act(0, clamp(pre_x(1, j) + rec(1, j, &h) + pp(1, j) * cn));
-                            hn[j] = o * act(2, cn);
-                            cs[j] = cn;
+                            let o = act(0, clamp(pre(1, j) + pp(1, j) * cn));
+                            hn[hb + j] = o * act(2, cn);
+                            cs[hb + j] = cn;
                         }
                     }
                     Cell::Gru => {
-                        let lbr = blk.flags & LINEAR_BEFORE_RESET != 0;
-                        let rbh = |j: usize| {
-                            bias.as_ref().map_or(zero, |bv| {
-                                bv[d * 2 * g * hidden + g * hidden + 2 * hidden + j]
-                            })
-                        };
                         for j in 0..hidden {
-                            let z = act(0, clamp(pre_x(0, j) + rec(0, j, &h)));
-                            let rr = act(0, clamp(pre_x(1, j) + rec(1, j, &h)));
-                            cs[j] = z;
+                            let z = act(0, clamp(pre(0, j)));
+                            let rr = act(0, clamp(pre(1, j)));
+                            cs[hb + j] = z;
                             if lbr {
-                                hn[j] = rr * (rec(2, j, &h) + rbh(j));
+                                // Rb_h inside the reset product
+                                let row = 2 * hidden + j;
+                                hn[hb + j] = rr * (rr_[row] + rbh(j));
                             } else {
-                                aux[j] = rr * h[j];
+                                aux[hb + j] = rr * h[hb + j];
                             }
-                        }
-                        for j in 0..hidden {
-                            // linear_before_reset: Rb_h is inside the reset product (in hn)
-                            let hp = if lbr {
-                                pre_xb(2, j, false) + hn[j]
-                            } else {
-                                pre_x(2, j) + rec(2, j, &aux)
-                            };
-                            let ht = act(1, clamp(hp));
-                            let z = cs[j];
-                            hn[j] = (one - z) * ht + z * h[j];
                         }
                     }
                 }
-                h.copy_from_slice(&hn);
+            }
+            if cell == Cell::Gru {
+                // gate h: (r ⊙ h) · R_hᵀ without linear_before_reset
+                if let Some(rp2) = &rp2 {
+                    let av = Strided {
+                        data: &aux,
+                        rs: hidden,
+                        cs: 1,
+                    };
+                    gemm::pack_a(batch, hidden, av, &mut apack);
+                    gemm::multiply(batch, &apack, rp2, rp2.columns(&(0..hidden)), &mut hr2);
+                }
+                for b in 0..batch {
+                    let Some(t) = step_of(b, s) else { continue };
+                    let xr = xw_row(b, t);
+                    let hb = b * hidden;
+                    for j in 0..hidden {
+                        let row = 2 * hidden + j;
+                        let hp = if lbr {
+                            xr[row] + bx[row] + hn[hb + j]
+                        } else {
+                            xr[row] + bx[row] + hr2[hb + j]
+                        };
+                        let ht = act(1, clamp(hp));
+                        let z = cs[hb + j];
+                        hn[hb + j] = (one - z) * ht + z * h[hb + j];
+                    }
+                }
+            }
+            for b in 0..batch {
+                let Some(t) = step_of(b, s) else { continue };
+                let hb = b * hidden;
+                h[hb..hb + hidden].copy_from_slice(&hn[hb..hb + hidden]);
                 let yo = t * st.y_t as usize + d * st.y_d as usize + b * st.y_b as usize;
-                for (j, v) in h.iter().enumerate() {
+                for (j, v) in h[hb..hb + hidden].iter().enumerate() {
                     store(&mut y.data, yo + j, *v);
                 }
             }
+        }
+        for b in 0..batch {
+            let len = len_of(b);
             for t in len..seq {
                 let yo = t * st.y_t as usize + d * st.y_d as usize + b * st.y_b as usize;
                 for j in 0..hidden {
@@ -240,10 +355,11 @@ where
             }
             // a sequence of length 0 has zero final states (as onnxruntime answers)
             let fin = |v: T::Compute| if len == 0 { zero } else { v };
+            let so = d * st.s_d as usize + b * st.s_b as usize;
             for j in 0..hidden {
-                store(&mut yh.data, so + j, fin(h[j]));
+                store(&mut yh.data, so + j, fin(h[b * hidden + j]));
                 if let Some(yc) = &mut yc {
-                    store(&mut yc.data, so + j, fin(cs[j]));
+                    store(&mut yc.data, so + j, fin(cs[b * hidden + j]));
                 }
             }
         }

@@ -109,7 +109,7 @@ pub trait Real:
 }
 
 macro_rules! real {
-    ($t:ident, $erf:path) => {
+    ($t:ident, $erf:path, $exp:path, $tanh:path $(, sigmoid = $sigmoid:path)?) => {
         impl Num for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -131,12 +131,26 @@ macro_rules! real {
             fn c(v: f64) -> Self {
                 v as $t
             }
-            real!(@fns $t: exp, ln, sqrt, sin, cos, tan, tanh, asin, acos, atan, sinh, cosh,
+            real!(@fns $t: ln, sqrt, sin, cos, tan, asin, acos, atan, sinh, cosh,
                   asinh, acosh, atanh, exp_m1, ln_1p, floor, ceil);
             #[inline(always)]
             fn erf(self) -> Self {
                 $erf(self)
             }
+            #[inline(always)]
+            fn exp(self) -> Self {
+                $exp(self)
+            }
+            #[inline(always)]
+            fn tanh(self) -> Self {
+                $tanh(self)
+            }
+            $(
+            #[inline(always)]
+            fn sigmoid(self) -> Self {
+                $sigmoid(self)
+            }
+            )?
             #[inline(always)]
             fn rint(self) -> Self {
                 self.round_ties_even()
@@ -158,5 +172,12 @@ macro_rules! real {
         }
     )*};
 }
-real!(f32, libm::erff);
-real!(f64, libm::erf);
+// f32: the SDK's branch-free exp, tanh and sigmoid (libm's are software calls in wasm)
+real!(
+    f32,
+    libm::erff,
+    umd_sdk::fmath::exp,
+    umd_sdk::fmath::tanh,
+    sigmoid = umd_sdk::fmath::sigmoid
+);
+real!(f64, libm::erf, f64::exp, f64::tanh);

@@ -55,6 +55,42 @@ fn pow_with_every_exponent_dtype() {
     let y = (vec![3], Dtype::F32, vec![0.5, -1.0, 1.5]);
     let (_, got) = run("Pow", &[x, y], &[]).unwrap();
     assert_eq!(got, vec![2.0, 0.5, 0.125]);
+    // the exponents computed without `pow` (1, 2, 3, 4, 0.5, -1) agree with the correctly
+    // rounded power, special values included (pow(-0, 0.5) = +0, pow(-inf, 0.5) = +inf)
+    let bases = [
+        0.0,
+        -0.0,
+        1.5,
+        -2.75,
+        3.1e-20,
+        -7.7e18,
+        1.0e30,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        0.1,
+        -0.3,
+        1.0e-40,
+    ];
+    for e in [1.0, 2.0, 3.0, 4.0, 0.5, -1.0] {
+        for dt in [Dtype::F32, Dtype::F64] {
+            let n = bases.len() as u64;
+            let x = (vec![n], dt, bases.to_vec());
+            let y = (vec![1], dt, vec![e]);
+            let (_, got) = run("Pow", &[x, y], &[]).unwrap();
+            for (&b, &g) in bases.iter().zip(&got) {
+                let want = if dt == Dtype::F32 {
+                    (b as f32 as f64).powf(e) as f32 as f64
+                } else {
+                    b.powf(e)
+                };
+                let same = g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan());
+                // f64's cube and fourth power round twice: within an ulp
+                let close = (g - want).abs() <= want.abs() * 2.3e-16;
+                assert!(same || close, "{dt:?} {b}^{e}: got {g}, want {want}");
+            }
+        }
+    }
     // an integer base with a fractional float exponent truncates
     let x = (vec![2], Dtype::I64, vec![2.0, 10.0]);
     let y = (vec![2], Dtype::F32, vec![0.5, -1.0]);

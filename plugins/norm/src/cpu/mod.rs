@@ -70,46 +70,8 @@ macro_rules! real {
         }
     };
 }
-real!(f32, exp_f32, umd_sdk::stages::apply);
+real!(f32, umd_sdk::fmath::exp, umd_sdk::stages::apply);
 real!(f64, f64::exp);
-
-/// `e^x` in f32 within 2 ulp, without libm: Cody–Waite reduction `x = k ln 2 + r` (|r| ≤ ln 2 / 2)
-/// and Cephes' degree-6 polynomial for `e^r`, scaled by `2^k` through the exponent bits. In wasm
-/// `f32::exp` is a software libm call (Exp of 1 Mi f32 runs 7× a native loop, BENCHMARKS.md);
-/// this is a dozen inline f32 operations, which is what Softmax spends its time on.
-#[inline(always)]
-pub fn exp_f32(x: f32) -> f32 {
-    if x.is_nan() {
-        return x;
-    }
-    if x > 88.72283 {
-        return f32::INFINITY;
-    }
-    if x < -103.972_08 {
-        return 0.0;
-    }
-    let k = (x * std::f32::consts::LOG2_E + 0.5).floor();
-    let r = x - k * 0.693_359_4;
-    let r = r - k * -2.121_944_4e-4;
-    let p = 1.987_569_1e-4_f32;
-    let p = p * r + 1.398_199_9e-3;
-    let p = p * r + 8.333_452e-3;
-    let p = p * r + 4.166_579_6e-2;
-    let p = p * r + 1.666_666_5e-1;
-    let p = p * r + 0.5;
-    let y = p * (r * r) + r + 1.0;
-    let k = k as i32;
-    if k >= -126 {
-        // k ≤ 128 here; 2^128 overflows to the infinity e^x is close to
-        if k > 127 {
-            return y * f32::from_bits(254 << 23) * 2.0;
-        }
-        y * f32::from_bits(((k + 127) as u32) << 23)
-    } else {
-        // subnormal results: scale in two steps (k ≥ -150)
-        y * f32::from_bits(((k + 126 + 127) as u32) << 23) * f32::from_bits(1 << 23)
-    }
-}
 
 /// `max` that propagates NaN (as numpy's `max`).
 #[inline(always)]
@@ -171,30 +133,6 @@ pub fn encode_from<T: Element>(buf: &mut [u8], start: usize, vals: &[T::Compute]
     for (b, v) in dst.chunks_exact_mut(s).zip(vals) {
         T::from_compute(*v).store(b);
     }
-}
-
-#[cfg(test)]
-#[test]
-fn exp_f32_is_within_two_ulp_of_exp() {
-    let mut worst = 0f64;
-    let mut x = -104.0f32;
-    while x < 89.0 {
-        let want = (x as f64).exp();
-        let got = exp_f32(x) as f64;
-        if want > f32::MIN_POSITIVE as f64 && want < f32::MAX as f64 {
-            worst = worst.max(((got - want) / want).abs());
-        } else if want >= f32::MAX as f64 * 1.0000001 {
-            assert_eq!(got, f64::INFINITY, "{x}");
-        } else {
-            assert!((got - want).abs() <= 2.0 * 1.4e-45, "{x}: {got} vs {want}");
-        }
-        x += 0.000_731;
-    }
-    assert!(worst < 2.4e-7, "worst relative error {worst}");
-    assert!(exp_f32(f32::NAN).is_nan());
-    assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
-    assert_eq!(exp_f32(f32::INFINITY), f32::INFINITY);
-    assert_eq!(exp_f32(0.0), 1.0);
 }
 
 /// Runs one launch.
