@@ -1,7 +1,8 @@
 //! Conv with an epilogue, served as fused ops ([`umd_sdk::fused`]): Conv, then optionally
 //! BatchNormalization (inference), a per-channel `Mul` and a per-channel `Add` (a scale and a
 //! shift of shape `[M, 1, …]` or `[1, M, 1, …]`: a normalization written out, as in DenseNet),
-//! a residual `Add`/`Sum` of a tensor of the output's shape, and Relu, in that order —
+//! a residual `Add`/`Sum` of a tensor of the output's shape, and Relu or Clip (ReLU6: its
+//! `min`/`max` inputs read at run time), in that order —
 //! computed on each output value before it is stored
 //! (`conv_fused_{dtype}`), so a ResNet block's normalization, skip connection and activation
 //! cost no pass over memory of their own. A request this cannot compute exactly as the chain
@@ -15,11 +16,13 @@ use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, shape};
 use crate::plan::{self, binding};
 
 /// The chains served, longest first (the host offers the longest that matches).
-pub const OPS: [&str; 11] = [
+pub const OPS: [&str; 14] = [
     "Conv.BatchNormalization.Mul.Add.Relu",
     "Conv.BatchNormalization.Add.Relu",
+    "Conv.BatchNormalization.Add.Clip",
     "Conv.BatchNormalization.Sum.Relu",
     "Conv.BatchNormalization.Relu",
+    "Conv.BatchNormalization.Clip",
     "Conv.Add.Relu",
     "Conv.Sum.Relu",
     "Conv.BatchNormalization.Add",
@@ -27,6 +30,7 @@ pub const OPS: [&str; 11] = [
     "Conv.Mul.Add.Relu",
     "Conv.BatchNormalization",
     "Conv.Relu",
+    "Conv.Clip",
 ];
 
 /// Epilogue flags of `conv_fused` (its last parameter).
@@ -36,6 +40,10 @@ pub const RESIDUAL: u32 = 4;
 pub const RELU: u32 = 8;
 pub const SCALE: u32 = 16;
 pub const SHIFT: u32 = 32;
+/// Clip's lower and upper bound (its `min` and `max` inputs, one element each, read at run
+/// time: the two pointers after the flags).
+pub const CLIP_LO: u32 = 64;
+pub const CLIP_HI: u32 = 128;
 
 /// Plans a fused request: stage 0 exactly as a Conv alone, then each epilogue stage checked.
 pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
@@ -57,6 +65,8 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     // bias, scale, B, mean, var, residual, Mul's scale, Add's shift (x where absent: never read)
     let mut ptrs = [x; 8];
     let mut eps = 0.0;
+    // Clip's bounds (x where absent: never read)
+    let mut bounds = [x; 2];
     if conv.input(2).is_some() {
         flags |= BIAS;
         ptrs[0] = binding(req, 2)?;
@@ -64,6 +74,30 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     // stages in their one order: normalization, scale, shift, residual, activation
     let mut phase = 0;
     for s in &stages[1..] {
+        if s.op == "Clip" {
+            // an activation (the last stage): bounds from its optional `min` and `max` inputs
+            if phase >= 5 || s.link != Some(0) || s.slots.len() > 3 {
+                return Err(declined(req, "Clip out of order"));
+            }
+            phase = 5;
+            if !s.attributes.is_empty() {
+                return Err(declined(req, "Clip's opset-6 attributes"));
+            }
+            for (k, bit) in [(1, CLIP_LO), (2, CLIP_HI)] {
+                let Some(t) = s.slots.get(k).copied().flatten().and_then(|k| req.input(k)) else {
+                    continue;
+                };
+                if t.dtype != dt || shape::numel(&t.shape)? != 1 {
+                    return Err(declined(
+                        req,
+                        "a Clip bound that is not one value of the dtype",
+                    ));
+                }
+                flags |= bit;
+                bounds[k - 1] = binding(req, slot(s, k))?;
+            }
+            continue;
+        }
         let others = s.others(req)?;
         let channelwise = matches!(&others[..], [t] if per_channel(t, &out_shape));
         let (at, bit) = match s.op.as_str() {
@@ -142,6 +176,7 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     p.ptr(req.output_binding(0), Access::Write);
     g.pack(&mut p);
     p.f64(eps).u32(flags);
+    p.ptr(bounds[0], Access::Read).ptr(bounds[1], Access::Read);
     Ok(OpPlan {
         outputs: vec![TensorDesc::new("Y", out_shape, dt)],
         launches: vec![plan::launch(req, dt, "conv_fused", total, p)?],

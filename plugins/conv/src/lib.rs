@@ -242,6 +242,40 @@ impl Plugin for Conv {
                 vec![(Dtype::F32, vec![0., 3., 19., 27.])],
                 1e-6,
             ),
+            // conv [8, 12, 20, 24] → BN (y - 9) → Clip(0, 6) (ReLU6): [0, 3, 6, 6]
+            umd_sdk::test_case_with(
+                "conv, batchnormalization and clip fused",
+                "Conv.BatchNormalization.Clip",
+                vec![
+                    (t(&[1, 1, 3, 3], Dtype::F32), nine.clone()),
+                    (t(&[1, 1, 2, 2], Dtype::F32), vec![1.0; 4]),
+                    (t(&[1], Dtype::F32), vec![2.0]),
+                    (t(&[1], Dtype::F32), vec![1.0]),
+                    (t(&[1], Dtype::F32), vec![10.0]),
+                    (t(&[1], Dtype::F32), vec![3.0]),
+                    (t(&[], Dtype::F32), vec![0.0]),
+                    (t(&[], Dtype::F32), vec![6.0]),
+                ],
+                [
+                    ("0.inputs", 2),
+                    ("1.inputs", 4),
+                    ("1.link", 0),
+                    ("2.inputs", 2),
+                    ("2.link", 0),
+                ]
+                .into_iter()
+                .map(|(n, v)| Attribute {
+                    name: n.into(),
+                    value: AttrValue::Int(v),
+                })
+                .chain([Attribute {
+                    name: "1.epsilon".into(),
+                    value: AttrValue::Float(1.0),
+                }])
+                .collect(),
+                vec![(Dtype::F32, vec![0., 3., 6., 6.])],
+                1e-6,
+            ),
             umd_sdk::test_case(
                 "convinteger u8 with zero points",
                 "ConvInteger",

@@ -6,7 +6,7 @@
 //! once per call; the residual is read by the caller, run by run.
 
 use super::real::{Real, Stages};
-use crate::fused::{BIAS, NORM, RELU, RESIDUAL, SCALE, SHIFT};
+use crate::fused::{BIAS, CLIP_HI, CLIP_LO, NORM, RELU, RESIDUAL, SCALE, SHIFT};
 use umd_sdk::dtype::{self, Element};
 use umd_sdk::kernel::Memory;
 use umd_sdk::lanes;
@@ -26,6 +26,9 @@ pub struct Epilogue<C> {
     /// The binding of the residual (`Y`-shaped).
     pub residual: Option<u32>,
     relu: bool,
+    /// Clip's bounds.
+    lo: Option<C>,
+    hi: Option<C>,
 }
 
 impl<C: Real> Epilogue<C> {
@@ -39,6 +42,8 @@ impl<C: Real> Epilogue<C> {
             shift: None,
             residual: None,
             relu: false,
+            lo: None,
+            hi: None,
         }
     }
 
@@ -75,8 +80,8 @@ impl<C: Real> Epilogue<C> {
         Ok(p)
     }
 
-    /// Reads `ε` and the flags, then the inputs they name, for `m` output channels; the
-    /// residual must hold `y_elems` elements.
+    /// Reads `ε`, the flags and Clip's bound pointers, then the inputs they name, for `m`
+    /// output channels; the residual must hold `y_elems` elements.
     pub fn finish<T: Element<Compute = C>>(
         call: &KernelCall,
         mem: &mut dyn Memory,
@@ -86,7 +91,17 @@ impl<C: Real> Epilogue<C> {
         y_elems: usize,
     ) -> Result<Self, OpError> {
         let (eps, flags) = (r.f64()?, r.u32()?);
+        let (lo_p, hi_p) = (r.ptr()?, r.ptr()?);
         let mut e = Self::none().rounding::<T>();
+        let s = std::mem::size_of::<T>();
+        let mut bound = |bit: u32, p: u32| -> Result<Option<C>, OpError> {
+            if flags & bit == 0 {
+                return Ok(None);
+            }
+            call.require_size(p, s as u64, "a Clip bound")?;
+            Ok(Some(T::load(&mem.read(p, 0, s)?[..s]).to_compute()))
+        };
+        (e.lo, e.hi) = (bound(CLIP_LO, lo_p)?, bound(CLIP_HI, hi_p)?);
         let bytes = m
             .checked_mul(std::mem::size_of::<T>())
             .ok_or_else(|| OpError::internal(format!("{m} channels do not fit memory")))?;
@@ -134,6 +149,8 @@ impl<C: Real> Epilogue<C> {
             && self.shift.is_none()
             && self.residual.is_none()
             && !self.relu
+            && self.lo.is_none()
+            && self.hi.is_none()
     }
 
     /// Applies the epilogue to a run of channel `ch`'s values (`res`: the residual's values at
@@ -150,6 +167,7 @@ impl<C: Real> Epilogue<C> {
                 relu: self.relu,
             };
             if C::epilogue(v, res, &st) {
+                self.clip(v);
                 return;
             }
         }
@@ -184,6 +202,22 @@ impl<C: Real> Epilogue<C> {
         }
         if self.relu {
             C::relu(v);
+        }
+        self.clip(v);
+    }
+
+    /// Clip's bounds, as the op alone compares (NaN stays NaN; a lower bound above the upper
+    /// gives the upper). Rounding to f16/bf16 is monotonic and the bounds are values of the
+    /// type, so clipping before the store's rounding gives what clipping after would.
+    fn clip(&self, v: &mut [C]) {
+        match (self.lo, self.hi) {
+            (Some(l), Some(h)) => lanes::map(v, |x| {
+                let x = if x < l { l } else { x };
+                if x > h { h } else { x }
+            }),
+            (Some(l), None) => lanes::map(v, |x| if x < l { l } else { x }),
+            (None, Some(h)) => lanes::map(v, |x| if x > h { h } else { x }),
+            (None, None) => {}
         }
     }
 

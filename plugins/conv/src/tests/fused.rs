@@ -49,6 +49,15 @@ fn fused_request(
                 inputs.push((vec![m, 1, 1], dt));
                 (1, 1)
             }
+            // Clip with both bounds (scalars), or its `min` alone
+            "Clip" => {
+                inputs.extend([(vec![], dt), (vec![1], dt)]);
+                (2, 0)
+            }
+            "ClipLo" => {
+                inputs.push((vec![], dt));
+                (1, 0)
+            }
             _ => (0, 0),
         };
         attrs.push((format!("{i}.inputs"), int(n)));
@@ -58,6 +67,7 @@ fn fused_request(
         .chain(stages.iter().map(|s| match *s {
             "Scale" => "Mul",
             "Shift" => "Add",
+            "ClipLo" => "Clip",
             s => s,
         }))
         .collect::<Vec<_>>()
@@ -74,6 +84,10 @@ fn fused_request(
     r
 }
 
+/// Clip's bounds in the fused tests (values of every float type; outputs fall on both sides).
+const LO: f64 = -0.5;
+const HI: f64 = 0.75;
+
 /// Fused against the plain conv then each stage in f64, on shapes that take each CPU path.
 #[test]
 fn fused_matches_the_chain_on_every_path() {
@@ -84,7 +98,10 @@ fn fused_matches_the_chain_on_every_path() {
         (&[1, 8, 5, 5], &[12, 8, 3, 3], 1),
         (&[2, 6, 7, 7], &[6, 1, 3, 3], 6),
     ];
-    let chains: [&[&str]; 7] = [
+    let chains: [&[&str]; 10] = [
+        &["BatchNormalization", "Clip"],
+        &["Clip"],
+        &["BatchNormalization", "Add", "ClipLo"],
         &["BatchNormalization", "Scale", "Shift", "Relu"],
         &["Scale", "Shift", "Relu"],
         &["BatchNormalization", "Add", "Relu"],
@@ -132,6 +149,8 @@ fn fused_matches_the_chain_on_every_path() {
                             "Add" | "Sum" => inputs.push(r.clone()),
                             "Scale" => inputs.push(sc.clone()),
                             "Shift" => inputs.push(sh.clone()),
+                            "Clip" => inputs.extend([vec![LO], vec![HI]]),
+                            "ClipLo" => inputs.push(vec![LO]),
                             _ => {}
                         }
                     }
@@ -161,6 +180,8 @@ fn fused_matches_the_chain_on_every_path() {
                                 "Add" | "Sum" => *v + r[i],
                                 "Scale" => *v * sc[ch],
                                 "Shift" => *v + sh[ch],
+                                "Clip" => v.max(LO).min(HI),
+                                "ClipLo" => v.max(LO),
                                 _ => v.max(0.0),
                             };
                         }
