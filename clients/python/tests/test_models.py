@@ -1,6 +1,7 @@
 """Whole models through `umd run-model` against onnxruntime (CPU execution provider): models
 built here with onnx.helper and random weights (an MLP, a LeNet-style CNN, a transformer encoder
-layer with dynamic batch and sequence), and the model tests shipped in the `onnx` wheel
+layer with dynamic batch and sequence, MobileNetV2's first blocks with ReLU6, a GPT-2 block with a
+causal mask and the tanh GELU), and the model tests shipped in the `onnx` wheel
 (`simple`, `pytorch-converted`, `pytorch-operator`): each passes, or is listed in MODELS.md with
 the op that is missing (the test then checks that umd says so with a clear error)."""
 
@@ -195,6 +196,103 @@ def test_transformer_encoder_layer_dynamic_shapes(tmp_path, batch, seq):
     fig = check_against_ort(encoder_layer(), feeds, tmp_path)
     assert fig["submissions"] == 1
     assert fig["peak_bytes"] < fig["intermediate_bytes"], fig
+
+
+def mobilenet_v2_blocks(res):
+    """MobileNetV2's first blocks as torchvision exports them: Conv → BatchNormalization →
+    Clip(0, 6) (ReLU6, bounds as shared initializers), depthwise stride-2 convs, a projection
+    without activation, a residual Add, then GlobalAveragePool → Flatten → Gemm → Softmax."""
+    nodes, inits = [], [nh.from_array(np.float32(0), "zero"), nh.from_array(np.float32(6), "six")]
+
+    def conv(x, cin, cout, k, s, g, name, act=True):
+        inits.append(weight(name + "_w", cout, cin // g, k, k, scale=(2.0 / (cin // g * k * k)) ** 0.5))
+        nodes.append(h.make_node("Conv", [x, name + "_w"], [name + "_c"], kernel_shape=[k, k],
+                                 strides=[s, s], pads=[k // 2] * 4, group=g))
+        stats = [1 + 0.1 * RNG.standard_normal(cout), 0.1 * RNG.standard_normal(cout),
+                 0.1 * RNG.standard_normal(cout), 1 + 0.1 * np.abs(RNG.standard_normal(cout))]
+        for p, v in zip("somv", stats):
+            inits.append(nh.from_array(v.astype(np.float32), f"{name}_{p}"))
+        nodes.append(h.make_node("BatchNormalization", [name + "_c"] + [f"{name}_{p}" for p in "somv"],
+                                 [name + "_n"]))
+        if not act:
+            return name + "_n"
+        nodes.append(h.make_node("Clip", [name + "_n", "zero", "six"], [name]))
+        return name
+
+    x, cin = conv("x", 3, 16, 3, 2, 1, "stem"), 16
+    for i, (t, c, stride) in enumerate([(1, 8, 1), (4, 12, 2), (4, 12, 1)]):
+        y = conv(x, cin, cin * t, 1, 1, 1, f"b{i}e") if t != 1 else x
+        y = conv(y, cin * t, cin * t, 3, stride, cin * t, f"b{i}d")
+        y = conv(y, cin * t, c, 1, 1, 1, f"b{i}p", act=False)
+        if stride == 1 and cin == c:
+            nodes.append(h.make_node("Add", [x, y], [f"b{i}r"]))
+            y = f"b{i}r"
+        x, cin = y, c
+    inits += [weight("fc_w", 10, cin), weight("fc_b", 10)]
+    nodes += [h.make_node("GlobalAveragePool", [x], ["gap"]), h.make_node("Flatten", ["gap"], ["flat"]),
+              h.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["logits"], transB=1),
+              h.make_node("Softmax", ["logits"], ["prob"], axis=1)]
+    g = h.make_graph(nodes, "mobilenet_v2_blocks", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, res, res])],
+                     [h.make_tensor_value_info("prob", T.FLOAT, [1, 10])], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+
+
+def test_mobilenet_v2_blocks_with_relu6(tmp_path):
+    fig = check_against_ort(mobilenet_v2_blocks(48),
+                            {"x": RNG.standard_normal((1, 3, 48, 48)).astype(np.float32)}, tmp_path)
+    # every Conv → BatchNormalization (→ Clip) is one launch: the 10 convs, then
+    # GlobalAveragePool, Gemm and Softmax at most (16 or more when a Clip runs on its own)
+    assert fig["launched"] <= 13, fig
+
+
+def gpt2_block(d=64, heads=4, vocab=97):
+    """A GPT-2 block as exported: token and position embeddings (Shape → Gather → Range), a
+    causal mask from Trilu, Split into q, k, v, the tanh GELU written out with Pow(x, 3),
+    weights tied to the output projection."""
+    dh = d // heads
+    f = np.float32
+    c = lambda name, v, dt=np.int64: nh.from_array(np.asarray(v, dtype=dt), name)
+    nodes = [h.make_node("Shape", ["ids"], ["shape"]), h.make_node("Gather", ["shape", "i1"], ["S"], axis=0),
+             h.make_node("Range", ["i0", "S", "i1"], ["pos"]), h.make_node("Gather", ["wte", "ids"], ["tok"]),
+             h.make_node("Gather", ["wpe", "pos"], ["pe"]), h.make_node("Add", ["tok", "pe"], ["h0"]),
+             h.make_node("Unsqueeze", ["S", "ax0"], ["S1"]), h.make_node("Concat", ["S1", "S1"], ["SS"], axis=0),
+             h.make_node("ConstantOfShape", ["SS"], ["ones"], value=nh.from_array(np.array([True]))),
+             h.make_node("Trilu", ["ones"], ["causal"], upper=0),
+             h.make_node("LayerNormalization", ["h0", "g1", "be1"], ["a"], axis=-1, epsilon=1e-5),
+             h.make_node("MatMul", ["a", "wqkv"], ["qkv0"]), h.make_node("Add", ["qkv0", "bqkv"], ["qkv"]),
+             h.make_node("Split", ["qkv", "split3"], ["q", "k", "v"], axis=-1)]
+    for t, perm in [("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])]:
+        nodes += [h.make_node("Reshape", [t, "heads"], [t + "r"]), h.make_node("Transpose", [t + "r"], [t + "t"], perm=perm)]
+    nodes += [h.make_node("MatMul", ["qt", "kt"], ["s0"]), h.make_node("Div", ["s0", "sqrt_dh"], ["s1"]),
+              h.make_node("Where", ["causal", "s1", "neg"], ["s2"]), h.make_node("Softmax", ["s2"], ["p"], axis=-1),
+              h.make_node("MatMul", ["p", "vt"], ["o0"]), h.make_node("Transpose", ["o0"], ["o1"], perm=[0, 2, 1, 3]),
+              h.make_node("Reshape", ["o1", "merge"], ["o2"]), h.make_node("MatMul", ["o2", "wo"], ["o3"]),
+              h.make_node("Add", ["h0", "o3"], ["r1"]),
+              h.make_node("LayerNormalization", ["r1", "g2", "be2"], ["m"], axis=-1, epsilon=1e-5),
+              h.make_node("MatMul", ["m", "w1"], ["f"]),
+              # 0.5 f (1 + tanh(sqrt(2 / pi) (f + 0.044715 f^3)))
+              h.make_node("Pow", ["f", "three"], ["g0"]), h.make_node("Mul", ["g0", "c044"], ["g1_"]),
+              h.make_node("Add", ["f", "g1_"], ["g2_"]), h.make_node("Mul", ["g2_", "s2p"], ["g3"]),
+              h.make_node("Tanh", ["g3"], ["g4"]), h.make_node("Add", ["g4", "onef"], ["g5"]),
+              h.make_node("Mul", ["f", "g5"], ["g6"]), h.make_node("Mul", ["g6", "half"], ["gelu"]),
+              h.make_node("MatMul", ["gelu", "w2"], ["f2"]), h.make_node("Add", ["r1", "f2"], ["r2"]),
+              h.make_node("Transpose", ["wte"], ["wteT"], perm=[1, 0]), h.make_node("MatMul", ["r2", "wteT"], ["logits"])]
+    inits = [weight("wte", vocab, d, scale=0.1), weight("wpe", 64, d, scale=0.05), c("i0", 0), c("i1", 1),
+             c("ax0", [0]), c("split3", [d, d, d]), c("heads", [0, 0, heads, dh]), c("merge", [0, 0, d]),
+             c("sqrt_dh", np.sqrt(dh), f), c("neg", -1e9, f), c("three", 3, f), c("c044", 0.044715, f),
+             c("s2p", np.sqrt(2 / np.pi), f), c("onef", 1, f), c("half", 0.5, f),
+             weight("wqkv", d, 3 * d), weight("bqkv", 3 * d), weight("wo", d, d), weight("w1", d, 4 * d),
+             weight("w2", 4 * d, d), c("g1", 1 + 0.1 * RNG.standard_normal(d), f), weight("be1", d),
+             c("g2", 1 + 0.1 * RNG.standard_normal(d), f), weight("be2", d)]
+    g = h.make_graph(nodes, "gpt2_block", [h.make_tensor_value_info("ids", T.INT64, [1, "seq"])],
+                     [h.make_tensor_value_info("logits", T.FLOAT, [1, "seq", vocab])], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("seq", [7, 24])
+def test_gpt2_block_with_causal_mask_and_tanh_gelu(tmp_path, seq):
+    feeds = {"ids": RNG.integers(0, 97, (1, seq)).astype(np.int64)}
+    check_against_ort(gpt2_block(), feeds, tmp_path)
 
 
 def test_inference_dropout_is_the_identity(tmp_path):

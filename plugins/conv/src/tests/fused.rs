@@ -180,7 +180,7 @@ fn fused_matches_the_chain_on_every_path() {
                                 "Add" | "Sum" => *v + r[i],
                                 "Scale" => *v * sc[ch],
                                 "Shift" => *v + sh[ch],
-                                "Clip" => v.max(LO).min(HI),
+                                "Clip" => v.clamp(LO, HI),
                                 "ClipLo" => v.max(LO),
                                 _ => v.max(0.0),
                             };
