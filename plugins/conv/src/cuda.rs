@@ -1,7 +1,8 @@
 //! The CUDA C module `conv_{dtype}`: direct kernels, one thread per output element (grid-stride
 //! loop), the rank-generic index math in registers over three spatial dimensions. Every entry
 //! point takes its pointers and then `struct conv_geom` (= [`crate::geom::Geom`]) by value
-//! (`conv_fused` then `double eps, unsigned flags` and Clip's two bound pointers).
+//! (`conv_fused` then `double eps, unsigned flags`, Clip's two bound pointers and LeakyRelu's
+//! `double alpha`).
 //!
 //! Float modules hold `conv`, `conv_bias`, `conv_fused` (a conv with an epilogue: `crate::fused`), `convt`, `convt_bias`, `maxpool`, `maxpool_idx`,
 //! `avgpool` and `lppool`; the i8/u8 modules only the two MaxPool entries.
@@ -94,11 +95,11 @@ extern "C" __global__ void maxpool_idx_DT(const T* __restrict__ x, T* __restrict
 
 const FLOAT: &str = r#"
 /* The epilogue of conv_fused (flags: 1 bias, 2 BatchNormalization, 16 per-channel Mul,
-   32 per-channel Add, 4 residual, 8 Relu, 64 and 128 Clip's min and max), in the order the
-   fused chain computes it. */
+   32 per-channel Add, 4 residual, 8 Relu, 64 and 128 Clip's min and max, 256 LeakyRelu), in
+   the order the fused chain computes it. */
 struct conv_epi {
   const T* sc; const T* bb; const T* mean; const T* var; const T* r; const T* mul;
-  const T* add; double eps; unsigned flags; const T* lo; const T* hi;
+  const T* add; double eps; unsigned flags; const T* lo; const T* hi; double alpha;
 };
 template <bool BIAS, bool EPI>
 __device__ __forceinline__ void conv_body(const T* __restrict__ x, const T* __restrict__ w,
@@ -143,6 +144,7 @@ __device__ __forceinline__ void conv_body(const T* __restrict__ x, const T* __re
       if (e.flags & 32u) acc = LD(ST(acc)) + LD(e.add[m]);
       if (e.flags & 4u) acc = LD(ST(acc)) + LD(e.r[i]);
       if ((e.flags & 8u) && acc < (ACC)0) acc = (ACC)0; /* NaN stays NaN */
+      if ((e.flags & 256u) && !(acc > (ACC)0)) acc = (ACC)e.alpha * acc; /* NaN stays NaN */
       if (e.flags & 64u) { const ACC l = LD(e.lo[0]); if (acc < l) acc = l; }
       if (e.flags & 128u) { const ACC h = LD(e.hi[0]); if (acc > h) acc = h; }
     }
@@ -164,9 +166,9 @@ extern "C" __global__ void conv_fused_DT(const T* __restrict__ x, const T* __res
                                          const T* __restrict__ mul, const T* __restrict__ add,
                                          T* __restrict__ y, conv_geom g, double eps,
                                          unsigned flags, const T* __restrict__ lo,
-                                         const T* __restrict__ hi) {
+                                         const T* __restrict__ hi, double alpha) {
   conv_body<false, true>(x, w, b, y, g,
-                         conv_epi{sc, bb, mean, var, r, mul, add, eps, flags, lo, hi});
+                         conv_epi{sc, bb, mean, var, r, mul, add, eps, flags, lo, hi, alpha});
 }
 
 /* ConvTranspose as a gather: output o takes input i wherever i*s - pb + k*d == o, i.e. the taps

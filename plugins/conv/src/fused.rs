@@ -1,8 +1,8 @@
 //! Conv with an epilogue, served as fused ops ([`umd_sdk::fused`]): Conv, then optionally
 //! BatchNormalization (inference), a per-channel `Mul` and a per-channel `Add` (a scale and a
 //! shift of shape `[M, 1, …]` or `[1, M, 1, …]`: a normalization written out, as in DenseNet),
-//! a residual `Add`/`Sum` of a tensor of the output's shape, and Relu or Clip (ReLU6: its
-//! `min`/`max` inputs read at run time), in that order —
+//! a residual `Add`/`Sum` of a tensor of the output's shape, and Relu, LeakyRelu or Clip
+//! (ReLU6: its `min`/`max` inputs read at run time), in that order —
 //! computed on each output value before it is stored
 //! (`conv_fused_{dtype}`), so a ResNet block's normalization, skip connection and activation
 //! cost no pass over memory of their own. A request this cannot compute exactly as the chain
@@ -16,13 +16,14 @@ use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, shape};
 use crate::plan::{self, binding};
 
 /// The chains served, longest first (the host offers the longest that matches).
-pub const OPS: [&str; 14] = [
+pub const OPS: [&str; 16] = [
     "Conv.BatchNormalization.Mul.Add.Relu",
     "Conv.BatchNormalization.Add.Relu",
     "Conv.BatchNormalization.Add.Clip",
     "Conv.BatchNormalization.Sum.Relu",
     "Conv.BatchNormalization.Relu",
     "Conv.BatchNormalization.Clip",
+    "Conv.BatchNormalization.LeakyRelu",
     "Conv.Add.Relu",
     "Conv.Sum.Relu",
     "Conv.BatchNormalization.Add",
@@ -31,6 +32,7 @@ pub const OPS: [&str; 14] = [
     "Conv.BatchNormalization",
     "Conv.Relu",
     "Conv.Clip",
+    "Conv.LeakyRelu",
 ];
 
 /// Epilogue flags of `conv_fused` (its last parameter).
@@ -44,6 +46,8 @@ pub const SHIFT: u32 = 32;
 /// time: the two pointers after the flags).
 pub const CLIP_LO: u32 = 64;
 pub const CLIP_HI: u32 = 128;
+/// LeakyRelu (its `alpha`: the f64 after Clip's pointers).
+pub const LEAKY: u32 = 256;
 
 /// Plans a fused request: stage 0 exactly as a Conv alone, then each epilogue stage checked.
 pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
@@ -65,8 +69,9 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     // bias, scale, B, mean, var, residual, Mul's scale, Add's shift (x where absent: never read)
     let mut ptrs = [x; 8];
     let mut eps = 0.0;
-    // Clip's bounds (x where absent: never read)
+    // Clip's bounds (x where absent: never read), LeakyRelu's slope
     let mut bounds = [x; 2];
+    let mut alpha = 0.0;
     if conv.input(2).is_some() {
         flags |= BIAS;
         ptrs[0] = binding(req, 2)?;
@@ -96,6 +101,16 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
                 flags |= bit;
                 bounds[k - 1] = binding(req, slot(s, k))?;
             }
+            continue;
+        }
+        if s.op == "LeakyRelu" {
+            if phase >= 5 || s.slots.len() != 1 {
+                return Err(declined(req, "LeakyRelu out of order"));
+            }
+            phase = 5;
+            attr::only(&s.attributes, &["alpha"])?;
+            alpha = attr::float_or(&s.attributes, "alpha", 0.01)?;
+            flags |= LEAKY;
             continue;
         }
         let others = s.others(req)?;
@@ -177,6 +192,7 @@ pub fn plan(req: &PlanRequestExt) -> Result<OpPlan, OpError> {
     g.pack(&mut p);
     p.f64(eps).u32(flags);
     p.ptr(bounds[0], Access::Read).ptr(bounds[1], Access::Read);
+    p.f64(alpha);
     Ok(OpPlan {
         outputs: vec![TensorDesc::new("Y", out_shape, dt)],
         launches: vec![plan::launch(req, dt, "conv_fused", total, p)?],

@@ -6,7 +6,7 @@
 //! once per call; the residual is read by the caller, run by run.
 
 use super::real::{Real, Stages};
-use crate::fused::{BIAS, CLIP_HI, CLIP_LO, NORM, RELU, RESIDUAL, SCALE, SHIFT};
+use crate::fused::{BIAS, CLIP_HI, CLIP_LO, LEAKY, NORM, RELU, RESIDUAL, SCALE, SHIFT};
 use umd_sdk::dtype::{self, Element};
 use umd_sdk::kernel::Memory;
 use umd_sdk::lanes;
@@ -29,6 +29,8 @@ pub struct Epilogue<C> {
     /// Clip's bounds.
     lo: Option<C>,
     hi: Option<C>,
+    /// LeakyRelu's slope.
+    leaky: Option<C>,
 }
 
 impl<C: Real> Epilogue<C> {
@@ -44,6 +46,7 @@ impl<C: Real> Epilogue<C> {
             relu: false,
             lo: None,
             hi: None,
+            leaky: None,
         }
     }
 
@@ -91,7 +94,7 @@ impl<C: Real> Epilogue<C> {
         y_elems: usize,
     ) -> Result<Self, OpError> {
         let (eps, flags) = (r.f64()?, r.u32()?);
-        let (lo_p, hi_p) = (r.ptr()?, r.ptr()?);
+        let (lo_p, hi_p, alpha) = (r.ptr()?, r.ptr()?, r.f64()?);
         let mut e = Self::none().rounding::<T>();
         let s = std::mem::size_of::<T>();
         let mut bound = |bit: u32, p: u32| -> Result<Option<C>, OpError> {
@@ -102,6 +105,7 @@ impl<C: Real> Epilogue<C> {
             Ok(Some(T::load(&mem.read(p, 0, s)?[..s]).to_compute()))
         };
         (e.lo, e.hi) = (bound(CLIP_LO, lo_p)?, bound(CLIP_HI, hi_p)?);
+        e.leaky = (flags & LEAKY != 0).then(|| C::from_f64(alpha));
         let bytes = m
             .checked_mul(std::mem::size_of::<T>())
             .ok_or_else(|| OpError::internal(format!("{m} channels do not fit memory")))?;
@@ -151,6 +155,7 @@ impl<C: Real> Epilogue<C> {
             && !self.relu
             && self.lo.is_none()
             && self.hi.is_none()
+            && self.leaky.is_none()
     }
 
     /// Applies the epilogue to a run of channel `ch`'s values (`res`: the residual's values at
@@ -167,7 +172,7 @@ impl<C: Real> Epilogue<C> {
                 relu: self.relu,
             };
             if C::epilogue(v, res, &st) {
-                self.clip(v);
+                self.activate(v);
                 return;
             }
         }
@@ -203,13 +208,18 @@ impl<C: Real> Epilogue<C> {
         if self.relu {
             C::relu(v);
         }
-        self.clip(v);
+        self.activate(v);
     }
 
-    /// Clip's bounds, as the op alone compares (NaN stays NaN; a lower bound above the upper
-    /// gives the upper). Rounding to f16/bf16 is monotonic and the bounds are values of the
+    /// The activation after the fast path's stages: LeakyRelu, or Clip's bounds as the op
+    /// alone compares (NaN stays NaN; a lower bound above the upper gives the upper). Rounding to f16/bf16 is monotonic and the bounds are values of the
     /// type, so clipping before the store's rounding gives what clipping after would.
-    fn clip(&self, v: &mut [C]) {
+    fn activate(&self, v: &mut [C]) {
+        // LeakyRelu as the op alone computes it (NaN stays NaN)
+        if let Some(a) = self.leaky {
+            let zero = C::from_f64(0.0);
+            lanes::map(v, |x| if x > zero { x } else { a * x });
+        }
         match (self.lo, self.hi) {
             (Some(l), Some(h)) => lanes::map(v, |x| {
                 let x = if x < l { l } else { x };

@@ -58,6 +58,10 @@ fn fused_request(
                 inputs.push((vec![], dt));
                 (1, 0)
             }
+            "LeakyRelu" => {
+                attrs.push((format!("{i}.alpha"), AttrValueExt::Float(0.1)));
+                (0, 0)
+            }
             _ => (0, 0),
         };
         attrs.push((format!("{i}.inputs"), int(n)));
@@ -98,7 +102,9 @@ fn fused_matches_the_chain_on_every_path() {
         (&[1, 8, 5, 5], &[12, 8, 3, 3], 1),
         (&[2, 6, 7, 7], &[6, 1, 3, 3], 6),
     ];
-    let chains: [&[&str]; 10] = [
+    let chains: [&[&str]; 12] = [
+        &["BatchNormalization", "LeakyRelu"],
+        &["LeakyRelu"],
         &["BatchNormalization", "Clip"],
         &["Clip"],
         &["BatchNormalization", "Add", "ClipLo"],
@@ -182,6 +188,8 @@ fn fused_matches_the_chain_on_every_path() {
                                 "Shift" => *v + sh[ch],
                                 "Clip" => v.clamp(LO, HI),
                                 "ClipLo" => v.max(LO),
+                                "LeakyRelu" if *v > 0.0 => *v,
+                                "LeakyRelu" => 0.1 * *v,
                                 _ => v.max(0.0),
                             };
                         }
