@@ -237,6 +237,10 @@ exponent!(u64, true, false);
 /// A base of Pow.
 pub trait PowBase: Copy {
     fn pow<E: Exponent>(self, e: E) -> Self;
+    /// `pow(self, 2)` and `pow(self, 3)` exactly as [`PowBase::pow`] computes them, for loops
+    /// over one exponent (which then vectorize).
+    fn square(self) -> Self;
+    fn cube(self) -> Self;
 }
 
 /// `x^y` for the exponents models raise to most (1, 2, 0.5, -1: correctly rounded, as `pow`
@@ -283,12 +287,29 @@ impl PowBase for f32 {
             x.powf(y) as f32
         }
     }
+    #[inline(always)]
+    fn square(self) -> f32 {
+        self * self
+    }
+    #[inline(always)]
+    fn cube(self) -> f32 {
+        let x = self as f64;
+        (x * x * x) as f32
+    }
 }
 
 impl PowBase for f64 {
     #[inline(always)]
     fn pow<E: Exponent>(self, e: E) -> f64 {
         pow_exact(self, e.f64()).unwrap_or_else(|| self.powf(e.f64()))
+    }
+    #[inline(always)]
+    fn square(self) -> f64 {
+        self * self
+    }
+    #[inline(always)]
+    fn cube(self) -> f64 {
+        self.powf(3.0)
     }
 }
 
@@ -305,6 +326,14 @@ macro_rules! int_pow {
                         None => (self as f64).powf(e.f64()) as $t,
                     }
                 }
+            }
+            #[inline(always)]
+            fn square(self) -> $t {
+                ipow(self as i64, 2) as $t
+            }
+            #[inline(always)]
+            fn cube(self) -> $t {
+                ipow(self as i64, 3) as $t
             }
         }
     };
