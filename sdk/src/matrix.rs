@@ -64,7 +64,12 @@ impl<'a> Operand<'a> {
     /// The operand from element `(r0, c0)` on.
     fn at(&self, r0: usize, c0: usize) -> Operand<'a> {
         let (rs, cs) = self.strides();
-        let skip = if r0 > 0 { r0 * rs } else { 0 } + if c0 > 0 { c0 * cs } else { 0 };
+        // saturating: a view this far out is refused by the span checks, never wrapped back in
+        let skip = if r0 > 0 { r0.saturating_mul(rs) } else { 0 }.saturating_add(if c0 > 0 {
+            c0.saturating_mul(cs)
+        } else {
+            0
+        });
         match *self {
             Operand::Memory(v) => Operand::Memory(Strided {
                 data: &v.data[skip.min(v.data.len())..],

@@ -102,20 +102,14 @@ pub(super) fn read(io: &KernelIo, binding: u32, offset: u64, len: u32) -> Result
     Ok(out)
 }
 
-/// (1.9) Calls `f` with the whole of bound buffer `binding`, in place, when the launch reads
-/// it (the matrix unit's `bound` operands); an error names why not.
-pub(super) fn with_readable(
-    io: &KernelIo,
-    binding: u32,
-    f: &mut dyn FnMut(&[u8]),
-) -> Result<(), String> {
+/// (1.9) The buffer bound to the running launch as `binding`, when the launch reads it (the
+/// matrix unit's `bound` operands); an error names why not.
+pub(super) fn readable(io: &KernelIo, binding: u32) -> Result<&BoundMemory, String> {
     let b = find(io, binding)?;
     if !b.access.reads() {
         return Err(format!("binding {binding} is write-only in this launch"));
     }
-    let size = usize::try_from(b.size).map_err(|_| format!("binding {binding} is too large"))?;
-    b.memory.with_bytes(0, size, f);
-    Ok(())
+    Ok(b)
 }
 
 fn write(io: &KernelIo, binding: u32, offset: u64, data: &[u8]) -> Result<(), String> {

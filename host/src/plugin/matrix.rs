@@ -90,7 +90,8 @@ fn with_operand(
     }
 }
 
-/// [`with_operand`] for a view of a buffer bound to the launch `io` runs.
+/// [`with_operand`] for a view of a buffer bound to the launch `io` runs: the view is checked
+/// against the binding's size first, then only its span is read (held for the call).
 fn with_bound(
     io: &KernelIo,
     v: &BoundView,
@@ -98,15 +99,16 @@ fn with_bound(
     (rows, cols): (usize, usize),
     f: &mut dyn FnMut(&View) -> Result<Vec<f32>, String>,
 ) -> Result<Vec<f32>, String> {
+    let b = kernel_io::readable(io, v.binding)?;
     let layout = (v.offset, v.row_stride, v.col_stride);
+    let (first, span, rs, cs) = View::extent(layout, which, rows, cols, b.size / 4)
+        .map_err(|e| format!("{e} (binding {})", v.binding))?;
+    // within the binding, which lies inside its buffer: both fit usize
+    let (at, len) = ((first * 4) as usize, (span * 4) as usize);
     let mut result = None;
-    kernel_io::with_readable(io, v.binding, &mut |bytes| {
-        result = Some(
-            View::check(bytes, layout, which, rows, cols)
-                .map_err(|e| format!("{e} (binding {})", v.binding))
-                .and_then(|view| f(&view)),
-        );
-    })?;
+    b.memory.with_bytes(at, len, &mut |bytes| {
+        result = Some(f(&View { bytes, rs, cs }));
+    });
     result.unwrap_or_else(|| Err(format!("binding {} was not read", v.binding)))
 }
 
@@ -181,16 +183,37 @@ impl<'a> View<'a> {
     /// span from its offset within one call's limit and inside `data`.
     fn check(
         data: &'a [u8],
-        (offset, row_stride, col_stride): (u64, u64, u64),
+        layout: (u64, u64, u64),
         which: &str,
         rows: usize,
         cols: usize,
     ) -> Result<View<'a>, String> {
-        // a dimension of one element never steps: its stride is not used (nor checked)
+        if !data.len().is_multiple_of(4) {
+            return Err(format!("{which}'s {} bytes are not whole f32s", data.len()));
+        }
+        let (first, span, rs, cs) = Self::extent(layout, which, rows, cols, data.len() as u64 / 4)?;
+        Ok(View {
+            bytes: &data[(first * 4) as usize..][..(span * 4) as usize],
+            rs,
+            cs,
+        })
+    }
+
+    /// The elements `first .. first + span` a `rows × cols` view with `(offset, row stride,
+    /// column stride)` reads, checked within one call's limit and inside `elements`; and the
+    /// strides it steps by (0 along a dimension of one element, whose stride is not used nor
+    /// checked). An empty view reads nothing, wherever its offset points.
+    fn extent(
+        (offset, row_stride, col_stride): (u64, u64, u64),
+        which: &str,
+        rows: usize,
+        cols: usize,
+        elements: u64,
+    ) -> Result<(u64, u64, usize, usize), String> {
         let rs = if rows > 1 { row_stride } else { 0 };
         let cs = if cols > 1 { col_stride } else { 0 };
         let span = if rows == 0 || cols == 0 {
-            0
+            return Ok((0, 0, rs as usize, cs as usize));
         } else {
             (rows as u64 - 1)
                 .checked_mul(rs)
@@ -204,24 +227,9 @@ impl<'a> View<'a> {
                     )
                 })?
         };
-        let elements = data.len() as u64 / 4;
-        if !data.len().is_multiple_of(4) {
-            return Err(format!("{which}'s {} bytes are not whole f32s", data.len()));
-        }
-        if span == 0 {
-            // an empty operand reads nothing, wherever its offset points
-            return Ok(View {
-                bytes: &[],
-                rs: rs as usize,
-                cs: cs as usize,
-            });
-        }
         match offset.checked_add(span) {
-            Some(end) if end <= elements => Ok(View {
-                bytes: &data[(offset * 4) as usize..][..(span * 4) as usize],
-                rs: rs as usize,
-                cs: cs as usize,
-            }),
+            // strides at most MAX_ELEMENTS here (a larger one spans more)
+            Some(end) if end <= elements => Ok((offset, span, rs as usize, cs as usize)),
             _ => Err(format!(
                 "{which} reads elements {offset}..{} of {elements}",
                 offset.saturating_add(span)
@@ -476,9 +484,13 @@ mod tests {
             resident: None,
             asked: Default::default(),
         };
+        // binding 2: the same bytes, its size two bytes short of whole f32s
+        let mut ragged = bound(2, Access::Read, &a);
+        ragged.size -= 2;
         let io: KernelIo = Some(Arc::from(vec![
             bound(0, Access::Read, &a),
             bound(1, Access::Write, &a),
+            ragged,
         ]));
         let b = bytes(&[1.0, 0.5, -1.0]);
         let bv = View {
@@ -498,6 +510,16 @@ mod tests {
         };
         // [1 2 3; 4 5 6] · [1, 0.5, -1]
         assert_eq!(run(&io, &view(0, 1)).unwrap(), vec![-1.0, 0.5]);
+        assert_eq!(
+            run(&io, &view(2, 0)).unwrap(),
+            vec![7.5, 0.0],
+            "its 6 whole f32s"
+        );
+        assert!(
+            run(&io, &view(2, 1))
+                .unwrap_err()
+                .contains("reads elements 1..7 of 6")
+        );
         let err = |io: &KernelIo, v: BoundView| run(io, &v).unwrap_err();
         assert!(err(&io, view(0, 2)).contains("reads elements 2..8 of 7"));
         assert!(err(&io, view(1, 1)).contains("write-only"));

@@ -144,7 +144,10 @@ __device__ __forceinline__ void conv_body(const T* __restrict__ x, const T* __re
       if (e.flags & 32u) acc = LD(ST(acc)) + LD(e.add[m]);
       if (e.flags & 4u) acc = LD(ST(acc)) + LD(e.r[i]);
       if ((e.flags & 8u) && acc < (ACC)0) acc = (ACC)0; /* NaN stays NaN */
-      if ((e.flags & 256u) && !(acc > (ACC)0)) acc = (ACC)e.alpha * acc; /* NaN stays NaN */
+      if (e.flags & 256u) { /* LeakyRelu of the stored value; NaN stays NaN */
+        acc = LD(ST(acc));
+        if (!(acc > (ACC)0)) acc = (ACC)e.alpha * acc;
+      }
       if (e.flags & 64u) { const ACC l = LD(e.lo[0]); if (acc < l) acc = l; }
       if (e.flags & 128u) { const ACC h = LD(e.hi[0]); if (acc > h) acc = h; }
     }

@@ -35,7 +35,8 @@ pub const OPS: [&str; 16] = [
     "Conv.LeakyRelu",
 ];
 
-/// Epilogue flags of `conv_fused` (its last parameter).
+/// Epilogue flags of `conv_fused` (the `u32` after `ε`; Clip's two bound pointers and
+/// LeakyRelu's `alpha` follow).
 pub const BIAS: u32 = 1;
 pub const NORM: u32 = 2;
 pub const RESIDUAL: u32 = 4;

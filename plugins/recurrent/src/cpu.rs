@@ -17,11 +17,21 @@ use umd_sdk::{CpuCall, CpuWrite, Dtype, OpError};
 
 /// Most input-product elements (`seq × batch × gates × hidden`) computed for every step at
 /// once (one product on the matrix unit); past it, one step's rows at a time.
-#[cfg(not(test))]
 const MAX_INPUT_PRODUCTS: usize = 1 << 22;
-/// (Small in tests, so that the cases take both ways.)
+
 #[cfg(test)]
-const MAX_INPUT_PRODUCTS: usize = 150;
+thread_local! {
+    /// (Tests: [`MAX_INPUT_PRODUCTS`] for this thread, so that every case runs both ways.)
+    pub static INPUT_PRODUCTS_LIMIT: std::cell::Cell<usize> =
+        const { std::cell::Cell::new(MAX_INPUT_PRODUCTS) };
+}
+
+fn input_products_limit() -> usize {
+    #[cfg(test)]
+    return INPUT_PRODUCTS_LIMIT.with(|l| l.get());
+    #[cfg(not(test))]
+    MAX_INPUT_PRODUCTS
+}
 
 pub fn run(call: &CpuCall) -> Result<Vec<CpuWrite>, OpError> {
     let (cell, dt) = decode(&call.entry_point)?;
@@ -136,7 +146,7 @@ where
     };
     // x's rows in (t, b) order, contiguous: the input products of every step at once when
     // they fit, else one step's rows at a time
-    let all_steps = seq * batch * gh <= MAX_INPUT_PRODUCTS;
+    let all_steps = seq * batch * gh <= input_products_limit();
     let x_row = |t: usize, b: usize| {
         let xo = t * st.x_t as usize + b * st.x_b as usize;
         &x[xo..xo + input]

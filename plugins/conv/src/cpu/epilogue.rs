@@ -74,7 +74,8 @@ impl<C: Real> Epilogue<C> {
 
     /// The epilogue of a `conv_fused` launch: the eight pointers after `X` and `W` (bias,
     /// scale, B, mean, var, residual, `Mul`'s scale, `Add`'s shift), then — after `Y` and the
-    /// geometry, read by the caller in between — `ε` and the flags ([`Epilogue::finish`]).
+    /// geometry, read by the caller in between — `ε`, the flags, Clip's two bound pointers and
+    /// LeakyRelu's `alpha` ([`Epilogue::finish`]).
     pub fn fused_pointers(r: &mut ParamReader) -> Result<[u32; 8], OpError> {
         let mut p = [0; 8];
         for v in &mut p {
@@ -83,8 +84,8 @@ impl<C: Real> Epilogue<C> {
         Ok(p)
     }
 
-    /// Reads `ε`, the flags and Clip's bound pointers, then the inputs they name, for `m`
-    /// output channels; the residual must hold `y_elems` elements.
+    /// Reads `ε`, the flags, Clip's bound pointers and LeakyRelu's `alpha`, then the inputs
+    /// they name, for `m` output channels; the residual must hold `y_elems` elements.
     pub fn finish<T: Element<Compute = C>>(
         call: &KernelCall,
         mem: &mut dyn Memory,
@@ -211,12 +212,17 @@ impl<C: Real> Epilogue<C> {
         self.activate(v);
     }
 
-    /// The activation after the fast path's stages: LeakyRelu, or Clip's bounds as the op
-    /// alone compares (NaN stays NaN; a lower bound above the upper gives the upper). Rounding to f16/bf16 is monotonic and the bounds are values of the
-    /// type, so clipping before the store's rounding gives what clipping after would.
+    /// The activation after the other stages: LeakyRelu, or Clip's bounds as the op alone
+    /// compares (NaN stays NaN; a lower bound above the upper gives the upper). LeakyRelu
+    /// multiplies the value the chain stored (rounded to f16/bf16 first); Clip needs no
+    /// rounding first — rounding is monotonic and the bounds are values of the type — except
+    /// for the sign of a zero (a tiny negative value clipped at 0 gives +0 here, -0 in the
+    /// chain, as with Relu).
     fn activate(&self, v: &mut [C]) {
-        // LeakyRelu as the op alone computes it (NaN stays NaN)
         if let Some(a) = self.leaky {
+            if let Some(f) = self.round {
+                lanes::map(v, f);
+            }
             let zero = C::from_f64(0.0);
             lanes::map(v, |x| if x > zero { x } else { a * x });
         }

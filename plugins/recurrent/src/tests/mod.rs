@@ -239,6 +239,18 @@ fn cell_of(op: &str) -> Cell {
     }
 }
 
+/// The input products of every step at once, and one step's rows at a time (what a long
+/// sequence takes), both checked against the reference on every case of the tests below.
+#[test]
+fn every_case_with_the_input_products_of_each_step_alone() {
+    crate::cpu::INPUT_PRODUCTS_LIMIT.with(|l| l.set(0));
+    every_op_dtype_direction_and_layout();
+    optional_inputs_absent();
+    sequence_lens_zero_pad_y_and_keep_the_last_valid_state();
+    activations_clip_and_cell_flags();
+    larger_than_a_block();
+}
+
 #[test]
 fn every_op_dtype_direction_and_layout() {
     for op in OPS {
