@@ -172,10 +172,10 @@ macro_rules! real {
         }
     )*};
 }
-// f32: the SDK's branch-free exp, tanh and sigmoid (libm's are software calls in wasm)
+// f32: the SDK's branch-free erf, exp, tanh and sigmoid (libm's are software calls in wasm)
 real!(
     f32,
-    libm::erff,
+    umd_sdk::fmath::erf,
     umd_sdk::fmath::exp,
     umd_sdk::fmath::tanh,
     sigmoid = umd_sdk::fmath::sigmoid
