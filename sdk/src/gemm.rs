@@ -9,6 +9,9 @@
 //! explicit [`F32x4`] lanes (wasm SIMD128: 8 accumulators, 2 B vectors and a splat fit
 //! Cranelift's 16 vector registers); f64 and the wrapping integers a plain loop.
 
+use crate::OpError;
+use crate::kernel::Memory;
+use crate::matrix::Operand;
 use crate::simd::F32x4;
 
 /// Rows of the register micro-tile (the height of a packed panel of A).
@@ -41,6 +44,17 @@ pub trait Acc: Copy + Send + Sync + 'static {
         _a: Strided<Self>,
         _b: Strided<Self>,
     ) -> Option<Vec<Self>> {
+        None
+    }
+    /// (ABI 1.9) `a · b` (`m × k` by `k × n`, row-major `m × n`) on the matrix unit with
+    /// operands in the kernel's memory or bound to the launch ([`crate::matrix::multiply`],
+    /// read by the host in place); `None` when it has none for this type.
+    fn unit_operands(
+        _mnk: (usize, usize, usize),
+        _a: Operand<Self>,
+        _b: Operand<Self>,
+        _mem: &mut dyn Memory,
+    ) -> Option<Result<Vec<Self>, OpError>> {
         None
     }
     /// Fills `block` (`kc` rows of [`NR`]) with columns `0..cols` of a transposed operand:
@@ -147,6 +161,14 @@ impl Acc for f32 {
                 });
             })
             .ok()
+    }
+    fn unit_operands(
+        mnk: (usize, usize, usize),
+        a: Operand<f32>,
+        b: Operand<f32>,
+        mem: &mut dyn Memory,
+    ) -> Option<Result<Vec<f32>, OpError>> {
+        Some(crate::matrix::multiply(mnk, a, b, mem))
     }
     const ZERO: Self = 0.0;
     #[inline(always)]

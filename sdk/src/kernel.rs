@@ -38,6 +38,12 @@ pub trait Memory {
     fn host_reads_in_place(&self) -> bool {
         false
     }
+    /// (ABI 1.9) Reads a bound operand's span for the matrix unit where no host reads it in
+    /// place ([`Memory::host_reads_in_place`] false): the same bytes as [`Memory::read`], apart
+    /// so that a [`Recorder`] tells the unit's reads from a kernel's own copies.
+    fn read_for_unit(&mut self, binding: u32, offset: u64, len: usize) -> Result<Vec<u8>, OpError> {
+        self.read(binding, offset, len)
+    }
 }
 
 /// The host's buffers, through the `kernel-io` import (valid only inside `cpu-kernel.run`).
@@ -483,6 +489,8 @@ fn write_back(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Touch {
     pub write: bool,
+    /// A read for the matrix unit ([`Memory::read_for_unit`]), which a host does in place.
+    pub unit: bool,
     pub binding: u32,
     /// Bytes of the binding.
     pub range: std::ops::Range<u64>,
@@ -508,33 +516,49 @@ impl<'a> Recorder<'a> {
         self.log.iter().filter(|t| t.write)
     }
 
-    /// Bytes read from `binding` in all (a byte read twice counts twice).
+    /// Bytes the kernel copied from `binding` in all (a byte read twice counts twice; reads for
+    /// the matrix unit apart: [`Recorder::bytes_read_by_unit`]).
     pub fn bytes_read(&self, binding: u32) -> u64 {
+        self.read_bytes(binding, false)
+    }
+
+    /// Bytes of `binding` read for the matrix unit (bound operands, read in place by a host).
+    pub fn bytes_read_by_unit(&self, binding: u32) -> u64 {
+        self.read_bytes(binding, true)
+    }
+
+    fn read_bytes(&self, binding: u32, unit: bool) -> u64 {
         self.log
             .iter()
-            .filter(|t| !t.write && t.binding == binding)
+            .filter(|t| !t.write && t.unit == unit && t.binding == binding)
             .map(|t| t.range.end - t.range.start)
             .sum()
+    }
+
+    fn touch(&mut self, (write, unit): (bool, bool), binding: u32, offset: u64, len: usize) {
+        self.log.push(Touch {
+            write,
+            unit,
+            binding,
+            range: offset..offset.saturating_add(len as u64),
+        });
     }
 }
 
 impl Memory for Recorder<'_> {
     fn read(&mut self, binding: u32, offset: u64, len: usize) -> Result<Vec<u8>, OpError> {
-        self.log.push(Touch {
-            write: false,
-            binding,
-            range: offset..offset.saturating_add(len as u64),
-        });
+        self.touch((false, false), binding, offset, len);
         self.inner.read(binding, offset, len)
     }
 
     fn write(&mut self, binding: u32, offset: u64, data: &[u8]) -> Result<(), OpError> {
-        self.log.push(Touch {
-            write: true,
-            binding,
-            range: offset..offset.saturating_add(data.len() as u64),
-        });
+        self.touch((true, false), binding, offset, data.len());
         self.inner.write(binding, offset, data)
+    }
+
+    fn read_for_unit(&mut self, binding: u32, offset: u64, len: usize) -> Result<Vec<u8>, OpError> {
+        self.touch((false, true), binding, offset, len);
+        self.inner.read_for_unit(binding, offset, len)
     }
 
     fn resident(&mut self, binding: u32) -> Option<u64> {

@@ -27,14 +27,15 @@ pub struct Bound {
     pub cs: usize,
 }
 
-/// Where an operand of [`multiply`] is: the kernel's memory, or a bound buffer.
+/// Where an operand of [`multiply`] is: the kernel's memory, or a bound buffer. (Generic so
+/// that kernels generic over [`crate::gemm::Acc`] can name one; the matrix unit takes f32.)
 #[derive(Clone, Copy)]
-pub enum Operand<'a> {
-    Memory(Strided<'a, f32>),
+pub enum Operand<'a, A = f32> {
+    Memory(Strided<'a, A>),
     Bound(Bound),
 }
 
-impl<'a> Operand<'a> {
+impl<'a, A: Copy> Operand<'a, A> {
     fn strides(&self) -> (usize, usize) {
         match self {
             Operand::Memory(v) => (v.rs, v.cs),
@@ -62,7 +63,7 @@ impl<'a> Operand<'a> {
     }
 
     /// The operand from element `(r0, c0)` on.
-    fn at(&self, r0: usize, c0: usize) -> Operand<'a> {
+    pub fn at(&self, r0: usize, c0: usize) -> Operand<'a, A> {
         let (rs, cs) = self.strides();
         // saturating: a view this far out is refused by the span checks, never wrapped back in
         let skip = if r0 > 0 { r0.saturating_mul(rs) } else { 0 }.saturating_add(if c0 > 0 {
@@ -227,7 +228,7 @@ fn call(
             .as_deref_mut()
             .ok_or_else(|| OpError::internal("a bound operand without the launch's memory"))?;
         let span = op.span(rows, cols) as usize;
-        let bytes = mem.read(bv.binding, bv.offset as u64 * 4, span * 4)?;
+        let bytes = mem.read_for_unit(bv.binding, bv.offset as u64 * 4, span * 4)?;
         Ok(Some(
             bytes
                 .chunks_exact(4)

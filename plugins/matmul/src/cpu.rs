@@ -11,6 +11,7 @@
 use half::{bf16, f16};
 use umd_sdk::dtype::{self, Element};
 use umd_sdk::kernel::Memory;
+use umd_sdk::matrix::Operand;
 use umd_sdk::params::ParamReader;
 use umd_sdk::{Dtype, KernelCall, OpError};
 
@@ -96,15 +97,25 @@ where
     p.for_each_chunk(
         call,
         mem,
-        (Some(T::DTYPE as u64), true),
+        (Some(T::DTYPE as u64), true, T::DTYPE == Dtype::F32),
         |blk, _| blk.decode::<T, _>(|v| v.to_compute()),
         |mem, pb, z, rows, cols| {
             let (i0, i1) = (rows.start, rows.end);
-            let ab = p.read_a(mem, z, i0, i1)?;
-            let av = ab.decode::<T, _>(|v| v.to_compute());
             match pb {
-                Some(pb) => pb.multiply(i1 - i0, p.k, ab.view(&av), &cols, &mut work, &mut acc),
+                // f32 on the matrix unit: A read in place too
+                Some(pb) if pb.is_bound() => {
+                    let a = p.bound_a(z, i0)?;
+                    pb.multiply(i1 - i0, p.k, a, &cols, &mut work, &mut acc, mem)?
+                }
+                Some(pb) => {
+                    let ab = p.read_a(mem, z, i0, i1)?;
+                    let av = ab.decode::<T, _>(|v| v.to_compute());
+                    let a = Operand::Memory(ab.view(&av));
+                    pb.multiply(i1 - i0, p.k, a, &cols, &mut work, &mut acc, mem)?
+                }
                 None => {
+                    let ab = p.read_a(mem, z, i0, i1)?;
+                    let av = ab.decode::<T, _>(|v| v.to_compute());
                     // B streamed: A's rows made contiguous
                     a_rows.clear();
                     a_rows.extend(
@@ -232,7 +243,7 @@ fn matmul_int<TA: Int8, TB: Int8>(call: &KernelCall, mem: &mut dyn Memory) -> Re
     p.for_each_chunk(
         call,
         mem,
-        (None, false),
+        (None, false, false),
         decode_b,
         |mem, pb, z, rows, cols| {
             let pb = pb.ok_or_else(|| OpError::internal("MatMulInteger's B was not read"))?;
@@ -244,7 +255,8 @@ fn matmul_int<TA: Int8, TB: Int8>(call: &KernelCall, mem: &mut dyn Memory) -> Re
                     av[r * ab.rs + kk * ab.cs] -= za[(i0 + r) * azs];
                 }
             }
-            pb.multiply(i1 - i0, p.k, ab.view(&av), &cols, &mut work, &mut acc);
+            let a = Operand::Memory(ab.view(&av));
+            pb.multiply(i1 - i0, p.k, a, &cols, &mut work, &mut acc, mem)?;
             out.clear();
             out.extend(acc.iter().flat_map(|v| v.to_le_bytes()));
             p.write_y(mem, z, i0, cols, &out)

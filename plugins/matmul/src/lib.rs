@@ -6,7 +6,8 @@
 //! [`plan`] maps all three onto one strided, batched product; [`cuda`] holds the shared-memory
 //! tiled GPU kernel; [`cpu`] runs a launch in place, a share of the output tiles per block range
 //! ([`product`]), reading operands through [`block`] and multiplying with the packed GEMM of
-//! [`gemm`] (explicit SIMD128 for f32).
+//! [`gemm`] (explicit SIMD128 for f32) or on the device's matrix unit ([`operand`]: f32
+//! operands bound, read by the host in place, ABI 1.9).
 
 mod block;
 mod cpu;

@@ -1,10 +1,14 @@
 //! B as a launch keeps it between chunks of rows ([`BOperand`]): packed for the SDK's GEMM
-//! ([`umd_sdk::gemm`]), or decoded as it is for the device's matrix unit
-//! ([`umd_sdk::matrix`], ABI 1.8, f32 compute: f32, f16 and bf16), which packs for itself —
-//! and the product of a chunk of A's rows with it.
+//! ([`umd_sdk::gemm`]), decoded as it is for the device's matrix unit ([`umd_sdk::matrix`],
+//! ABI 1.8, f32 compute: f32, f16 and bf16), which packs for itself, or (f32, ABI 1.9) not
+//! read at all: where it lies in its binding, which the matrix unit reads in place — and the
+//! product of a chunk of A's rows with it.
 
 use std::ops::Range;
+use umd_sdk::OpError;
 use umd_sdk::gemm::{self, Acc, PackedB, Strided, Work};
+use umd_sdk::kernel::Memory;
+use umd_sdk::matrix::{Bound, Operand};
 
 /// Fewest rows of A (per batch) whose products run on the matrix unit ([`BOperand::prepare`]).
 pub const UNIT_MIN_ROWS: usize = 16;
@@ -17,6 +21,12 @@ pub enum BOperand<A> {
         data: Vec<A>,
         rs: usize,
         cs: usize,
+        first: usize,
+    },
+    /// (f32 only) In its binding: column `c` (from `first`) of depth `kk` at element
+    /// `kk * b.rs + c * b.cs` from `b.offset`.
+    Bound {
+        b: Bound,
         first: usize,
     },
 }
@@ -58,31 +68,50 @@ impl<A: Acc> BOperand<A> {
         match self {
             BOperand::Packed(p) => p.elements(),
             BOperand::Plain { data, .. } => data.len(),
+            BOperand::Bound { .. } => 0,
         }
     }
 
+    /// Whether B is multiplied where it lies ([`BOperand::Bound`]): then A may be too.
+    pub fn is_bound(&self) -> bool {
+        matches!(self, BOperand::Bound { .. })
+    }
+
     /// `acc` (row-major `rows × cols.len()`) = `a` (`rows × k`) · B's columns `cols`
-    /// (`work`: memory for packing).
+    /// (`work`: memory for packing). `a` is in memory unless B is bound; `mem` is the launch's.
+    #[allow(clippy::too_many_arguments)]
     pub fn multiply(
         &self,
         rows: usize,
         k: usize,
-        a: Strided<A>,
+        a: Operand<A>,
         cols: &Range<usize>,
         work: &mut Work<A>,
         acc: &mut Vec<A>,
-    ) {
-        match self {
-            BOperand::Packed(p) => {
+        mem: &mut dyn Memory,
+    ) -> Result<(), OpError> {
+        match (self, a) {
+            (&BOperand::Bound { b, first }, a) => {
+                let b = Operand::Bound(b).at(0, cols.start - first);
+                *acc = A::unit_operands((rows, cols.len(), k), a, b, mem)
+                    .ok_or_else(|| OpError::internal("a bound B needs the matrix unit"))??;
+            }
+            (_, Operand::Bound(_)) => {
+                return Err(OpError::internal("a bound A needs a bound B"));
+            }
+            (BOperand::Packed(p), Operand::Memory(a)) => {
                 gemm::pack_a(rows, k, a, &mut work.apack);
                 gemm::multiply(rows, &work.apack, p, p.columns(cols), acc);
             }
-            &BOperand::Plain {
-                ref data,
-                rs,
-                cs,
-                first,
-            } => {
+            (
+                &BOperand::Plain {
+                    ref data,
+                    rs,
+                    cs,
+                    first,
+                },
+                Operand::Memory(a),
+            ) => {
                 let skip = if k == 0 { 0 } else { (cols.start - first) * cs };
                 let b = Strided {
                     data: &data[skip..],
@@ -92,5 +121,6 @@ impl<A: Acc> BOperand<A> {
                 gemm::product((rows, cols.len(), k), a, None, b, work, acc);
             }
         }
+        Ok(())
     }
 }

@@ -5,10 +5,11 @@
 use std::ops::Range;
 use std::rc::Rc;
 use umd_sdk::kernel::{self, Memory, resident};
+use umd_sdk::matrix::{Bound, Operand};
 use umd_sdk::{KernelCall, OpError};
 
 use crate::block::{Block, check_fits, extent, read_block};
-use crate::operand::BOperand;
+use crate::operand::{BOperand, UNIT_MIN_ROWS};
 use crate::plan::Geometry;
 use crate::stream;
 use umd_sdk::gemm::{Acc, MR, NR};
@@ -103,11 +104,15 @@ impl Product {
     /// `streams`: whether `rows` can multiply a B it reads itself ([`crate::stream`]); then
     /// a B not kept, multiplying at most [`stream::MAX_ROWS`] rows per batch, is neither read
     /// nor packed here and `rows` gets `None` for it.
+    ///
+    /// `bound`: whether B's bytes are f32s as the matrix unit takes them; then a B the matrix
+    /// unit would multiply (not streamed; [`BOperand::prepare`]'s rule) is neither read nor
+    /// kept: `rows` gets [`BOperand::Bound`], where it lies in its binding (ABI 1.9).
     pub fn for_each_chunk<A: Acc>(
         &self,
         call: &KernelCall,
         mem: &mut dyn Memory,
-        (keep, streams): (Option<u64>, bool),
+        (keep, streams, bound): (Option<u64>, bool, bool),
         decode_b: impl Fn(&Block, Range<usize>) -> Vec<A>,
         mut rows: impl FnMut(
             &mut dyn Memory,
@@ -149,13 +154,15 @@ impl Product {
         // once per batch)
         let shared = (self.g.bshape.iter().zip(&self.g.sb)).any(|(&d, &s)| d > 1 && s == 0);
         let streamed = streams && name.is_none() && m <= stream::MAX_ROWS && !shared;
+        let bound = bound && A::UNIT && !streamed && (m >= UNIT_MIN_ROWS || name.is_none());
+        let name = name.filter(|_| !bound);
         let packed_cols = if name.is_some() { 0..n } else { cols(p0, p1) };
         // B is packed in groups of columns of at most GROUP_BYTES of work memory (its bytes,
         // decoded, packed), each group a whole number of strips; a kept B is one group
         let per_col = k
             .saturating_mul(esize + 2 * std::mem::size_of::<A>())
             .max(1);
-        let group = if name.is_some() || streamed {
+        let group = if name.is_some() || streamed || bound {
             packed_cols.len().max(1)
         } else {
             (GROUP_BYTES / per_col).max(NR) / NR * NR
@@ -214,6 +221,19 @@ impl Product {
                         };
                         let pb = match name {
                             _ if streamed => None,
+                            _ if bound => {
+                                let at = ob + j.start as u64 * self.g.sbn;
+                                let b = Bound {
+                                    binding: self.b.0,
+                                    offset: usize::try_from(at).map_err(|_| {
+                                        OpError::internal(format!("B's offset {at} overflows"))
+                                    })?,
+                                    rs: self.g.sbk as usize,
+                                    cs: self.g.sbn as usize,
+                                };
+                                let first = j.start;
+                                Some(Rc::new(BOperand::Bound { b, first }))
+                            }
                             Some((tag, name)) => {
                                 let g = &self.g;
                                 let key = [tag, ob, g.k, g.n, g.sbk, g.sbn];
@@ -235,6 +255,18 @@ impl Product {
             }
         }
         Ok(())
+    }
+
+    /// Rows `i0..` of A in batch `z` where they lie in A's binding (f32 only, ABI 1.9).
+    pub fn bound_a<'v, A>(&self, z: u64, i0: usize) -> Result<Operand<'v, A>, OpError> {
+        let at = self.g.batch_offsets(z).0 + i0 as u64 * self.g.sam;
+        Ok(Operand::Bound(Bound {
+            binding: self.a.0,
+            offset: usize::try_from(at)
+                .map_err(|_| OpError::internal(format!("A's offset {at} overflows")))?,
+            rs: self.g.sam as usize,
+            cs: self.g.sak as usize,
+        }))
     }
 
     /// Reads rows `i0..i1` of A in batch `z`.

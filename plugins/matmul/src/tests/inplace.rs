@@ -45,8 +45,8 @@ fn run_in_parts(c: &Case, parts: u64) -> Vec<u8> {
 }
 
 /// [`run_in_parts`] with B (binding 1) named resident under `b_name`; also returns the bytes
-/// of B the ranges read.
-fn run_named(c: &Case, parts: u64, b_name: Option<u64>) -> (Vec<u8>, u64) {
+/// of B the ranges copied and those read for the matrix unit (in place, in a host).
+fn run_named(c: &Case, parts: u64, b_name: Option<u64>) -> (Vec<u8>, u64, u64) {
     let plan = c.req.plan().unwrap();
     let l = &plan.launches[0];
     assert!(MatMul::splittable(&l.module_id, &l.entry_point));
@@ -69,7 +69,7 @@ fn run_named(c: &Case, parts: u64, b_name: Option<u64>) -> (Vec<u8>, u64) {
     if let Some(name) = b_name {
         mem.name_resident(1, name);
     }
-    let mut b_read = 0;
+    let (mut b_read, mut b_unit) = (0, 0);
     let (a_shape, _) = c.req.inputs[0].as_ref().unwrap();
     let k = *a_shape.last().unwrap();
     let n = *out.shape.last().unwrap();
@@ -84,6 +84,7 @@ fn run_named(c: &Case, parts: u64, b_name: Option<u64>) -> (Vec<u8>, u64) {
         let mut spy = Recorder::new(&mut mem);
         MatMul::run_kernel(&call, &mut spy).unwrap();
         b_read += spy.bytes_read(1);
+        b_unit += spy.bytes_read_by_unit(1);
         let share = call.share(panels * rows);
         let row_bytes = k * dtype::size(c.req.inputs[0].as_ref().unwrap().1) as u64;
         let mut rows_written = std::collections::BTreeSet::new();
@@ -126,7 +127,7 @@ fn run_named(c: &Case, parts: u64, b_name: Option<u64>) -> (Vec<u8>, u64) {
         owner.iter().all(Option::is_some),
         "every output element written"
     );
-    (mem.contents(y).unwrap().to_vec(), b_read)
+    (mem.contents(y).unwrap().to_vec(), b_read, b_unit)
 }
 
 #[test]
@@ -200,11 +201,11 @@ fn every_split_gives_the_same_bytes_and_keeps_to_its_rows() {
         // pack it on the first launch only, and compute the same bytes from what they kept
         let name = 1000 + cases.iter().position(|x| std::ptr::eq(x, c)).unwrap() as u64;
         let float = c.req.op != "MatMulInteger";
-        let (first, read) = run_named(c, 1, Some(name));
+        let (first, read, unit) = run_named(c, 1, Some(name));
         assert_eq!(first, whole, "{what}: resident B");
-        assert!(read > 0, "{what}: B read the first time");
+        assert!(read + unit > 0, "{what}: B read the first time");
         for parts in [1, 3, blocks.min(40)] {
-            let (bytes, read) = run_named(c, parts, Some(name));
+            let (bytes, read, _) = run_named(c, parts, Some(name));
             assert_eq!(bytes, whole, "{what}: resident B, {parts} parts");
             assert_eq!(read == 0, float, "{what}: B read again ({read} bytes)");
         }
@@ -324,14 +325,14 @@ fn few_rows_stream_b_once_and_match_the_reference() {
             let (d, got) = c.req.run(&c.values).unwrap();
             assert_close(&got, &want, &mag, d.dtype, &what);
             let b_bytes = (n * k * dtype::size(dt)) as u64;
-            let (whole, read) = run_named(&c, 1, None);
+            let (whole, read, _) = run_named(&c, 1, None);
             assert_eq!(dtype::decode_f64(d.dtype, &whole), got, "{what}: whole");
             if tb {
                 assert_eq!(read, b_bytes, "{what}: B read once");
             }
             let blocks = c.req.plan().unwrap().launches[0].grid.volume();
             for parts in [2, 3, blocks.min(40)] {
-                let (bytes, read) = run_named(&c, parts, None);
+                let (bytes, read, _) = run_named(&c, parts, None);
                 assert_eq!(bytes, whole, "{what}: {parts} parts");
                 if tb {
                     assert_eq!(read, b_bytes, "{what}: B read once in {parts} parts");
@@ -343,16 +344,58 @@ fn few_rows_stream_b_once_and_match_the_reference() {
 
 #[test]
 fn batches_sharing_b_read_it_once_not_streamed() {
-    // MatMul [6, 1, K] × [K, N]: one row a batch, B shared by the six batches: packed once and
-    // reused, not streamed once per batch
-    let c = case(
-        Req::new("MatMul")
-            .input(&[6, 1, 40], Dtype::F32)
-            .input(&[40, 30], Dtype::F32),
-        false,
-    );
-    let (d, want) = c.req.run(&c.values).unwrap();
-    let (bytes, read) = run_named(&c, 1, None);
-    assert_eq!(dtype::decode_f64(d.dtype, &bytes), want);
-    assert_eq!(read, 40 * 30 * 4, "B read once");
+    // MatMul [6, 1, K] × [K, N]: one row a batch, B shared by the six batches: not streamed
+    // once per batch but read once and reused (f16: decoded for the matrix unit), or (f32) not
+    // copied at all: the matrix unit reads it where it lies, once per batch
+    for dt in [Dtype::F16, Dtype::F32] {
+        let c = case(
+            Req::new("MatMul")
+                .input(&[6, 1, 40], dt)
+                .input(&[40, 30], dt),
+            false,
+        );
+        let (d, want) = c.req.run(&c.values).unwrap();
+        let (bytes, read, unit) = run_named(&c, 1, None);
+        assert_eq!(dtype::decode_f64(d.dtype, &bytes), want, "{dt:?}");
+        let b_bytes = 40 * 30 * dtype::size(dt) as u64;
+        if dt == Dtype::F32 {
+            assert_eq!((read, unit), (0, 6 * b_bytes), "f32: B never copied");
+        } else {
+            assert_eq!((read, unit), (b_bytes, 0), "{dt:?}: B read once");
+        }
+    }
+}
+
+#[test]
+fn f32_operands_are_multiplied_where_they_lie() {
+    // f32 on the matrix unit (ABI 1.9): neither B nor A is copied into the kernel — the unit
+    // reads them in place (here, outside a component, through `read_for_unit`) — whole or
+    // split, resident or not, transposed or not; f16 decodes both as before
+    let cases = [
+        (&[64u64, 70][..], &[70u64, 45][..], false),
+        (&[2, 20, 33][..], &[2, 33, 17][..], false),
+        (&[40, 12][..], &[530, 12][..], true),
+    ];
+    for (a, b, tb) in cases {
+        for dt in [Dtype::F32, Dtype::F16] {
+            let op = if a.len() == 2 { "Gemm" } else { "MatMul" };
+            let mut req = Req::new(op).input(a, dt).input(b, dt);
+            if op == "Gemm" {
+                req = req.attr("transB", A::Int(tb as i64));
+            }
+            let c = case(req, true);
+            let what = format!("{dt:?} {a:?} x {b:?}");
+            let (d, want) = c.req.run(&c.values).unwrap();
+            for (parts, name) in [(1, None), (3, None), (1, Some(7)), (5, Some(7))] {
+                let (bytes, read, unit) = run_named(&c, parts, name);
+                assert_eq!(dtype::decode_f64(d.dtype, &bytes), want, "{what}");
+                if dt == Dtype::F32 {
+                    assert_eq!(read, 0, "{what}: B copied");
+                    assert!(unit >= b.iter().product::<u64>() * 4, "{what}: B not read");
+                } else {
+                    assert_eq!(unit, 0, "{what}: f16 B read for the unit");
+                }
+            }
+        }
+    }
 }
