@@ -16,7 +16,7 @@ use crate::geom::{Geom, valid_range};
 use umd_sdk::OpError;
 use umd_sdk::gemm::{self, Strided, Work};
 use umd_sdk::kernel::Memory;
-use umd_sdk::matrix::Bound;
+use umd_sdk::matrix::{Bound, Operand};
 
 /// A run of consecutive positions along the last axis of a 3-D grid, inside a block of the
 /// grid's flattened positions.
@@ -109,14 +109,23 @@ pub fn conv_with<A: Real>(g: &Geom, direct: bool, x: &[A], w: &[A], y: &mut [A])
                 packed: &wpack,
                 bound: None,
             };
-            positions(g, xg, ws, 0..out_sz, jb, (yg, out_sz, 0), &mut s, None)
-                .expect("weights in memory multiply without the host's buffers");
+            positions(
+                g,
+                Planes::Values(xg),
+                ws,
+                0..out_sz,
+                jb,
+                (yg, out_sz, 0),
+                &mut s,
+                None,
+            )
+            .expect("weights in memory multiply without the host's buffers");
         }
     }
 }
 
 /// Whether output position `j` reads input position `j` (1×1 kernel, stride 1, no padding).
-fn pointwise(g: &Geom) -> bool {
+pub fn pointwise(g: &Geom) -> bool {
     g.k_size() == 1 && g.s == [1; 3] && g.pb == [0; 3] && g.out == g.inp
 }
 
@@ -159,6 +168,15 @@ pub struct Weights<'a, A> {
     pub bound: Option<Bound>,
 }
 
+/// One (image, group)'s input planes: their values, or (ABI 1.9: f32 pointwise convs with
+/// bound weights) where they lie in a bound buffer — plane `ci` from element `offset + ci *
+/// rs` of `binding` — which the matrix unit reads in place.
+#[derive(Clone, Copy)]
+pub enum Planes<'a, A> {
+    Values(&'a [A]),
+    Bound(Bound),
+}
+
 /// Stores output positions `range` of one (image, group) — `xg` its input planes — into
 /// `y = (data, row stride, first position)`: position `j` of channel `mi` at
 /// `data[mi * rs + j - first]`, in blocks of `jb` positions ([`block`]; `mem` the launch's
@@ -166,7 +184,7 @@ pub struct Weights<'a, A> {
 #[allow(clippy::too_many_arguments)]
 pub fn positions<A: Real>(
     g: &Geom,
-    xg: &[A],
+    xg: Planes<A>,
     w: Weights<A>,
     range: std::ops::Range<usize>,
     jb: usize,
@@ -196,7 +214,7 @@ pub fn positions<A: Real>(
 /// `mem`'s buffer; refused without `mem` or for a type the matrix unit does not multiply).
 pub fn block<'s, A: Real>(
     g: &Geom,
-    xg: &[A],
+    xg: Planes<A>,
     w: Weights<A>,
     js: std::ops::Range<usize>,
     s: &'s mut Scratch<A>,
@@ -208,22 +226,37 @@ pub fn block<'s, A: Real>(
         usize_of(g.cg) * usize_of(g.k_size()),
     );
     let (j0, len) = (js.start, js.len());
-    let b = if pointwise(g) {
-        strided(&xg[j0..], in_sz)
-    } else {
-        s.col.resize(ck * len, A::ZERO);
-        runs(g.out, j0, len, &mut s.runs);
-        im2col(g, xg, &s.runs, len, &mut s.col[..ck * len]);
-        strided(&s.col[..ck * len], len)
+    let b = match (pointwise(g), xg) {
+        (true, Planes::Bound(x)) => Operand::Bound(Bound {
+            offset: x.offset + j0,
+            ..x
+        }),
+        (true, Planes::Values(xg)) => Operand::Memory(strided(&xg[j0..], in_sz)),
+        (false, Planes::Values(xg)) => {
+            s.col.resize(ck * len, A::ZERO);
+            runs(g.out, j0, len, &mut s.runs);
+            im2col(g, xg, &s.runs, len, &mut s.col[..ck * len]);
+            Operand::Memory(strided(&s.col[..ck * len], len))
+        }
+        (false, Planes::Bound(_)) => {
+            return Err(OpError::internal("im2col needs the input planes' values"));
+        }
     };
-    if let Some(bw) = w.bound {
-        let refused = || OpError::internal("bound weights without a bound buffer to read");
-        let mem = mem.ok_or_else(refused)?;
-        s.prod = A::bound_product((mg, len, ck), bw, b, mem).ok_or_else(refused)??;
-    } else {
-        let a = strided(w.w, ck);
-        let a_packed = (!w.packed.is_empty()).then_some(w.packed);
-        gemm::product((mg, len, ck), a, a_packed, b, &mut s.work, &mut s.prod);
+    match (w.bound, b) {
+        (Some(bw), b) => {
+            let refused = || OpError::internal("bound weights without a bound buffer to read");
+            let mem = mem.ok_or_else(refused)?;
+            s.prod = A::unit_operands((mg, len, ck), Operand::Bound(bw), b, mem)
+                .ok_or_else(refused)??;
+        }
+        (None, Operand::Memory(b)) => {
+            let a = strided(w.w, ck);
+            let a_packed = (!w.packed.is_empty()).then_some(w.packed);
+            gemm::product((mg, len, ck), a, a_packed, b, &mut s.work, &mut s.prod);
+        }
+        (None, Operand::Bound(_)) => {
+            return Err(OpError::internal("bound input planes need bound weights"));
+        }
     }
     Ok(&mut s.prod[..mg * len])
 }

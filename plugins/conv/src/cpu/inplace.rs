@@ -5,10 +5,11 @@
 //! read per input channel). Pools: a range computes its share of the `N × C` planes, a piece of
 //! input planes at a time.
 
+use super::conv::{self, Planes};
+use super::count;
 use super::epilogue::Epilogue;
 use super::pool::{self, MaxVal};
 use super::real::{Acc, MR, Real};
-use super::{conv, count};
 use half::{bf16, f16};
 use std::rc::Rc;
 use umd_sdk::dtype::{self, Decoded, Element};
@@ -213,13 +214,21 @@ where
     }
     let block = conv::transpose_block::<T::Compute>(&g);
     let bound = T::DTYPE == Dtype::F32 && <T::Compute as Acc>::UNIT;
+    // a pointwise conv's input planes stay in their buffer too: nothing to im2col
+    let x_in_place = bound && !direct && !transpose && conv::pointwise(&g);
     let mut scratch = conv::Scratch::default();
     let (mut p, end) = (share.start as usize, share.end as usize);
     while p < end {
         let (img, ch) = (p / m, p % m);
         let grp = ch / mg;
         let group_end = ((grp + 1) * mg).min(ch + (end - p));
-        let x = read::<T>(mem, xb, (img * c + grp * cg) * in_sz, cg * in_sz)?;
+        let x_at = (img * c + grp * cg) * in_sz;
+        let x = if x_in_place {
+            Decoded::default()
+        } else {
+            read::<T>(mem, xb, x_at, cg * in_sz)?
+        };
+        let planes = input_planes(x_in_place, (xb, x_at, in_sz), &x);
         let mut at = ch;
         while at < group_end {
             let cnt = piece.min(group_end - at);
@@ -254,7 +263,7 @@ where
                 };
                 let jb = conv::block_of::<T::Compute>(&sub, ck, out_sz);
                 let (y, sc) = ((&mut y[..], out_sz, 0), &mut scratch);
-                conv::positions(&sub, &x, ws, 0..out_sz, jb, y, sc, Some(&mut *mem))?;
+                conv::positions(&sub, planes, ws, 0..out_sz, jb, y, sc, Some(&mut *mem))?;
             } else {
                 let w = weights::<T>(mem, wb, at * ck, cnt * ck)?;
                 conv::conv_with(&sub, direct, &x, &w, &mut y);
@@ -373,6 +382,8 @@ where
     let share = call.share((n * groups * tiles) as u64);
     // f32 weights stay in their buffer: the matrix unit reads them in place (ABI 1.9)
     let bound = T::DTYPE == Dtype::F32;
+    // a pointwise conv's input planes stay in their buffer too: nothing to im2col
+    let x_in_place = bound && conv::pointwise(g);
     let mut scratch = conv::Scratch::default();
     // the (image, group) whose planes `x` holds, the group whose weights `wg`
     let (mut x_at, mut w_at) = (None, None);
@@ -381,11 +392,13 @@ where
     for item in share.start as usize..share.end as usize {
         // group-major: a range reads each group's weights once
         let (grp, img, t) = (item / (n * tiles), item / tiles % n, item % tiles);
-        if x_at != Some((img, grp)) {
+        let x_first = (img * c + grp * cg) * in_sz;
+        if x_at != Some((img, grp)) && !x_in_place {
             drop(std::mem::take(&mut x)); // the old planes go before the new are read
-            x = read::<T>(mem, xb, (img * c + grp * cg) * in_sz, cg * in_sz)?;
+            x = read::<T>(mem, xb, x_first, cg * in_sz)?;
             x_at = Some((img, grp));
         }
+        let planes = input_planes(x_in_place, (xb, x_first, in_sz), &x);
         if w_at != Some(grp) {
             if !bound {
                 wg = weights::<T>(mem, wb, grp * mg * ck, mg * ck)?;
@@ -409,7 +422,14 @@ where
         let mut j0 = range.start;
         while j0 < range.end {
             let len = jb.min(range.end - j0);
-            let prod = conv::block(&one, &x, ws, j0..j0 + len, &mut scratch, Some(&mut *mem))?;
+            let prod = conv::block(
+                &one,
+                planes,
+                ws,
+                j0..j0 + len,
+                &mut scratch,
+                Some(&mut *mem),
+            )?;
             for (mi, row) in prod.chunks_exact_mut(len).enumerate() {
                 let ch = grp * mg + mi;
                 let at = (img * m + ch) * out_sz + j0;
@@ -420,6 +440,24 @@ where
         }
     }
     Ok(())
+}
+
+/// One (image, group)'s input planes for [`conv::block`]: the values read into `x`, or where
+/// they lie (binding `xb`, from element `first`, `in_sz` apart) when they stay `in_place`.
+fn input_planes<'x, A>(
+    in_place: bool,
+    (xb, first, in_sz): (u32, usize, usize),
+    x: &'x [A],
+) -> Planes<'x, A> {
+    if !in_place {
+        return Planes::Values(x);
+    }
+    Planes::Bound(Bound {
+        binding: xb,
+        offset: first,
+        rs: in_sz,
+        cs: 1,
+    })
 }
 
 /// A pooling launch: its bindings, geometry and the share of `N × C` planes of this call, in

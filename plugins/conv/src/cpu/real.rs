@@ -6,12 +6,8 @@
 pub use super::lanes4::Plane3;
 use crate::geom::Geom;
 use std::ops::{Add, AddAssign, Div, Mul, Sub};
-use umd_sdk::OpError;
 pub use umd_sdk::gemm::Acc;
 pub use umd_sdk::gemm::MR;
-use umd_sdk::gemm::Strided;
-use umd_sdk::kernel::Memory;
-use umd_sdk::matrix::{self, Bound};
 pub use umd_sdk::stages::Stages;
 
 /// Arithmetic the float kernels compute in.
@@ -29,17 +25,6 @@ pub trait Real:
     + 'static
 {
     const ONE: Self;
-    /// (ABI 1.9) `w · b` on the matrix unit with the `rows × depth` weights `w` read by the
-    /// host from a bound buffer of f32s, in place ([`umd_sdk::matrix::multiply`]); `None`
-    /// for a type the matrix unit does not multiply.
-    fn bound_product(
-        _dims: (usize, usize, usize),
-        _w: Bound,
-        _b: Strided<Self>,
-        _mem: &mut dyn Memory,
-    ) -> Option<Result<Vec<Self>, OpError>> {
-        None
-    }
     fn abs(self) -> Self;
     fn sqrt(self) -> Self;
     fn powf(self, p: Self) -> Self;
@@ -103,19 +88,6 @@ impl Real for f64 {
 
 impl Real for f32 {
     const ONE: f32 = 1.0;
-    fn bound_product(
-        dims: (usize, usize, usize),
-        w: Bound,
-        b: Strided<f32>,
-        mem: &mut dyn Memory,
-    ) -> Option<Result<Vec<f32>, OpError>> {
-        Some(matrix::multiply(
-            dims,
-            matrix::Operand::Bound(w),
-            matrix::Operand::Memory(b),
-            mem,
-        ))
-    }
     fn abs(self) -> f32 {
         f32::abs(self)
     }

@@ -13,14 +13,34 @@ pub(super) fn run_in_parts(req: &PlanRequestExt, inputs: &[Vec<u8>], parts: u64)
     run_named(req, inputs, parts, None).0
 }
 
+/// Test data for inputs of `shapes`, encoded; input `k` from seed `seed + k`.
+fn encoded(shapes: &[(&[u64], Dtype)], seed: u64) -> Vec<Vec<u8>> {
+    (shapes.iter().zip(0..))
+        .map(|((s, dt), k)| {
+            let v = data(s.iter().product::<u64>() as usize, seed + k, *dt);
+            dtype::encode(*dt, &v).unwrap()
+        })
+        .collect()
+}
+
+/// Bytes the ranges of a launch read: copied into the kernel (`x`: binding 0, `w`: binding
+/// 1), and read for the matrix unit (in place, in a host).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Reads {
+    x: u64,
+    x_unit: u64,
+    w: u64,
+    w_unit: u64,
+}
+
 /// [`run_in_parts`] with the weights (binding 1) named resident under `w_name`; also returns
-/// how many bytes of them the ranges read.
+/// how many bytes of the input and the weights the ranges read.
 fn run_named(
     req: &PlanRequestExt,
     inputs: &[Vec<u8>],
     parts: u64,
     w_name: Option<u64>,
-) -> (Vec<Vec<u8>>, u64) {
+) -> (Vec<Vec<u8>>, Reads) {
     let plan = Conv::plan_ext(req).unwrap();
     let l = &plan.launches[0];
     assert!(Conv::splittable(&l.module_id, &l.entry_point));
@@ -35,13 +55,16 @@ fn run_named(
     if let Some(name) = w_name {
         mem.name_resident(1, name);
     }
-    let mut w_read = 0;
+    let mut reads = Reads::default();
     let blocks = l.grid.volume();
     for p in (0..parts).rev() {
         let call = KernelCall::for_launch(l, &buffers, part(blocks, parts, p));
         let mut spy = Recorder::new(&mut mem);
         Conv::run_kernel(&call, &mut spy).unwrap();
-        w_read += spy.bytes_read(1);
+        reads.x += spy.bytes_read(0);
+        reads.x_unit += spy.bytes_read_by_unit(0);
+        reads.w += spy.bytes_read(1);
+        reads.w_unit += spy.bytes_read_by_unit(1);
         for (y, _, written) in &mut outputs {
             written.extend(
                 spy.writes()
@@ -70,7 +93,7 @@ fn run_named(
         .iter()
         .map(|&(y, _, _)| mem.contents(y).unwrap().to_vec())
         .collect();
-    (outs, w_read)
+    (outs, reads)
 }
 
 /// The output bytes of `run-cpu` on the whole tensors.
@@ -141,14 +164,7 @@ fn conv_splits_give_the_bytes_of_the_whole() {
                 ("pads", ints(&vec![1; 2 * (x.len() - 2)])),
             ],
         );
-        let inputs: Vec<Vec<u8>> = shapes
-            .iter()
-            .zip(0..)
-            .map(|((s, dt), k)| {
-                let v = data(s.iter().product::<u64>() as usize, 7 * i as u64 + k, *dt);
-                dtype::encode(*dt, &v).unwrap()
-            })
-            .collect();
+        let inputs = encoded(&shapes, 7 * i as u64);
         let whole = run_cpu_whole(&req, &inputs);
         for parts in [1, 2, 3, 7] {
             assert_eq!(
@@ -176,9 +192,9 @@ fn conv_splits_give_the_bytes_of_the_whole() {
             assert_eq!(bytes, whole, "case {i}, resident weights, run {run}");
             if let Some(first) = first {
                 assert_eq!(
-                    read > 0,
-                    (first || bound) && !empty,
-                    "case {i}, run {run}: weights read ({read} bytes)"
+                    (read.w > 0, read.w_unit > 0),
+                    (first && !bound && !empty, bound && !empty),
+                    "case {i}, run {run}: weights read ({read:?})"
                 );
             }
         }
@@ -206,14 +222,7 @@ fn conv_transpose_splits_give_the_bytes_of_the_whole() {
             &shapes,
             &[("group", int(group)), ("strides", strides)],
         );
-        let inputs: Vec<Vec<u8>> = shapes
-            .iter()
-            .zip(0..)
-            .map(|((s, dt), k)| {
-                let v = data(s.iter().product::<u64>() as usize, 5 * i as u64 + k, *dt);
-                dtype::encode(*dt, &v).unwrap()
-            })
-            .collect();
+        let inputs = encoded(&shapes, 5 * i as u64);
         let whole = run_cpu_whole(&req, &inputs);
         for parts in [1, 2, 3, 7] {
             assert_eq!(
@@ -280,5 +289,43 @@ fn every_float_entry_splits() {
     }
     for e in ["avgpool_i8", "conv_i8", "convt_u8", "conv"] {
         assert!(!Conv::splittable("conv_f32", e), "{e}");
+    }
+}
+
+#[test]
+fn pointwise_f32_convs_read_their_input_in_place() {
+    // 1×1, stride 1, no padding, f32, on the matrix unit (at least MR output channels a
+    // group): neither the input planes nor the weights are copied into the kernel — the
+    // matrix unit reads both where they lie — whole or split, small outputs (planes) or large
+    // (tiles); padding, a 3×3 kernel or f16 copy the input as before; the bytes are the same
+    // (x, w, group, pads, dtype, whether the input stays in place)
+    type Case<'a> = (&'a [u64], &'a [u64], i64, &'a [i64], Dtype, bool);
+    let (f32, none, pad) = (Dtype::F32, &[0i64; 4][..], &[1i64, 0, 1, 0][..]);
+    let cases: [Case; 6] = [
+        (&[2, 8, 5, 7], &[6, 8, 1, 1], 1, none, f32, true),
+        (&[1, 6, 20, 30], &[8, 3, 1, 1], 2, none, f32, true),
+        (&[1, 4, 300], &[5, 4, 1], 1, &[0, 0], f32, true),
+        (&[2, 8, 5, 7], &[6, 8, 1, 1], 1, pad, f32, false),
+        (&[1, 6, 20, 30], &[8, 6, 3, 3], 1, &[1; 4], f32, false),
+        (&[2, 8, 5, 7], &[6, 8, 1, 1], 1, none, Dtype::F16, false),
+    ];
+    for (i, &(x, w, group, pads, dt, in_place)) in cases.iter().enumerate() {
+        let shapes = vec![(x, dt), (w, dt)];
+        let req = request(
+            "Conv",
+            &shapes,
+            &[("group", int(group)), ("pads", ints(pads))],
+        );
+        let inputs = encoded(&shapes, 5 * i as u64);
+        let whole = run_cpu_whole(&req, &inputs);
+        for parts in [1, 2, 5] {
+            let (bytes, read) = run_named(&req, &inputs, parts, None);
+            assert_eq!(bytes, whole, "case {i} in {parts} parts");
+            assert_eq!(
+                (read.x == 0, read.x_unit > 0),
+                (in_place, in_place),
+                "case {i} in {parts} parts: {read:?}"
+            );
+        }
     }
 }
