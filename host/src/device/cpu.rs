@@ -123,6 +123,10 @@ impl BufferMemory for Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
+        if let Some(name) = self.resident() {
+            // the matrix unit's packed copies of these frozen bytes go with them
+            crate::plugin::packed::forget(name);
+        }
         self.stats.fetch_sub(self.waste, Ordering::Relaxed);
         if let Err(e) = self.alloc.lock().free(self.addr) {
             tracing::error!(error = %e, "CPU buffer block not returned");

@@ -60,6 +60,15 @@ fn resident(io: &KernelIo, binding: u32) -> Option<u64> {
         .filter(|_| b.access == crate::cmdbuf::Access::Read)
 }
 
+/// (1.9) The resident name of `binding` when the launch only reads it and it is frozen —
+/// for the host's own use (the matrix unit's packed copies): unlike [`resident`], not a
+/// kernel asking to keep the bytes.
+pub(super) fn frozen_name(io: &KernelIo, binding: u32) -> Option<u64> {
+    let b = io.as_deref()?.iter().find(|b| b.binding == binding)?;
+    b.resident
+        .filter(|_| b.access == crate::cmdbuf::Access::Read)
+}
+
 /// The buffer bound to the running launch as `binding`.
 fn find(io: &KernelIo, binding: u32) -> Result<&BoundMemory, String> {
     io.as_deref()

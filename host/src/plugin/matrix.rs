@@ -19,6 +19,7 @@ use wasmtime::StoreContextMut;
 use wasmtime::component::{ComponentType, Lift, Linker, WasmList};
 
 use super::kernel_io::{self, KernelIo};
+use super::packed::{self, Isa, Key, Mat, Packed};
 use super::sandbox::StoreState;
 
 /// Most multiply-adds one call may ask for (~50 ms on one core at 85 G/s): a kernel splits a
@@ -28,6 +29,10 @@ pub const MAX_MULTIPLY_ADDS: u64 = 1 << 32;
 pub const MAX_ELEMENTS: u64 = 1 << 24;
 /// Copies of misaligned operands above this many elements are not kept for the next call.
 const KEEP_SCRATCH: usize = 1 << 20;
+/// Most rows (or columns) of the other operand a frozen operand multiplies as a packed copy
+/// ([`packed`]); past this, packing it per call costs little against the product, and
+/// `matrixmultiply` runs larger products faster.
+const PACKED_MAX_OTHER: usize = 256;
 
 /// A strided view of a matrix of little-endian f32s (WIT `matrix-view`): element `(i, j)` is
 /// element `offset + i * row_stride + j * col_stride` of `data`.
@@ -126,9 +131,14 @@ pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
                 n: n as usize,
                 k: k as usize,
             };
+            let bound = |op: &Operand| match op {
+                Operand::Bound(v) => Some((v.binding, v.offset, v.row_stride, v.col_stride)),
+                Operand::Memory(_) => None,
+            };
+            let packing = packing(&store.data().io, (bound(&a), bound(&b)), shape);
             let result = with_operand(&store, &a, "A", (shape.m, shape.k), &mut |va| {
                 with_operand(&store, &b, "B", (shape.k, shape.n), &mut |vb| {
-                    shape.multiply(va, vb)
+                    shape.multiply(va, vb, packing)
                 })
             });
             Ok((result,))
@@ -148,12 +158,66 @@ pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
             let layout = |v: &MatrixView| (v.offset, v.row_stride, v.col_stride);
             let result = View::check(ab, layout(&a), "A", shape.m, shape.k).and_then(|va| {
                 let vb = View::check(bb, layout(&b), "B", shape.k, shape.n)?;
-                shape.multiply(&va, &vb)
+                shape.multiply(&va, &vb, None)
             });
             Ok((result,))
         },
     )?;
     Ok(())
+}
+
+/// A bound operand's binding, offset, row and column strides.
+type BoundAt = (u32, u64, u64, u64);
+
+/// (1.9) How a product multiplies a frozen operand (a compiled model's weights) as a packed
+/// copy kept between calls ([`packed`]): `B` as it is, or `A` through `Cᵀ = Bᵀ · Aᵀ`.
+#[derive(Debug, Clone, Copy)]
+struct Packing {
+    transposed: bool,
+    key: Key,
+}
+
+/// The [`Packing`] of a product: a bound operand the launch only reads, frozen (its resident
+/// name), against at most [`PACKED_MAX_OTHER`] rows or columns of the other — `B` first;
+/// `None` otherwise, or without a packed kernel on this CPU.
+/// (`a` and `b`: a bound operand's binding, offset, row and column strides.)
+fn packing(io: &KernelIo, (a, b): (Option<BoundAt>, Option<BoundAt>), s: Shape) -> Option<Packing> {
+    let isa = Isa::detect()?;
+    // (resident name, offset, row stride, column stride) of a frozen bound operand
+    let frozen = |op: Option<BoundAt>| {
+        let (binding, offset, rs, cs) = op?;
+        Some((kernel_io::frozen_name(io, binding)?, offset, rs, cs))
+    };
+    if let Some((name, offset, rs, cs)) = frozen(b).filter(|_| s.m <= PACKED_MAX_OTHER) {
+        let key = Key {
+            name,
+            offset,
+            rs,
+            cs,
+            k: s.k,
+            n: s.n,
+            isa,
+        };
+        return Some(Packing {
+            transposed: false,
+            key,
+        });
+    }
+    let (name, offset, rs, cs) = frozen(a).filter(|_| s.n <= PACKED_MAX_OTHER)?;
+    // Aᵀ is k × m
+    let key = Key {
+        name,
+        offset,
+        rs: cs,
+        cs: rs,
+        k: s.k,
+        n: s.m,
+        isa,
+    };
+    Some(Packing {
+        transposed: true,
+        key,
+    })
 }
 
 /// A product's extents: `A` is `m × k`, `B` is `k × n`.
@@ -255,8 +319,9 @@ impl<'a> View<'a> {
 }
 
 impl Shape {
-    /// `A · B`, row-major `m × n`, after checking the work fits one call.
-    fn multiply(self, a: &View, b: &View) -> Result<Vec<f32>, String> {
+    /// `A · B`, row-major `m × n`, after checking the work fits one call; a frozen operand
+    /// through its packed copy when `packing` says so.
+    fn multiply(self, a: &View, b: &View, packing: Option<Packing>) -> Result<Vec<f32>, String> {
         let Shape { m, n, k } = self;
         let results = (m as u64) * (n as u64); // both below 2^32: no overflow
         let macs = results.saturating_mul(k as u64);
@@ -271,12 +336,26 @@ impl Shape {
         }
         SCRATCH.with_borrow_mut(|s| {
             let [sa, sb] = &mut *s;
-            product(
-                self,
-                Strided::new(a.elements(sa), a.rs, a.cs, m, k),
-                Strided::new(b.elements(sb), b.rs, b.cs, k, n),
-                &mut c,
-            );
+            let a = Strided::new(a.elements(sa), a.rs, a.cs, m, k);
+            let b = Strided::new(b.elements(sb), b.rs, b.cs, k, n);
+            match packing {
+                None => product(self, a, b, &mut c),
+                Some(Packing { transposed, key }) => {
+                    // the frozen operand `p` (k × cols, packed) against `x` (rows × k)
+                    let (x, rows, p, cols) = match transposed {
+                        false => (a.mat(), m, b.mat(), n),
+                        true => (b.transposed(), n, a.transposed(), m),
+                    };
+                    let packed = packed::cached(key, || Packed::pack(p, k, cols, key.isa));
+                    if transposed {
+                        let mut ct = vec![0f32; n * m];
+                        packed::multiply(x, rows, &packed, &mut ct);
+                        transpose(&ct, (n, m), &mut c);
+                    } else {
+                        packed::multiply(x, rows, &packed, &mut c);
+                    }
+                }
+            }
             for v in [sa, sb] {
                 if v.capacity() > KEEP_SCRATCH {
                     *v = Vec::new();
@@ -302,6 +381,39 @@ impl<'a> Strided<'a> {
         assert!(last < data.len(), "matrix view outside its elements");
         assert!(rs <= MAX_ELEMENTS as usize && cs <= MAX_ELEMENTS as usize);
         Strided { data, rs, cs }
+    }
+}
+
+impl<'a> Strided<'a> {
+    fn mat(&self) -> Mat<'a> {
+        Mat {
+            data: self.data,
+            rs: self.rs,
+            cs: self.cs,
+        }
+    }
+
+    fn transposed(&self) -> Mat<'a> {
+        Mat {
+            data: self.data,
+            rs: self.cs,
+            cs: self.rs,
+        }
+    }
+}
+
+/// `dst` (row-major `cols × rows`) = the transpose of `src` (row-major `rows × cols`), in
+/// square blocks that stay in cache.
+fn transpose(src: &[f32], (rows, cols): (usize, usize), dst: &mut [f32]) {
+    const B: usize = 16;
+    for i0 in (0..rows).step_by(B) {
+        for j0 in (0..cols).step_by(B) {
+            for j in j0..cols.min(j0 + B) {
+                for i in i0..rows.min(i0 + B) {
+                    dst[j * rows + i] = src[i * cols + j];
+                }
+            }
+        }
     }
 }
 
@@ -373,7 +485,7 @@ mod tests {
                 rs: n + 3,
                 cs: 1,
             };
-            assert_eq!(shape.multiply(&a, &b).unwrap(), want);
+            assert_eq!(shape.multiply(&a, &b, None).unwrap(), want);
         }
     }
 
@@ -431,7 +543,7 @@ mod tests {
             k: 1 << 12,
         };
         assert!(
-            big.multiply(&empty, &empty)
+            big.multiply(&empty, &empty, None)
                 .unwrap_err()
                 .contains("split it")
         );
@@ -442,7 +554,7 @@ mod tests {
         };
         assert!(
             results
-                .multiply(&empty, &empty)
+                .multiply(&empty, &empty, None)
                 .unwrap_err()
                 .contains("split it")
         );
@@ -452,12 +564,96 @@ mod tests {
             k: u32::MAX as usize,
         };
         assert!(
-            huge.multiply(&empty, &empty)
+            huge.multiply(&empty, &empty, None)
                 .unwrap_err()
                 .contains("split it")
         );
         let none = Shape { m: 2, n: 3, k: 0 };
-        assert_eq!(none.multiply(&empty, &empty).unwrap(), vec![0.0; 6]);
+        assert_eq!(none.multiply(&empty, &empty, None).unwrap(), vec![0.0; 6]);
+    }
+
+    #[test]
+    fn frozen_operands_multiply_through_packed_copies_kept_by_name() {
+        use crate::cmdbuf::Access;
+        use crate::device::BoundMemory;
+        use std::sync::Arc;
+        if Isa::detect().is_none() {
+            eprintln!("SKIPPED: this CPU has neither AVX2+FMA nor AVX-512F: no packed kernel");
+            return;
+        }
+        struct Mem(Vec<u8>);
+        impl crate::device::BufferMemory for Mem {
+            fn read_into(&self, offset: usize, len: usize, dst: &mut Vec<u8>) {
+                dst.extend_from_slice(&self.0[offset..offset + len]);
+            }
+            fn write_from(&self, _: usize, _: &[u8]) {
+                unreachable!("the matrix unit never writes a buffer")
+            }
+        }
+        // a weight of 40 × 300 from element 3 (small integers: sums exact in any order)
+        let (rows, cols) = (40usize, 300usize);
+        let w: Vec<f32> = (0..3 + rows * cols).map(|i| (i % 9) as f32 - 4.0).collect();
+        let name = u64::MAX - 1000; // a name no other test uses
+        let bound = |binding, access, resident| BoundMemory {
+            binding,
+            size: w.len() as u64 * 4,
+            access,
+            memory: Arc::new(Mem(bytes(&w))),
+            resident,
+            asked: Default::default(),
+        };
+        // 0: frozen, read; 1: not frozen; 2: frozen but written by the launch
+        let io: KernelIo = Some(Arc::from(vec![
+            bound(0, Access::Read, Some(name)),
+            bound(1, Access::Read, None),
+            bound(2, Access::ReadWrite, Some(name)),
+        ]));
+        let other: Vec<f32> = (0..cols * 300).map(|i| (i % 5) as f32 - 2.0).collect();
+        let ob = bytes(&other);
+        // the weight as B (x · W: 40 deep, 300 wide) or as A (W · x: x 300 deep)
+        let w_at = |binding| Some((binding, 3, cols as u64, 1));
+        for (weight_is_b, m, n, k) in [(true, 7, cols, rows), (false, rows, 9, cols)] {
+            let shape = Shape { m, n, k };
+            let (xr, xc) = if weight_is_b { (m, k) } else { (k, n) };
+            let x = View {
+                bytes: &ob[..xr * xc * 4],
+                rs: xc,
+                cs: 1,
+            };
+            let view = BoundView {
+                binding: 0,
+                offset: 3,
+                row_stride: cols as u64,
+                col_stride: 1,
+            };
+            let run = |packing| {
+                with_bound(&io, &view, "W", (rows, cols), &mut |wv| match weight_is_b {
+                    true => shape.multiply(&x, wv, packing),
+                    false => shape.multiply(wv, &x, packing),
+                })
+                .unwrap()
+            };
+            let plan = |binding, s| match weight_is_b {
+                true => packing(&io, (None, w_at(binding)), s),
+                false => packing(&io, (w_at(binding), None), s),
+            };
+            let p = plan(0, shape).expect("a frozen operand against few rows is packed");
+            assert_eq!(p.transposed, !weight_is_b);
+            assert!(plan(1, shape).is_none(), "not frozen");
+            assert!(plan(2, shape).is_none(), "written by the launch");
+            let want = run(None);
+            assert_eq!(run(Some(p)), want, "packed");
+            assert_eq!(run(Some(p)), want, "from the kept copy");
+            assert!(packed::held(name) >= 1);
+            // past PACKED_MAX_OTHER rows of the other operand: matrixmultiply
+            let big = match weight_is_b {
+                true => Shape { m: 257, ..shape },
+                false => Shape { n: 257, ..shape },
+            };
+            assert!(plan(0, big).is_none());
+        }
+        packed::forget(name);
+        assert_eq!(packed::held(name), 0, "forgotten with its buffer");
     }
 
     #[test]
@@ -506,7 +702,7 @@ mod tests {
             col_stride: 1,
         };
         let run = |io: &KernelIo, v: &BoundView| {
-            with_bound(io, v, "A", (2, 3), &mut |va| shape.multiply(va, &bv))
+            with_bound(io, v, "A", (2, 3), &mut |va| shape.multiply(va, &bv, None))
         };
         // [1 2 3; 4 5 6] · [1, 0.5, -1]
         assert_eq!(run(&io, &view(0, 1)).unwrap(), vec![-1.0, 0.5]);

@@ -13,6 +13,7 @@ pub mod device_code;
 pub mod kernel_call;
 pub mod kernel_io;
 pub mod matrix;
+pub(crate) mod packed;
 pub mod planner;
 pub mod sandbox;
 pub mod self_test;
