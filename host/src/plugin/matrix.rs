@@ -347,13 +347,8 @@ impl Shape {
                         true => (b.transposed(), n, a.transposed(), m),
                     };
                     let packed = packed::cached(key, || Packed::pack(p, k, cols, key.isa));
-                    if transposed {
-                        let mut ct = vec![0f32; n * m];
-                        packed::multiply(x, rows, &packed, &mut ct);
-                        transpose(&ct, (n, m), &mut c);
-                    } else {
-                        packed::multiply(x, rows, &packed, &mut c);
-                    }
+                    // transposed: (Bᵀ · Aᵀ)ᵀ stored as it is computed
+                    packed::multiply(x, rows, &packed, &mut c, transposed);
                 }
             }
             for v in [sa, sb] {
@@ -398,21 +393,6 @@ impl<'a> Strided<'a> {
             data: self.data,
             rs: self.cs,
             cs: self.rs,
-        }
-    }
-}
-
-/// `dst` (row-major `cols × rows`) = the transpose of `src` (row-major `rows × cols`), in
-/// square blocks that stay in cache.
-fn transpose(src: &[f32], (rows, cols): (usize, usize), dst: &mut [f32]) {
-    const B: usize = 16;
-    for i0 in (0..rows).step_by(B) {
-        for j0 in (0..cols).step_by(B) {
-            for j in j0..cols.min(j0 + B) {
-                for i in i0..rows.min(i0 + B) {
-                    dst[j * rows + i] = src[i * cols + j];
-                }
-            }
         }
     }
 }

@@ -121,8 +121,9 @@ impl Packed {
     }
 }
 
-/// `c` (row-major `m × p.n`, overwritten) = `x` (`m × p.k`) · `p`.
-pub fn multiply(x: Mat, m: usize, p: &Packed, c: &mut [f32]) {
+/// `c` (overwritten) = `x` (`m × p.k`) · `p`: row-major `m × p.n`, or with `transposed` its
+/// transpose (row-major `p.n × m`).
+pub fn multiply(x: Mat, m: usize, p: &Packed, c: &mut [f32], transposed: bool) {
     let (k, n) = (p.k, p.n);
     assert_eq!(c.len(), m * n, "the product's size");
     if k == 0 {
@@ -142,18 +143,34 @@ pub fn multiply(x: Mat, m: usize, p: &Packed, c: &mut [f32]) {
                 let cols = nr.min(n - s * nr);
                 for (r, panel) in xp.chunks_exact(kc * mr).enumerate() {
                     micro(p.isa, kc, panel, strip, &mut tile);
-                    for i in 0..mr.min(mc - r * mr) {
-                        let out = &mut c[(m0 + r * mr + i) * n + s * nr..][..cols];
-                        let t = &tile[i * nr..][..cols];
-                        if k0 == 0 {
-                            out.copy_from_slice(t);
-                        } else {
-                            out.iter_mut().zip(t).for_each(|(o, v)| *o += v);
+                    let (row0, rows) = (m0 + r * mr, mr.min(mc - r * mr));
+                    let first = k0 == 0;
+                    if transposed {
+                        // column j of the tile is a run of `rows` in row j of `c`
+                        for j in 0..cols {
+                            let out = &mut c[(s * nr + j) * m + row0..][..rows];
+                            let t = tile[j..].iter().step_by(nr);
+                            store(out, t, first);
+                        }
+                    } else {
+                        for i in 0..rows {
+                            let out = &mut c[(row0 + i) * n + s * nr..][..cols];
+                            store(out, tile[i * nr..][..cols].iter(), first);
                         }
                     }
                 }
             }
         }
+    }
+}
+
+/// Stores (`first` depth block) or adds a run of a tile into `out`.
+#[inline(always)]
+fn store<'t>(out: &mut [f32], t: impl Iterator<Item = &'t f32>, first: bool) {
+    if first {
+        out.iter_mut().zip(t).for_each(|(o, v)| *o = *v);
+    } else {
+        out.iter_mut().zip(t).for_each(|(o, v)| *o += v);
     }
 }
 
@@ -407,9 +424,14 @@ mod tests {
                     ),
                 ] {
                     let p = Packed::pack(b, k, n, isa);
+                    let want = naive(a, b, (m, n, k));
                     let mut c = vec![f32::NAN; m * n];
-                    multiply(a, m, &p, &mut c);
-                    assert_eq!(c, naive(a, b, (m, n, k)), "{isa:?} {m}x{n}x{k}");
+                    multiply(a, m, &p, &mut c, false);
+                    assert_eq!(c, want, "{isa:?} {m}x{n}x{k}");
+                    let mut t = vec![f32::NAN; m * n];
+                    multiply(a, m, &p, &mut t, true);
+                    let tt: Vec<f32> = (0..m * n).map(|e| t[(e % n) * m + e / n]).collect();
+                    assert_eq!(tt, want, "{isa:?} {m}x{n}x{k} transposed");
                 }
             }
         }
