@@ -178,8 +178,8 @@ struct Packing {
 }
 
 /// The [`Packing`] of a product: a bound operand the launch only reads, frozen (its resident
-/// name), against at most [`PACKED_MAX_OTHER`] rows or columns of the other — `B` first;
-/// `None` otherwise, or without a packed kernel on this CPU.
+/// name), against at most [`PACKED_MAX_OTHER`] rows or columns of the other and no more than
+/// its own width — `B` first; `None` otherwise, or without a packed kernel on this CPU.
 /// (`a` and `b`: a bound operand's binding, offset, row and column strides.)
 fn packing(io: &KernelIo, (a, b): (Option<BoundAt>, Option<BoundAt>), s: Shape) -> Option<Packing> {
     let isa = Isa::detect()?;
@@ -188,7 +188,10 @@ fn packing(io: &KernelIo, (a, b): (Option<BoundAt>, Option<BoundAt>), s: Shape) 
         let (binding, offset, rs, cs) = op?;
         Some((kernel_io::frozen_name(io, binding)?, offset, rs, cs))
     };
-    if let Some((name, offset, rs, cs)) = frozen(b).filter(|_| s.m <= PACKED_MAX_OTHER) {
+    // the frozen operand at least as wide as the other has rows: a narrower one is cheap to
+    // pack per call, and matrixmultiply's kernels then run faster (BENCHMARKS.md)
+    let worth = |width: usize, other: usize| other <= PACKED_MAX_OTHER && width >= other;
+    if let Some((name, offset, rs, cs)) = frozen(b).filter(|_| worth(s.n, s.m)) {
         let key = Key {
             name,
             offset,
@@ -203,7 +206,7 @@ fn packing(io: &KernelIo, (a, b): (Option<BoundAt>, Option<BoundAt>), s: Shape) 
             key,
         });
     }
-    let (name, offset, rs, cs) = frozen(a).filter(|_| s.n <= PACKED_MAX_OTHER)?;
+    let (name, offset, rs, cs) = frozen(a).filter(|_| worth(s.m, s.n))?;
     // Aᵀ is k × m
     let key = Key {
         name,
@@ -631,6 +634,20 @@ mod tests {
                 false => Shape { n: 257, ..shape },
             };
             assert!(plan(0, big).is_none());
+            // a frozen operand narrower than the other's rows: packed per call as before
+            let narrow = match weight_is_b {
+                true => Shape {
+                    m: 200,
+                    n: 199,
+                    ..shape
+                },
+                false => Shape {
+                    m: 199,
+                    n: 200,
+                    ..shape
+                },
+            };
+            assert!(plan(0, narrow).is_none());
         }
         packed::forget(name);
         assert_eq!(packed::held(name), 0, "forgotten with its buffer");
