@@ -190,7 +190,13 @@ fn packing(io: &KernelIo, (a, b): (Option<BoundAt>, Option<BoundAt>), s: Shape) 
     };
     // the frozen operand at least as wide as the other has rows: a narrower one is cheap to
     // pack per call, and matrixmultiply's kernels then run faster (BENCHMARKS.md)
-    let worth = |width: usize, other: usize| other <= PACKED_MAX_OTHER && width >= other;
+    // and its packed copy no larger than one call's operand may span (a view may repeat its
+    // elements with stride 0: its span alone does not bound the copy)
+    let worth = |width: usize, other: usize| {
+        other <= PACKED_MAX_OTHER
+            && width >= other
+            && (width as u64).saturating_mul(s.k as u64) <= MAX_ELEMENTS
+    };
     if let Some((name, offset, rs, cs)) = frozen(b).filter(|_| worth(s.n, s.m)) {
         let key = Key {
             name,
@@ -648,6 +654,20 @@ mod tests {
                 },
             };
             assert!(plan(0, narrow).is_none());
+            // a frozen operand whose copy would outgrow one call's span (stride 0 repeats)
+            let vast = match weight_is_b {
+                true => Shape {
+                    m: 1,
+                    n: 1 << 13,
+                    k: 1 << 12,
+                },
+                false => Shape {
+                    m: 1 << 13,
+                    n: 1,
+                    k: 1 << 12,
+                },
+            };
+            assert!(plan(0, vast).is_none());
         }
         packed::forget(name);
         assert_eq!(packed::held(name), 0, "forgotten with its buffer");
