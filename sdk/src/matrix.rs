@@ -27,6 +27,14 @@ pub struct Bound {
     pub cs: usize,
 }
 
+/// Whether a kernel running on `mem` should hand its operands [`Bound`]: where the host reads
+/// them in place (a launch's own buffers); not in a `run-cpu` call, whose copies would have to
+/// be read span by span for every product instead of once. Natively (unit tests) always, the
+/// spans read through [`Memory::read_for_unit`], so the bound paths are tested.
+pub fn binds_in_place(mem: &dyn Memory) -> bool {
+    mem.host_reads_in_place() || cfg!(not(target_arch = "wasm32"))
+}
+
 /// Where an operand of [`multiply`] is: the kernel's memory, or a bound buffer. (Generic so
 /// that kernels generic over [`crate::gemm::Acc`] can name one; the matrix unit takes f32.)
 #[derive(Clone, Copy)]

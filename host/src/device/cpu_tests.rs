@@ -172,3 +172,35 @@ fn a_frozen_buffer_is_read_only_and_still_read() {
     assert_ne!(bx.resident(), by.resident());
     assert!(dev.freeze(BufferId(7)).is_err());
 }
+
+#[test]
+fn a_frozen_buffers_packed_copies_go_with_it() {
+    use crate::plugin::packed::{self, Isa, Key, Mat, Packed};
+    let Some(isa) = Isa::detect() else {
+        eprintln!("SKIPPED: this CPU has neither AVX2+FMA nor AVX-512F: no packed copies");
+        return;
+    };
+    let (_, dev, [x, _, _]) = setup();
+    dev.freeze(x).unwrap();
+    let name = dev.buffer(x).unwrap().resident().expect("frozen: named");
+    // a copy the matrix unit keeps of it
+    let data = [1.0f32; 4];
+    let b = Mat {
+        data: &data,
+        rs: 2,
+        cs: 1,
+    };
+    let key = Key {
+        name,
+        offset: 0,
+        rs: 2,
+        cs: 1,
+        k: 2,
+        n: 2,
+        isa,
+    };
+    packed::cached(key, usize::MAX, || Packed::pack(b, 2, 2, isa));
+    assert_eq!(packed::held(name), 1);
+    dev.free(x).unwrap();
+    assert_eq!(packed::held(name), 0, "dropped with its buffer");
+}

@@ -60,13 +60,14 @@ fn resident(io: &KernelIo, binding: u32) -> Option<u64> {
         .filter(|_| b.access == crate::cmdbuf::Access::Read)
 }
 
-/// (1.9) The resident name of `binding` when the launch only reads it and it is frozen —
-/// for the host's own use (the matrix unit's packed copies): unlike [`resident`], not a
-/// kernel asking to keep the bytes.
-pub(super) fn frozen_name(io: &KernelIo, binding: u32) -> Option<u64> {
+/// (1.9) The resident name and size in bytes of `binding` when the launch only reads it and
+/// it is frozen — for the host's own use (the matrix unit's packed copies): unlike
+/// [`resident`], not a kernel asking to keep the bytes.
+pub(super) fn frozen(io: &KernelIo, binding: u32) -> Option<(u64, u64)> {
     let b = io.as_deref()?.iter().find(|b| b.binding == binding)?;
     b.resident
         .filter(|_| b.access == crate::cmdbuf::Access::Read)
+        .map(|name| (name, b.size))
 }
 
 /// The buffer bound to the running launch as `binding`.

@@ -9,7 +9,10 @@
 //! in place. Both views and the call's
 //! work are checked before anything is read: the span of each view against its elements, the
 //! results and multiply-adds against one call's limits (a host call cannot be interrupted by
-//! the plugin's deadline, so its time is bounded by its work). Owns no buffer and touches no
+//! the plugin's deadline, so its time is bounded by its work). A bound operand in a frozen
+//! buffer (a compiled model's weights) against few rows of the other is multiplied from a copy
+//! packed once ([`packing`], [`super::packed`]: its own kernels and bounded cache), whose size
+//! is bounded like a view's span. Owns no buffer and touches no
 //! device state: the product goes back to the kernel, which writes it (so a split launch's
 //! blocks still write only their own bytes).
 
@@ -170,63 +173,67 @@ pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
 type BoundAt = (u32, u64, u64, u64);
 
 /// (1.9) How a product multiplies a frozen operand (a compiled model's weights) as a packed
-/// copy kept between calls ([`packed`]): `B` as it is, or `A` through `Cᵀ = Bᵀ · Aᵀ`.
+/// copy kept between calls ([`packed`]): `B` as it is, or `A` through `Cᵀ = Bᵀ · Aᵀ`; the
+/// copies of one buffer kept within `budget` bytes.
 #[derive(Debug, Clone, Copy)]
 struct Packing {
     transposed: bool,
     key: Key,
+    budget: usize,
+}
+
+/// Bytes of packed copies one frozen buffer may keep: a few times its own size (its column
+/// ranges as a launch's splits ask for them, and their padding), however many views of it a
+/// kernel asks for.
+fn name_budget(buffer_bytes: u64) -> usize {
+    usize::try_from(buffer_bytes.saturating_mul(4).saturating_add(1 << 20)).unwrap_or(usize::MAX)
 }
 
 /// The [`Packing`] of a product: a bound operand the launch only reads, frozen (its resident
 /// name), against at most [`PACKED_MAX_OTHER`] rows or columns of the other and no more than
-/// its own width — `B` first; `None` otherwise, or without a packed kernel on this CPU.
+/// its own width, its packed copy (padding included) within one call's span — `B` first;
+/// `None` otherwise, or without a packed kernel on this CPU.
+///
 /// (`a` and `b`: a bound operand's binding, offset, row and column strides.)
 fn packing(io: &KernelIo, (a, b): (Option<BoundAt>, Option<BoundAt>), s: Shape) -> Option<Packing> {
     let isa = Isa::detect()?;
-    // (resident name, offset, row stride, column stride) of a frozen bound operand
-    let frozen = |op: Option<BoundAt>| {
-        let (binding, offset, rs, cs) = op?;
-        Some((kernel_io::frozen_name(io, binding)?, offset, rs, cs))
-    };
-    // the frozen operand at least as wide as the other has rows: a narrower one is cheap to
-    // pack per call, and matrixmultiply's kernels then run faster (BENCHMARKS.md)
-    // and its packed copy no larger than one call's operand may span (a view may repeat its
-    // elements with stride 0: its span alone does not bound the copy)
+    // the frozen operand at least as wide as the other has rows — a narrower one is cheap to
+    // pack per call, and matrixmultiply's kernels then run faster (BENCHMARKS.md) — and its
+    // packed copy, padding included, no larger than one call's operand may span (a view may
+    // repeat its elements with stride 0: its span alone does not bound the copy)
     let worth = |width: usize, other: usize| {
         other <= PACKED_MAX_OTHER
             && width >= other
-            && (width as u64).saturating_mul(s.k as u64) <= MAX_ELEMENTS
+            && Packed::len(s.k, width, isa).is_some_and(|e| e as u64 <= MAX_ELEMENTS)
     };
-    if let Some((name, offset, rs, cs)) = frozen(b).filter(|_| worth(s.n, s.m)) {
+    // the packing of a frozen bound operand `k × width`, strides as the product reads it
+    let plan = |op: Option<BoundAt>, transposed: bool, width: usize| {
+        let (binding, offset, rs, cs) = op?;
+        let (name, size) = kernel_io::frozen(io, binding)?;
+        let (rs, cs) = if transposed { (cs, rs) } else { (rs, cs) };
         let key = Key {
             name,
             offset,
             rs,
             cs,
             k: s.k,
-            n: s.n,
+            n: width,
             isa,
         };
-        return Some(Packing {
-            transposed: false,
+        let budget = name_budget(size);
+        Some(Packing {
+            transposed,
             key,
-        });
-    }
-    let (name, offset, rs, cs) = frozen(a).filter(|_| worth(s.m, s.n))?;
-    // Aᵀ is k × m
-    let key = Key {
-        name,
-        offset,
-        rs: cs,
-        cs: rs,
-        k: s.k,
-        n: s.m,
-        isa,
+            budget,
+        })
     };
-    Some(Packing {
-        transposed: true,
-        key,
-    })
+    if worth(s.n, s.m)
+        && let Some(p) = plan(b, false, s.n)
+    {
+        return Some(p);
+    }
+    // Aᵀ is k × m
+    plan(a, true, s.m).filter(|_| worth(s.m, s.n))
 }
 
 /// A product's extents: `A` is `m × k`, `B` is `k × n`.
@@ -349,13 +356,18 @@ impl Shape {
             let b = Strided::new(b.elements(sb), b.rs, b.cs, k, n);
             match packing {
                 None => product(self, a, b, &mut c),
-                Some(Packing { transposed, key }) => {
+                Some(Packing {
+                    transposed,
+                    key,
+                    budget,
+                }) => {
                     // the frozen operand `p` (k × cols, packed) against `x` (rows × k)
                     let (x, rows, p, cols) = match transposed {
                         false => (a.mat(), m, b.mat(), n),
                         true => (b.transposed(), n, a.transposed(), m),
                     };
-                    let packed = packed::cached(key, || Packed::pack(p, k, cols, key.isa));
+                    let pack = || Packed::pack(p, k, cols, key.isa);
+                    let packed = packed::cached(key, budget, pack);
                     // transposed: (Bᵀ · Aᵀ)ᵀ stored as it is computed
                     packed::multiply(x, rows, &packed, &mut c, transposed);
                 }
@@ -668,6 +680,13 @@ mod tests {
                 },
             };
             assert!(plan(0, vast).is_none());
+            // … padding included: one column 2^24 deep pads to a tile's width
+            let deep = Shape {
+                m: 1,
+                n: 1,
+                k: 1 << 24,
+            };
+            assert!(plan(0, deep).is_none());
         }
         packed::forget(name);
         assert_eq!(packed::held(name), 0, "forgotten with its buffer");

@@ -12,7 +12,7 @@
 //! Owns the cache and the kernels; reads only the views it is handed; touches no device state.
 //! The device forgets a name's packed copies when its buffer is freed ([`forget`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, OnceLock};
 
 use parking_lot::Mutex;
@@ -118,6 +118,13 @@ impl Packed {
 
     fn bytes(&self) -> usize {
         self.data.len() * 4
+    }
+
+    /// Elements of the packed copy of a `k × n` operand for `isa` (its strips zero padded to
+    /// the tile's width); `None` past `usize`.
+    pub fn len(k: usize, n: usize, isa: Isa) -> Option<usize> {
+        let nr = isa.tile().1;
+        n.div_ceil(nr).checked_mul(nr)?.checked_mul(k)
     }
 }
 
@@ -299,44 +306,73 @@ pub struct Key {
 
 #[derive(Default)]
 struct Cache {
+    /// Each copy and when it was last used.
     entries: HashMap<Key, (Arc<Packed>, u64)>,
+    /// Keys by last use (a clock), least recent first.
+    order: BTreeMap<u64, Key>,
+    /// Bytes of copies held, in all and per resident name.
     bytes: usize,
+    by_name: HashMap<u64, usize>,
     clock: u64,
+}
+
+impl Cache {
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    fn remove(&mut self, key: &Key) {
+        if let Some((p, used)) = self.entries.remove(key) {
+            self.order.remove(&used);
+            self.bytes -= p.bytes();
+            if let Some(b) = self.by_name.get_mut(&key.name) {
+                *b -= p.bytes();
+                if *b == 0 {
+                    self.by_name.remove(&key.name);
+                }
+            }
+        }
+    }
 }
 
 static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
 
 /// The packed copy under `key`, packed by `pack` (outside the cache's lock) when there is
-/// none; kept when it fits the cache, evicting the least recently used copies.
-pub fn cached(key: Key, pack: impl FnOnce() -> Packed) -> Arc<Packed> {
+/// none; kept when it fits the cache (evicting the least recently used copies) and the copies
+/// of its name stay within `name_budget` bytes — so that views without end of one buffer
+/// cannot fill the cache: such a copy serves its call only.
+pub fn cached(key: Key, name_budget: usize, pack: impl FnOnce() -> Packed) -> Arc<Packed> {
     {
         let mut c = CACHE.lock();
-        c.clock += 1;
-        let now = c.clock;
+        let now = c.tick();
         if let Some((p, used)) = c.entries.get_mut(&key) {
-            *used = now;
-            return p.clone();
+            let (p, was) = (p.clone(), std::mem::replace(used, now));
+            c.order.remove(&was);
+            c.order.insert(now, key);
+            return p;
         }
     }
     let packed = Arc::new(pack());
     let size = packed.bytes();
-    if size > MAX_BYTES / 4 {
-        return packed;
-    }
     let mut c = CACHE.lock();
-    while c.bytes + size > MAX_BYTES || c.entries.len() >= MAX_ENTRIES {
-        let Some((&old, _)) = c.entries.iter().min_by_key(|(_, (_, used))| *used) else {
-            break;
-        };
-        let (gone, _) = c.entries.remove(&old).expect("listed above");
-        c.bytes -= gone.bytes();
-    }
     if let Some((p, _)) = c.entries.get(&key) {
         return p.clone(); // packed meanwhile by another thread
     }
-    c.clock += 1;
-    let now = c.clock;
+    let of_name = c.by_name.get(&key.name).copied().unwrap_or(0);
+    if size > MAX_BYTES / 4 || of_name + size > name_budget {
+        return packed;
+    }
+    while c.bytes + size > MAX_BYTES || c.entries.len() >= MAX_ENTRIES {
+        let Some((_, old)) = c.order.pop_first() else {
+            break;
+        };
+        c.remove(&old);
+    }
+    let now = c.tick();
     c.bytes += size;
+    *c.by_name.entry(key.name).or_default() += size;
+    c.order.insert(now, key);
     c.entries.insert(key, (packed.clone(), now));
     packed
 }
@@ -344,14 +380,18 @@ pub fn cached(key: Key, pack: impl FnOnce() -> Packed) -> Arc<Packed> {
 /// Drops every packed copy of the buffer named `name` (its buffer is being freed).
 pub fn forget(name: u64) {
     let mut c = CACHE.lock();
-    let Cache { entries, bytes, .. } = &mut *c;
-    entries.retain(|k, (p, _)| {
-        let keep = k.name != name;
-        if !keep {
-            *bytes -= p.bytes();
-        }
-        keep
-    });
+    if !c.by_name.contains_key(&name) {
+        return;
+    }
+    let keys: Vec<Key> = c
+        .entries
+        .keys()
+        .filter(|k| k.name == name)
+        .copied()
+        .collect();
+    for k in keys {
+        c.remove(&k);
+    }
 }
 
 /// Packed copies held of the buffer named `name`.
@@ -438,7 +478,7 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_keeps_packs_by_name_and_forgets_them() {
+    fn the_cache_keeps_packs_by_name_within_its_budget_and_forgets_them() {
         let Some(isa) = Isa::detect() else {
             eprintln!("SKIPPED: this CPU has neither AVX2+FMA nor AVX-512F: no packed kernel");
             return;
@@ -449,36 +489,47 @@ mod tests {
             rs: 8,
             cs: 1,
         };
-        // a name no other test uses
-        let key = Key {
-            name: u64::MAX - 7,
-            offset: 0,
+        let name = u64::MAX - 7; // a name no other test uses
+        let key = |offset| Key {
+            name,
+            offset,
             rs: 8,
             cs: 1,
             k: 8,
             n: 8,
             isa,
         };
-        let mut packs = 0;
-        let first = cached(key, || {
-            packs += 1;
+        let size = Packed::len(8, 8, isa).unwrap() * 4;
+        let packs = std::cell::Cell::new(0);
+        let pack = || {
+            packs.set(packs.get() + 1);
             Packed::pack(b, 8, 8, isa)
-        });
-        let again = cached(key, || {
-            packs += 1;
-            Packed::pack(b, 8, 8, isa)
-        });
+        };
+        // room for two copies of this name
+        let budget = 2 * size;
+        let first = cached(key(0), budget, pack);
+        let again = cached(key(0), budget, pack);
         assert!(Arc::ptr_eq(&first, &again), "kept under its key");
-        assert_eq!(packs, 1);
-        // another view of the same buffer is another copy
-        let other = cached(Key { offset: 1, ..key }, || Packed::pack(b, 8, 8, isa));
+        assert_eq!(packs.get(), 1);
+        // another view of the same buffer is another copy, kept while the name has room
+        let other = cached(key(1), budget, pack);
         assert!(!Arc::ptr_eq(&first, &other));
-        forget(key.name);
+        assert_eq!((held(name), packs.get()), (2, 2));
+        // past the name's budget: packed for its call, not kept
+        let third = cached(key(2), budget, pack);
+        let fourth = cached(key(2), budget, pack);
+        assert!(!Arc::ptr_eq(&third, &fourth), "packed again");
+        assert_eq!((held(name), packs.get()), (2, 4));
+        forget(name);
+        assert_eq!(held(name), 0, "forgotten");
         let c = CACHE.lock();
-        assert!(c.entries.keys().all(|k| k.name != key.name), "forgotten");
+        let sum = c.entries.values().map(|(p, _)| p.bytes()).sum::<usize>();
+        assert_eq!(c.bytes, sum, "the byte count follows the copies");
         assert_eq!(
-            c.bytes,
-            c.entries.values().map(|(p, _)| p.bytes()).sum::<usize>()
+            c.order.len(),
+            c.entries.len(),
+            "one place in the order per copy"
         );
+        assert!(!c.by_name.contains_key(&name));
     }
 }

@@ -11,7 +11,7 @@
 use half::{bf16, f16};
 use umd_sdk::dtype::{self, Element};
 use umd_sdk::kernel::Memory;
-use umd_sdk::matrix::Operand;
+use umd_sdk::matrix::{Operand, binds_in_place};
 use umd_sdk::params::ParamReader;
 use umd_sdk::{Dtype, KernelCall, OpError};
 
@@ -94,10 +94,11 @@ where
     );
     let (mut work, mut acc, mut out) = (Work::default(), Vec::new(), Vec::new());
     let mut a_rows = Vec::new();
+    let bound = T::DTYPE == Dtype::F32 && binds_in_place(mem);
     p.for_each_chunk(
         call,
         mem,
-        (Some(T::DTYPE as u64), true, T::DTYPE == Dtype::F32),
+        (Some(T::DTYPE as u64), true, bound),
         |blk, _| blk.decode::<T, _>(|v| v.to_compute()),
         |mem, pb, z, rows, cols| {
             let (i0, i1) = (rows.start, rows.end);

@@ -14,7 +14,7 @@ use half::{bf16, f16};
 use std::rc::Rc;
 use umd_sdk::dtype::{self, Decoded, Element};
 use umd_sdk::kernel::{self, Memory, resident};
-use umd_sdk::matrix::Bound;
+use umd_sdk::matrix::{Bound, binds_in_place};
 use umd_sdk::params::ParamReader;
 use umd_sdk::{Dtype, KernelCall, OpError};
 
@@ -213,7 +213,7 @@ where
         return conv_depthwise::<T>(mem, &g, (xb, wb, yb), share, piece, &epi);
     }
     let block = conv::transpose_block::<T::Compute>(&g);
-    let bound = T::DTYPE == Dtype::F32 && <T::Compute as Acc>::UNIT;
+    let bound = T::DTYPE == Dtype::F32 && <T::Compute as Acc>::UNIT && binds_in_place(mem);
     // a pointwise conv's input planes stay in their buffer too: nothing to im2col
     let x_in_place = bound && !direct && !transpose && conv::pointwise(&g);
     let mut scratch = conv::Scratch::default();
@@ -381,7 +381,7 @@ where
     };
     let share = call.share((n * groups * tiles) as u64);
     // f32 weights stay in their buffer: the matrix unit reads them in place (ABI 1.9)
-    let bound = T::DTYPE == Dtype::F32;
+    let bound = T::DTYPE == Dtype::F32 && binds_in_place(mem);
     // a pointwise conv's input planes stay in their buffer too: nothing to im2col
     let x_in_place = bound && conv::pointwise(g);
     let mut scratch = conv::Scratch::default();
