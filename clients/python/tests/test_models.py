@@ -198,6 +198,37 @@ def test_transformer_encoder_layer_dynamic_shapes(tmp_path, batch, seq):
     assert fig["peak_bytes"] < fig["intermediate_bytes"], fig
 
 
+def test_frozen_weights_multiply_from_copies_the_host_packed_once(tmp_path):
+    # 64 token rows against weights 512 and 384 wide (a MatMul, a Gemm with transB), then a
+    # 1×1 conv 384 → 256 over 8×8 positions: the MatMul's and the Gemm's weights are multiplied
+    # from copies the host packed once and keeps — where the CPU has the packed kernels (AVX2
+    # + FMA) — and every result matches onnxruntime's
+    nodes = [h.make_node("MatMul", ["x", "w1"], ["h1"]),
+             h.make_node("Gemm", ["h1", "w2"], ["h2"], transB=1),
+             h.make_node("Reshape", ["h2", "shape"], ["img"]),
+             h.make_node("Conv", ["img", "wc"], ["y"])]
+    g = h.make_graph(nodes, "packed", [h.make_tensor_value_info("x", T.FLOAT, [64, 256])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 256, 8, 8])],
+                     [weight("w1", 256, 512, scale=0.05), weight("w2", 384, 512, scale=0.05),
+                      weight("wc", 256, 384, 1, 1, scale=0.05),
+                      nh.from_array(np.array([1, 384, 8, 8], np.int64), "shape")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    fig = check_against_ort(m, {"x": RNG.standard_normal((64, 256)).astype(np.float32)}, tmp_path)
+    if cpu_has_packed_kernels():
+        assert fig["packed_copies"] >= 3 and fig["packed_bytes"] >= 4 * (256 * 512 + 384 * 512), fig
+    else:
+        assert fig["packed_copies"] == fig["packed_bytes"] == 0, fig
+
+
+def cpu_has_packed_kernels():
+    """Whether this CPU has the host's packed GEMM kernels (x86-64 with AVX2 and FMA)."""
+    try:
+        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return False
+    return "avx2" in flags and "fma" in flags
+
+
 def mobilenet_v2_blocks(res):
     """MobileNetV2's first blocks as torchvision exports them: Conv → BatchNormalization →
     Clip(0, 6) (ReLU6, bounds as shared initializers), depthwise stride-2 convs, a projection

@@ -105,6 +105,7 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
                 )
             })
             .collect();
+        let packed = umd::plugin::packed_weights();
         let prof = profile.as_ref().map_or(String::new(), |p| {
             let total: f64 = p.iter().map(|n| n.micros).sum();
             format!(",\"profile_sum_s\":{}", total / 1e6)
@@ -112,7 +113,8 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
         println!(
             "{{\"load_s\":{load},\"first_s\":{first_s},\"steady_s\":{steady},\"nodes\":{},\
              \"folded\":{},\"views\":{},\"launched\":{},\"fused\":{},\"launches\":{},\
-             \"setup_launches\":{},\"submissions\":{},\"peak_bytes\":{},\"intermediate_bytes\":{},\"constant_bytes\":{},\"outputs\":[{}]{prof}}}",
+             \"setup_launches\":{},\"submissions\":{},\"peak_bytes\":{},\"intermediate_bytes\":{},\"constant_bytes\":{},\
+             \"packed_copies\":{},\"packed_bytes\":{},\"outputs\":[{}]{prof}}}",
             s.nodes,
             s.folded,
             s.views,
@@ -124,6 +126,8 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
             s.peak_bytes,
             s.intermediate_bytes,
             s.constant_bytes,
+            packed.0,
+            packed.1,
             outs.join(",")
         );
         return Ok(());
@@ -168,6 +172,13 @@ pub fn run(host: Host, args: &RunModelArgs) -> anyhow::Result<()> {
         "peak memory {} bytes of intermediates and outputs (sum without reuse {}), {} of constants",
         s.peak_bytes, s.intermediate_bytes, s.constant_bytes
     );
+    let (copies, bytes) = umd::plugin::packed_weights();
+    if copies > 0 {
+        println!(
+            "packed      {copies} copies of frozen weights the CPU matrix unit packed once: \
+             {bytes} bytes of host memory"
+        );
+    }
     for (name, v) in &first {
         let Value::Tensor(t) = v else {
             println!("output      {name}: {}", super::values_out::describe(v));

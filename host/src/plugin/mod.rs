@@ -858,6 +858,12 @@ fn ticks(d: Duration) -> u64 {
     (d.as_micros() / TICK.as_micros()).max(1) as u64 + 1
 }
 
+/// The CPU matrix unit's packed copies of frozen weights held process-wide, and their bytes
+/// (host memory beside the devices' buffers; bounded: [`packed`]).
+pub fn packed_weights() -> (usize, usize) {
+    packed::held_total()
+}
+
 /// The `.wasm` files of a directory, sorted by name.
 pub fn component_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?

@@ -394,6 +394,12 @@ pub fn forget(name: u64) {
     }
 }
 
+/// Packed copies held, and their bytes (host memory, beside the devices' buffers).
+pub fn held_total() -> (usize, usize) {
+    let c = CACHE.lock();
+    (c.entries.len(), c.bytes)
+}
+
 /// Packed copies held of the buffer named `name`.
 #[cfg(test)]
 pub fn held(name: u64) -> usize {
