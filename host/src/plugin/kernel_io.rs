@@ -54,8 +54,13 @@ pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
 /// (1.7) The resident name of `binding` — bound read-only to this launch and frozen by its
 /// device ([`crate::device::Device::freeze`]) — or `None`.
 fn resident(io: &KernelIo, binding: u32) -> Option<u64> {
-    let b = io.as_deref()?.iter().find(|b| b.binding == binding)?;
+    let b = find(io, binding).ok()?;
     b.asked.store(true, std::sync::atomic::Ordering::Relaxed);
+    frozen_name(b)
+}
+
+/// The resident name of a binding the launch only reads, when its buffer is frozen.
+fn frozen_name(b: &BoundMemory) -> Option<u64> {
     b.resident
         .filter(|_| b.access == crate::cmdbuf::Access::Read)
 }
@@ -64,10 +69,8 @@ fn resident(io: &KernelIo, binding: u32) -> Option<u64> {
 /// it is frozen — for the host's own use (the matrix unit's packed copies): unlike
 /// [`resident`], not a kernel asking to keep the bytes.
 pub(super) fn frozen(io: &KernelIo, binding: u32) -> Option<(u64, u64)> {
-    let b = io.as_deref()?.iter().find(|b| b.binding == binding)?;
-    b.resident
-        .filter(|_| b.access == crate::cmdbuf::Access::Read)
-        .map(|name| (name, b.size))
+    let b = find(io, binding).ok()?;
+    frozen_name(b).map(|name| (name, b.size))
 }
 
 /// The buffer bound to the running launch as `binding`.

@@ -644,8 +644,13 @@ mod tests {
             assert!(plan(2, shape).is_none(), "written by the launch");
             let want = run(None);
             assert_eq!(run(Some(p)), want, "packed");
+            // kept under its key: asking again packs nothing
+            let kept = packed::cached(p.key, p.budget, || panic!("packed again: not kept"));
             assert_eq!(run(Some(p)), want, "from the kept copy");
-            assert!(packed::held(name) >= 1);
+            assert!(Arc::ptr_eq(
+                &kept,
+                &packed::cached(p.key, p.budget, || panic!("packed again: not kept"))
+            ));
             // past PACKED_MAX_OTHER rows of the other operand: matrixmultiply
             let big = match weight_is_b {
                 true => Shape { m: 257, ..shape },

@@ -100,7 +100,8 @@ impl Packed {
     pub fn pack(b: Mat, k: usize, n: usize, isa: Isa) -> Packed {
         let nr = isa.tile().1;
         let strips = n.div_ceil(nr);
-        let mut data = vec![0f32; k * strips * nr];
+        let len = Self::len(k, n, isa).expect("a packed copy's size fits usize");
+        let mut data = vec![0f32; len];
         for k0 in (0..k).step_by(KC) {
             let kc = KC.min(k - k0);
             for s in 0..strips {

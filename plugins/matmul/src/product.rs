@@ -223,14 +223,7 @@ impl Product {
                             _ if streamed => None,
                             _ if bound => {
                                 let at = ob + j.start as u64 * self.g.sbn;
-                                let b = Bound {
-                                    binding: self.b.0,
-                                    offset: usize::try_from(at).map_err(|_| {
-                                        OpError::internal(format!("B's offset {at} overflows"))
-                                    })?,
-                                    rs: self.g.sbk as usize,
-                                    cs: self.g.sbn as usize,
-                                };
+                                let b = bound_at("B", self.b.0, at, (self.g.sbk, self.g.sbn))?;
                                 let first = j.start;
                                 Some(Rc::new(BOperand::Bound { b, first }))
                             }
@@ -260,13 +253,7 @@ impl Product {
     /// Rows `i0..` of A in batch `z` where they lie in A's binding (f32 only, ABI 1.9).
     pub fn bound_a<'v, A>(&self, z: u64, i0: usize) -> Result<Operand<'v, A>, OpError> {
         let at = self.g.batch_offsets(z).0 + i0 as u64 * self.g.sam;
-        Ok(Operand::Bound(Bound {
-            binding: self.a.0,
-            offset: usize::try_from(at)
-                .map_err(|_| OpError::internal(format!("A's offset {at} overflows")))?,
-            rs: self.g.sam as usize,
-            cs: self.g.sak as usize,
-        }))
+        bound_at("A", self.a.0, at, (self.g.sam, self.g.sak)).map(Operand::Bound)
     }
 
     /// Reads rows `i0..i1` of A in batch `z`.
@@ -307,4 +294,17 @@ impl Product {
         }
         Ok(())
     }
+}
+
+/// `what` in `binding` from element `at`, rows and columns `(rs, cs)` apart (checked to fit
+/// `usize` by [`Product::new`]), as the matrix unit reads it in place.
+fn bound_at(what: &str, binding: u32, at: u64, (rs, cs): (u64, u64)) -> Result<Bound, OpError> {
+    let offset = usize::try_from(at)
+        .map_err(|_| OpError::internal(format!("{what}'s offset {at} overflows")))?;
+    Ok(Bound {
+        binding,
+        offset,
+        rs: rs as usize,
+        cs: cs as usize,
+    })
 }
