@@ -80,6 +80,23 @@ extern "C" __global__ void softmax_NAME_rows(const T* __restrict__ x, T* __restr
     C m = umd_ninf();
     for (u64 e = threadIdx.x; e < len; e += blockDim.x) m = umd_nan_max(m, umd_ld(xr[e * inner]));
     m = umd_block_max(m, sh, umd_ninf());
+    if (mode >= 3) {
+      // a half type with numpy's rounding points (crate::softmax): the sum in element order
+      if (threadIdx.x == 0) {
+        C s = (C)0;
+        for (u64 e = 0; e < len; ++e) {
+          C t = umd_rt(umd_exp(umd_rt(umd_ld(xr[e * inner]) - m)));
+          s = mode == 4 ? umd_rt(s + t) : s + t;
+        }
+        sh[0] = umd_rt(s);
+      }
+      __syncthreads();
+      C s = sh[0];
+      for (u64 e = threadIdx.x; e < len; e += blockDim.x)
+        yr[e * inner] = umd_st(umd_rt(umd_exp(umd_rt(umd_ld(xr[e * inner]) - m))) / s);
+      __syncthreads();
+      continue;
+    }
     C s = (C)0;
     for (u64 e = threadIdx.x; e < len; e += blockDim.x) s += umd_exp(umd_ld(xr[e * inner]) - m);
     s = umd_block_sum(s, sh);
@@ -110,6 +127,17 @@ extern "C" __global__ void softmax_NAME_cols(const T* __restrict__ x, T* __restr
     }
     C m = umd_ninf();
     for (u64 e = 0; e < len; ++e) m = umd_nan_max(m, umd_ld(xr[e * inner]));
+    if (mode >= 3) {
+      C s = (C)0;
+      for (u64 e = 0; e < len; ++e) {
+        C t = umd_rt(umd_exp(umd_rt(umd_ld(xr[e * inner]) - m)));
+        s = mode == 4 ? umd_rt(s + t) : s + t;
+      }
+      s = umd_rt(s);
+      for (u64 e = 0; e < len; ++e)
+        yr[e * inner] = umd_st(umd_rt(umd_exp(umd_rt(umd_ld(xr[e * inner]) - m))) / s);
+      continue;
+    }
     C s = (C)0;
     for (u64 e = 0; e < len; ++e) s += umd_exp(umd_ld(xr[e * inner]) - m);
     C l = umd_log(s);
@@ -251,6 +279,7 @@ pub fn module(dt: Dtype) -> ModuleSource {
         "typedef {storage} T;\ntypedef {compute} C;\n\
          __device__ __forceinline__ C umd_ld(T v) {{ return {ld}; }}\n\
          __device__ __forceinline__ T umd_st(C v) {{ return {st}; }}\n\
+         __device__ __forceinline__ C umd_rt(C v) {{ return umd_ld(umd_st(v)); }}\n\
          __device__ __forceinline__ C umd_exp(C v) {{ return {exp}(v); }}\n\
          __device__ __forceinline__ C umd_log(C v) {{ return {log}(v); }}\n\
          __device__ __forceinline__ C umd_sqrt(C v) {{ return {sqrt}(v); }}\n\

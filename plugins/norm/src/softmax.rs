@@ -4,18 +4,29 @@
 //! on (`inner` = 1). Opset ≥ 13 works along the one axis `axis` (default -1). Contiguous rows
 //! (`inner` = 1) get one block per row (`softmax_{T}_rows`); strided ones one thread per row
 //! (`softmax_{T}_cols`, coalesced across neighbouring rows). Both read the same parameters:
-//! `x, y, outer, len, inner, mode` (mode 0 Softmax, 1 LogSoftmax, 2 Hardmax).
+//! `x, y, outer, len, inner, mode` (see [`mode`]).
+//!
+//! Softmax of f16 and bf16 rounds where the ONNX reference (numpy in the input's type) rounds:
+//! `x - max`, `exp` and the quotient to the storage type, and the sum as numpy's reduction forms
+//! it — numpy sums a contiguous float16 row in float32 and rounds once, and adds strided float16
+//! columns and every `ml_dtypes` bfloat16 reduction element by element in the storage type. So a
+//! model gets the same probabilities whether it holds Attention or its function body (the
+//! attention plugin's softmax rounds at the same points), and the ONNX tests' expected data.
 
 use umd_sdk::params::ParamPacker;
-use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, dtype};
+use umd_sdk::{Access, Dtype, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, dtype};
 
 use crate::plan::{float_input, group_launch, linear_launch, max_inputs, norm_axis, prod};
 
-/// The kernel mode of each op.
-pub fn mode(op: &str) -> u32 {
-    match op {
-        "Softmax" => 0,
-        "LogSoftmax" => 1,
+/// The kernel mode of `op` on `dt` over rows (`inner` = 1) or strided columns: 0 Softmax,
+/// 1 LogSoftmax, 2 Hardmax; 3 and 4 Softmax in a half type with its rounding points, the sum
+/// rounded once (3) or after every addition (4).
+pub fn mode(op: &str, dt: Dtype, inner: u64) -> u32 {
+    match (op, dt) {
+        ("Softmax", Dtype::F16) if inner == 1 => 3,
+        ("Softmax", Dtype::F16 | Dtype::Bf16) => 4,
+        ("Softmax", _) => 0,
+        ("LogSoftmax", _) => 1,
         _ => 2,
     }
 }
@@ -56,7 +67,7 @@ pub fn plan(req: &PlanRequestExt, op: &str) -> Result<OpPlan, OpError> {
         .u64(outer)
         .u64(len)
         .u64(inner)
-        .u32(mode(op));
+        .u32(mode(op, dt, inner));
     let groups = outer * inner;
     let name = dtype::name(dt);
     let launch = if inner == 1 {

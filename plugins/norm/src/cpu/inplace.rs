@@ -396,6 +396,7 @@ where
     let mut r = ParamReader::new(&call.params, &call.relocations);
     let (x, y) = (r.ptr()?, r.ptr()?);
     let (outer, len, inner, mode) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);
+    super::softmax::check_mode(mode)?;
     if inner != 1 {
         return Err(OpError::internal(format!(
             "`{}` runs contiguous rows, got inner = {inner}",
@@ -416,7 +417,7 @@ where
         let mut v = Decoded::<T>::new(mem.read(x, lo * row_bytes, bytes)?);
         if len > 0 {
             for row in v.chunks_exact_mut(len) {
-                super::softmax::row(row, mode);
+                super::softmax::row(row, mode, super::softmax::round::<T>);
             }
         }
         mem.write(y, lo * row_bytes, dtype::bytes::<T>(&v, &mut out))

@@ -1,6 +1,11 @@
 //! Softmax, LogSoftmax and Hardmax over the `(outer, len, inner)` view: each outer block of
 //! `len * inner` elements is decoded once; contiguous rows (`inner` = 1) run row by row, strided
 //! ones keep per-column statistics so every inner loop is contiguous.
+//!
+//! Modes (see [`crate::softmax::mode`]): 0 Softmax, 1 LogSoftmax, 2 Hardmax, and for the half
+//! types Softmax with numpy's rounding points in the storage type — `x - max`, `exp` and the
+//! quotient rounded to `T`, the sum formed in the compute type and rounded once (3) or rounded
+//! after every addition (4).
 
 use umd_sdk::cpu::Buffers;
 use umd_sdk::dtype::Element;
@@ -24,6 +29,7 @@ where
     let mut r = ParamReader::new(&call.params, &call.relocations);
     let (x, y) = (r.ptr()?, r.ptr()?);
     let (outer, len, inner, mode) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);
+    check_mode(mode)?;
     let overflow = || OpError::internal("softmax: element count overflows");
     let blk = len.checked_mul(inner).ok_or_else(overflow)?;
     let n = outer.checked_mul(blk).ok_or_else(overflow)?;
@@ -36,17 +42,31 @@ where
     for o in 0..outer as usize {
         decode_into::<T>(x, o * blk, &mut v);
         if inner == 1 {
-            row(&mut v, mode);
+            row(&mut v, mode, round::<T>);
         } else {
-            cols.run(&mut v, len, inner, mode);
+            cols.run(&mut v, len, inner, mode, round::<T>);
         }
         encode_from::<T>(&mut out.data, o * blk, &v);
     }
     Ok(vec![out])
 }
 
-/// One contiguous row.
-pub(super) fn row<C: Real>(v: &mut [C], mode: u32) {
+/// Refuses a mode no plan writes.
+pub(super) fn check_mode(mode: u32) -> Result<(), OpError> {
+    if mode > 4 {
+        return Err(OpError::internal(format!("softmax: unknown mode {mode}")));
+    }
+    Ok(())
+}
+
+/// `v` rounded to `T`'s precision and back (the identity for f32 and f64).
+#[inline(always)]
+pub(super) fn round<T: Element>(v: T::Compute) -> T::Compute {
+    T::from_compute(v).to_compute()
+}
+
+/// One contiguous row; `rnd` rounds to the storage type (modes 3 and 4).
+pub(super) fn row<C: Real>(v: &mut [C], mode: u32, rnd: impl Fn(C) -> C) {
     let (zero, one) = (C::from_f64(0.0), C::from_f64(1.0));
     if mode == 2 {
         let mut best = 0;
@@ -62,6 +82,16 @@ pub(super) fn row<C: Real>(v: &mut [C], mode: u32) {
         return;
     }
     let m = v.iter().fold(C::NEG_INFINITY, |m, &x| nan_max(m, x));
+    if mode >= 3 {
+        let mut s = zero;
+        for x in v.iter_mut() {
+            *x = rnd(rnd(*x - m).exp());
+            s = if mode == 4 { rnd(s + *x) } else { s + *x };
+        }
+        let s = rnd(s);
+        v.iter_mut().for_each(|x| *x = *x / s);
+        return;
+    }
     if mode == 0 {
         let mut sum = 0f64;
         for x in v.iter_mut() {
@@ -95,7 +125,7 @@ impl<C> Default for Columns<C> {
 }
 
 impl<C: Real> Columns<C> {
-    fn run(&mut self, v: &mut [C], len: usize, inner: usize, mode: u32) {
+    fn run(&mut self, v: &mut [C], len: usize, inner: usize, mode: u32, rnd: impl Fn(C) -> C) {
         let (zero, one) = (C::from_f64(0.0), C::from_f64(1.0));
         if len == 0 {
             return;
@@ -125,6 +155,10 @@ impl<C: Real> Columns<C> {
                 *b = nan_max(*b, x);
             }
         }
+        if mode >= 3 {
+            self.rounded(v, inner, mode, rnd);
+            return;
+        }
         self.sum.clear();
         self.sum.resize(inner, 0.0);
         for rowv in v.chunks_exact_mut(inner) {
@@ -149,6 +183,23 @@ impl<C: Real> Columns<C> {
                 for ((x, &m), &l) in rowv.iter_mut().zip(&self.best).zip(&lse) {
                     *x = (*x - m) - l;
                 }
+            }
+        }
+    }
+
+    /// Softmax modes 3 and 4 (see the module doc), the maxima already in `best`.
+    fn rounded(&mut self, v: &mut [C], inner: usize, mode: u32, rnd: impl Fn(C) -> C) {
+        let mut sum = vec![C::from_f64(0.0); inner];
+        for rowv in v.chunks_exact_mut(inner) {
+            for ((s, &m), x) in sum.iter_mut().zip(&self.best).zip(rowv.iter_mut()) {
+                *x = rnd(rnd(*x - m).exp());
+                *s = if mode == 4 { rnd(*s + *x) } else { *s + *x };
+            }
+        }
+        sum.iter_mut().for_each(|s| *s = rnd(*s));
+        for rowv in v.chunks_exact_mut(inner) {
+            for (x, &s) in rowv.iter_mut().zip(&sum) {
+                *x = *x / s;
             }
         }
     }

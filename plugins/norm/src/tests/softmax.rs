@@ -134,3 +134,75 @@ fn softmax_strided_and_row_kernels_are_chosen_by_layout() {
     let rows = plan(1);
     assert_eq!((rows.launches[0].grid.x, rows.launches[0].block.x), (4, 32));
 }
+
+/// numpy's Softmax in a half type, step by step with the `half` crate: `x - max`, `exp` and the
+/// quotient rounded to the type, the sum rounded once (`per_add` false) or after every addition.
+fn numpy_half_softmax(row: &[f64], dt: Dtype, per_add: bool) -> Vec<f64> {
+    let r = |v: f32| match dt {
+        Dtype::F16 => half::f16::from_f32(v).to_f32(),
+        _ => half::bf16::from_f32(v).to_f32(),
+    };
+    let m = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x as f32));
+    let e: Vec<f32> = row.iter().map(|&x| r(r(x as f32 - m).exp())).collect();
+    let s = r(e
+        .iter()
+        .fold(0f32, |s, &t| if per_add { r(s + t) } else { s + t }));
+    e.iter().map(|&t| r(t / s) as f64).collect()
+}
+
+#[test]
+fn half_softmax_rounds_where_the_onnx_reference_rounds() {
+    // rows of 24 (contiguous: f16 sums in f32, bf16 per addition) and columns (axis 0: both
+    // per addition), against the step-by-step reference, bit for bit
+    let (rows, len) = (8usize, 24usize);
+    for dt in [Dtype::F16, Dtype::Bf16] {
+        let x = round(
+            dt,
+            &data(rows * len, 11)
+                .iter()
+                .map(|v| v * 4.0)
+                .collect::<Vec<_>>(),
+        );
+        let got = Req::new("Softmax", &[rows as u64, len as u64], dt)
+            .run(std::slice::from_ref(&x))
+            .unwrap();
+        let mut differs = 0;
+        for i in 0..rows {
+            let row = &x[i * len..(i + 1) * len];
+            let want = numpy_half_softmax(row, dt, dt == Dtype::Bf16);
+            assert_eq!(got[0].1[i * len..(i + 1) * len], want[..], "{dt:?} row {i}");
+            // rounding once (the f32 softmax stored) differs somewhere: the points matter
+            let once = softmax_ref(row, (1, len, 1), 0);
+            differs += want
+                .iter()
+                .zip(round(dt, &once))
+                .filter(|(a, b)| **a != *b)
+                .count();
+        }
+        assert!(
+            differs > 0,
+            "{dt:?}: the test data cannot tell the rounding points apart"
+        );
+        let got = Req::new("Softmax", &[len as u64, rows as u64], dt)
+            .attr("axis", A::Int(0))
+            .run(std::slice::from_ref(&x))
+            .unwrap();
+        for c in 0..rows {
+            let col: Vec<f64> = (0..len).map(|e| x[e * rows + c]).collect();
+            let want = numpy_half_softmax(&col, dt, true);
+            let have: Vec<f64> = (0..len).map(|e| got[0].1[e * rows + c]).collect();
+            assert_eq!(have, want, "{dt:?} column {c}");
+        }
+    }
+    // f32 keeps one rounding: no change there
+    let x = data(24, 3);
+    let got = Req::new("Softmax", &[1, 24], Dtype::F32)
+        .run(std::slice::from_ref(&x))
+        .unwrap();
+    assert_close(
+        &got[0].1,
+        &softmax_ref(&x, (1, 24, 1), 0),
+        Dtype::F32,
+        "f32",
+    );
+}
