@@ -1224,3 +1224,52 @@ def test_fused_chains_match_onnxruntime(tmp_path):
     # Conv.BN.Relu (3), the projection's Conv.BN.Sum.Relu (4), Conv.BN (2),
     # BN.Mul.Add.Relu (4); the last conv alone: 5 launches for 14 nodes
     assert (fig["fused"], fig["launched"]) == (13, 5), fig
+
+
+@pytest.mark.parametrize("n", [10, 12, 16, 45, 64, 360, 7])
+def test_inverse_dft_forms_values_as_numpy_ifft_of_complex64(tmp_path, n):
+    # numpy >= 2 computes ifft of complex64 in float32; the ONNX reference's expected data is
+    # that. Lengths with prime factors 2, 3, 5 match it bit for bit; others (7) are exact.
+    x = RNG.standard_normal((3, n, 2)).astype(np.float32)
+    x[1] = np.arange(2 * n, dtype=np.float32).reshape(n, 2)  # exact results near 0
+    node = h.make_node("DFT", ["x", "", "axis"], ["y"], inverse=1)
+    axis = nh.from_array(np.array(1, dtype=np.int64), "axis")
+    g = h.make_graph([node], "dft", [h.make_tensor_value_info("x", T.FLOAT, [3, n, 2])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], [axis])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 20)])
+    path = tmp_path / "dft.onnx"
+    onnx.save(model, path)
+    got, _ = run_umd(path, {"x": x}, tmp_path / "out")
+    y = got["y"]
+    c = x[..., 0] + 1j * x[..., 1]
+    if n == 7:
+        want = np.fft.ifft(c.astype(np.complex128), axis=1)
+        np.testing.assert_allclose(y[..., 0] + 1j * y[..., 1], want, rtol=1e-6, atol=1e-6)
+    else:
+        want = np.fft.ifft(c.astype(np.complex64), axis=1)
+        assert want.dtype == np.complex64
+        assert np.array_equal(y, np.stack([want.real, want.imag], axis=-1))
+    # the forward transform (an FFT in f64 where the length allows) is numpy's f64 one, rounded
+    model.graph.node[0].attribute[0].i = 0
+    onnx.save(model, path)
+    got, _ = run_umd(path, {"x": x}, tmp_path / "fwd")
+    want = np.fft.fft(c.astype(np.complex128), axis=1)
+    np.testing.assert_allclose(got["y"][..., 0] + 1j * got["y"][..., 1], want, rtol=1e-6,
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_float16_softmax_rounds_as_the_onnx_reference(tmp_path, axis):
+    from onnx.reference import ReferenceEvaluator
+
+    x = (RNG.standard_normal((6, 40)) * 3).astype(np.float16)
+    node = h.make_node("Softmax", ["x"], ["y"], axis=axis)
+    g = h.make_graph([node], "sm", [h.make_tensor_value_info("x", T.FLOAT16, [6, 40])],
+                     [h.make_tensor_value_info("y", T.FLOAT16, None)])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    path = tmp_path / "softmax.onnx"
+    onnx.save(model, path)
+    got, _ = run_umd(path, {"x": x}, tmp_path / "out")
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    assert want.dtype == np.float16
+    assert np.array_equal(got["y"], want)

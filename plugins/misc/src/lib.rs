@@ -20,6 +20,7 @@ pub mod common;
 pub mod copy;
 pub mod det;
 pub mod einsum;
+pub mod fft;
 pub mod grid;
 pub mod layout;
 pub mod mel;

@@ -4,6 +4,12 @@
 //! indices lose nothing) as NumPy's `fft`, `ifft`, `rfft`-style one-sided output and `irfft`
 //! (inverse and one-sided: Hermitian input, real output) compute it.
 //!
+//! On the CPU a transform whose length has no prime factor above 5 (but the one-sided inverse)
+//! runs [`crate::fft`] instead, O(n log n): in f64, but an inverse of f32, f16 or bf16 data in
+//! f32 with every value formed as numpy's `ifft` of complex64 data forms it (the ONNX
+//! reference's expected data carries numpy's f32 rounding, up to 1.5e-6 where the exact result
+//! is 0). CUDA keeps the exact transform.
+//!
 //! STFT (opset 17): `frame_step` and `frame_length` constant inputs, `window` read by the
 //! kernel, `onesided`; the same direct transform of each windowed frame.
 
@@ -11,6 +17,8 @@ use umd_sdk::params::ParamPacker;
 use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, dtype, shape};
 
 use crate::common::{self, FLOATS, cuda_header, input_of, linear_launch};
+use crate::fft;
+use umd_sdk::Dtype;
 
 fn one_int(req: &PlanRequestExt, i: usize, what: &str) -> Result<Option<i64>, OpError> {
     match req.ints(i)? {
@@ -275,7 +283,7 @@ pub fn cuda(dt: umd_sdk::Dtype) -> Result<(String, Vec<String>), OpError> {
 }
 
 /// (sin, cos) of π·`v`, exact at the multiples of 1/2 (as CUDA's `sincospi`).
-fn sincospi(v: f64) -> (f64, f64) {
+pub(crate) fn sincospi(v: f64) -> (f64, f64) {
     let twice = v * 2.0;
     if twice == twice.round() {
         return match (twice as i64).rem_euclid(4) {
@@ -329,6 +337,61 @@ fn run_stft(
     Ok(vec![c.write_f64(yb, &ys, dt)?])
 }
 
+/// Transforms every line with [`fft`] where it serves (not the one-sided inverse; lengths with
+/// prime factors 2, 3, 5 only) and says whether it did. An inverse of f32, f16 or bf16 data
+/// runs in f32 as numpy's complex64 `ifft` (scaled by the f32 `1/len` last); everything else in
+/// f64 (numpy's forward transform of float32 data is its f64 one, rounded).
+fn by_fft(xs: &[f64], ys: &mut [f64], dims: Dims, mode: u32, dt: Dtype) -> bool {
+    if mode == 2 || !fft::smooth(dims.len) {
+        return false;
+    }
+    let len = dims.len;
+    match (mode, dt) {
+        (1, Dtype::F32 | Dtype::F16 | Dtype::Bf16) => lines(xs, ys, dims, false, 1.0 / len as f32),
+        (1, _) => lines(xs, ys, dims, false, 1.0 / len as f64),
+        _ => lines(xs, ys, dims, true, 1.0f64),
+    }
+    true
+}
+
+/// A DFT's lines: `outer × inner` of `n_in` input points (`c_in` values each), transformed at
+/// length `len`, the first `n_out` points kept.
+#[derive(Clone, Copy)]
+struct Dims {
+    outer: usize,
+    inner: usize,
+    n_in: usize,
+    len: usize,
+    n_out: usize,
+    c_in: usize,
+}
+
+fn lines<T: fft::Float>(xs: &[f64], ys: &mut [f64], d: Dims, fwd: bool, fct: T) {
+    let mut line = vec![fft::Cx::<T>::default(); d.len];
+    for o in 0..d.outer {
+        for i in 0..d.inner {
+            for (j, v) in line.iter_mut().enumerate() {
+                *v = if j < d.n_in {
+                    let b = ((o * d.n_in + j) * d.inner + i) * d.c_in;
+                    let im = if d.c_in == 2 { xs[b + 1] } else { 0.0 };
+                    fft::Cx {
+                        r: T::of(xs[b]),
+                        i: T::of(im),
+                    }
+                } else {
+                    fft::Cx::default()
+                };
+            }
+            fft::transform(&mut line, fwd, fct);
+            for (k, v) in line[..d.n_out].iter().enumerate() {
+                let e = (o * d.n_out + k) * d.inner + i;
+                ys[e * 2] = v.r.into();
+                ys[e * 2 + 1] = v.i.into();
+            }
+        }
+    }
+}
+
 pub fn run_cpu(
     call: &umd_sdk::CpuCall,
     dt: umd_sdk::Dtype,
@@ -347,6 +410,17 @@ pub fn run_cpu(
     let xs = c.read_f64(xb, outer * n_in * inner * c_in, dt)?;
     let c_out = if mode == 2 { 1 } else { 2 };
     let mut ys = vec![0.0; (total * c_out) as usize];
+    let dims = Dims {
+        outer: outer as usize,
+        inner: inner as usize,
+        n_in: n_in as usize,
+        len: len as usize,
+        n_out: n_out as usize,
+        c_in: c_in as usize,
+    };
+    if total == outer * n_out * inner && by_fft(&xs, &mut ys, dims, mode, dt) {
+        return Ok(vec![c.write_f64(yb, &ys, dt)?]);
+    }
     for e in 0..total {
         let (i, k, o) = (e % inner, (e / inner) % n_out, e / inner / n_out);
         let at = |j: u64| {
