@@ -86,23 +86,12 @@ def start_server(umd: str):
     raise SystemExit("umd serve did not start")
 
 
-#: Why a test that fails does, where it was traced to the reference data (checked by hand,
-#: 2026-12-01; re-check when the `onnx` version changes: a note does not make a test pass).
-SOFTMAX_STEPS = (
-    "traced with scripts/trace_test.py: every node before Softmax matches the reference evaluator exactly; its Softmax "
-    "rounds each step (exp, sum, divide) to {dt}, umd computes in f32 and rounds once - umd's "
-    "Softmax equals the f64 softmax correctly rounded to {dt} (0 of 144 values differ), the "
-    "reference's differs in 10-33 of 144, and the MatMul after it carries the difference")
-NOTES = {
-    **{f"test_attention_{case}_bf16_expanded": SOFTMAX_STEPS.format(dt="bf16")
-       for case in ("4d_causal", "4d_padded_kv", "4d_causal_padded_kv", "4d_attn_mask_causal",
-                    "3d_causal")},
-    "test_attention_4d_causal_fp16_expanded": SOFTMAX_STEPS.format(dt="f16"),
-    **{name: ("traced: the expected data differs from the exact inverse DFT (numpy f64) by up "
-              "to 1.5e-6, beyond the test's atol 1e-7; at the first mismatch the exact value is "
-              "-7e-16 and umd's 0.0")
-       for name in ("test_dft_inverse", "test_dft_inverse_opset19")},
-}
+#: Why a test that fails does, where it was traced to the reference data (checked by hand;
+#: re-check when the `onnx` version changes: a note does not make a test pass). Empty since
+#: the DFT inverse and the f16/bf16 expanded Attention tests pass (2026-12-03: umd's inverse
+#: f32 DFT forms values as numpy's complex64 ifft, its half-type Softmax rounds where numpy
+#: does); scripts/trace_test.py traces a new failure node by node.
+NOTES: dict[str, str] = {}
 
 #: Ops the host itself runs (control flow: it runs their subgraphs), not a plugin.
 HOST_OPS = {"If", "Loop", "Scan", "SequenceEmpty", "SequenceConstruct", "SequenceInsert",

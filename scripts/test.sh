@@ -25,5 +25,5 @@ PYTHON="$venv/bin/python" clients/python/generate.sh
 UMD_BIN="$umd" "$venv/bin/python" -m pytest -q -rs clients/python/tests
 
 # The official ONNX backend node tests against `umd serve` (writes CONFORMANCE.md). Fails when
-# fewer than 96 % of the node tests of served op types pass (99.2 % today: see CONFORMANCE.md).
+# fewer than 96 % of the node tests of served op types pass (100 % today: see CONFORMANCE.md).
 "$venv/bin/python" scripts/conformance.py --umd "$umd" --min-pass-rate 0.96
