@@ -199,46 +199,143 @@ fn factors(n: usize) -> Vec<usize> {
     f
 }
 
-/// Transforms `c` in place (length [`smooth`]; anything else is left unchanged and `false`
-/// returned): forward `Σ x_j e^{-2πijk/n}` or backward `Σ x_j e^{+2πijk/n}`, times `fct`.
-pub fn transform<T: Float>(c: &mut [Cx<T>], fwd: bool, fct: T) -> bool {
-    let n = c.len();
-    if !smooth(n) {
-        return false;
-    }
-    let tw: Vec<Cx<T>> = (0..n)
-        .map(|k| {
-            let (s, co) = crate::signal::sincospi(2.0 * k as f64 / n as f64);
-            Cx {
-                r: T::of(co),
-                i: T::of(s),
-            }
-        })
-        .collect();
-    let mut ch = vec![Cx::default(); n];
-    let mut l1 = 1;
-    for ip in factors(n) {
-        let ido = n / (ip * l1);
-        let p = Pass {
-            ido,
-            l1,
-            fwd,
-            tw: &tw,
-        };
-        match ip {
-            2 => p.pass2(c, &mut ch),
-            3 => p.pass3(c, &mut ch),
-            4 => p.pass4(c, &mut ch),
-            5 => p.pass5(c, &mut ch),
-            _ => p.pass8(c, &mut ch),
+/// A transform of one [`smooth`] length: pocketfft's factors and the twiddles `e^{2πik/n}`,
+/// made once and run on many lines.
+pub struct Plan<T> {
+    factors: Vec<usize>,
+    tw: Vec<Cx<T>>,
+    ch: Vec<Cx<T>>,
+}
+
+impl<T: Float> Plan<T> {
+    /// `None` where `n` is not [`smooth`].
+    pub fn new(n: usize) -> Option<Self> {
+        if !smooth(n) {
+            return None;
         }
-        c.copy_from_slice(&ch);
-        l1 *= ip;
+        let tw = (0..n)
+            .map(|k| {
+                let (s, co) = crate::signal::sincospi(2.0 * k as f64 / n as f64);
+                Cx {
+                    r: T::of(co),
+                    i: T::of(s),
+                }
+            })
+            .collect();
+        Some(Plan {
+            factors: factors(n),
+            tw,
+            ch: vec![Cx::default(); n],
+        })
     }
-    if fct != T::of(1.0) {
-        c.iter_mut().for_each(|v| *v = v.scale(fct));
+
+    /// Transforms `c` (of the plan's length) in place: forward `Σ x_j e^{-2πijk/n}` or backward
+    /// `Σ x_j e^{+2πijk/n}`, times `fct`.
+    pub fn run(&mut self, c: &mut [Cx<T>], fwd: bool, fct: T) {
+        let n = self.tw.len();
+        assert_eq!(c.len(), n, "a line of another length than the plan's");
+        let mut l1 = 1;
+        for &ip in &self.factors {
+            let ido = n / (ip * l1);
+            let p = Pass {
+                ido,
+                l1,
+                fwd,
+                tw: &self.tw,
+            };
+            let ch = &mut self.ch;
+            match ip {
+                2 => p.pass2(c, ch),
+                3 => p.pass3(c, ch),
+                4 => p.pass4(c, ch),
+                5 => p.pass5(c, ch),
+                _ => p.pass8(c, ch),
+            }
+            c.copy_from_slice(ch);
+            l1 *= ip;
+        }
+        if fct != T::of(1.0) {
+            c.iter_mut().for_each(|v| *v = v.scale(fct));
+        }
     }
-    true
+}
+
+/// A transform of any length ≥ 1 in f64, in one direction: a [`Plan`] where the length is
+/// [`smooth`], else Bluestein's chirp-z — `X_k = w_k Σ_j (x_j w_j) conj(w_{k-j})` with
+/// `w_t = e^{∓πi t²/n}`, the convolution by FFTs of a smooth length ≥ 2n − 1 (within f64
+/// rounding of the exact transform, O(n log n)).
+pub enum AnyPlan {
+    Smooth(Plan<f64>, bool),
+    Chirp(Box<Chirp>),
+}
+
+/// Bluestein's state for one length and direction.
+pub struct Chirp {
+    /// `w_t`, `t < n`.
+    w: Vec<Cx<f64>>,
+    /// The forward transform of `conj(w)` wrapped to length `m`, divided by `m`.
+    bf: Vec<Cx<f64>>,
+    plan: Plan<f64>,
+    buf: Vec<Cx<f64>>,
+}
+
+impl AnyPlan {
+    /// The plan for length `n` ≥ 1, forward (`fwd`) or backward.
+    pub fn new(n: usize, fwd: bool) -> Self {
+        if let Some(p) = Plan::new(n) {
+            return AnyPlan::Smooth(p, fwd);
+        }
+        let mut m = 2 * n - 1;
+        while !smooth(m) {
+            m += 1;
+        }
+        let sign = if fwd { -1.0 } else { 1.0 };
+        let w: Vec<Cx<f64>> = (0..n as u128)
+            .map(|t| {
+                let (s, c) = crate::signal::sincospi(((t * t) % (2 * n as u128)) as f64 / n as f64);
+                Cx { r: c, i: sign * s }
+            })
+            .collect();
+        let mut bf = vec![Cx::default(); m];
+        for (t, v) in w.iter().enumerate() {
+            let conj = Cx { r: v.r, i: -v.i };
+            bf[t] = conj;
+            if t > 0 {
+                bf[m - t] = conj;
+            }
+        }
+        let mut plan = Plan::new(m).expect("m is smooth");
+        plan.run(&mut bf, true, 1.0 / m as f64);
+        AnyPlan::Chirp(Box::new(Chirp {
+            w,
+            bf,
+            plan,
+            buf: vec![Cx::default(); m],
+        }))
+    }
+
+    /// Transforms `c` (of the plan's length) in place, times `fct`.
+    pub fn run(&mut self, c: &mut [Cx<f64>], fct: f64) {
+        match self {
+            AnyPlan::Smooth(p, fwd) => p.run(c, *fwd, fct),
+            AnyPlan::Chirp(ch) => {
+                let Chirp { w, bf, plan, buf } = &mut **ch;
+                assert_eq!(c.len(), w.len(), "a line of another length than the plan's");
+                buf.fill(Cx::default());
+                for ((b, x), wt) in buf.iter_mut().zip(c.iter()).zip(w.iter()) {
+                    *b = x.twiddle(*wt, false);
+                }
+                plan.run(buf, true, 1.0);
+                for (b, f) in buf.iter_mut().zip(bf.iter()) {
+                    *b = b.twiddle(*f, false);
+                }
+                plan.run(buf, false, 1.0);
+                for ((x, b), wt) in c.iter_mut().zip(buf.iter()).zip(w.iter()) {
+                    *x = b.twiddle(*wt, false).scale(fct);
+                }
+            }
+        }
+    }
 }
 
 /// One radix pass: `ido` points per butterfly leg, `l1` butterflies done before it.
@@ -410,7 +507,7 @@ mod tests {
                 .collect();
             for fwd in [true, false] {
                 let mut c = x.clone();
-                assert!(transform(&mut c, fwd, 0.5), "n = {n}");
+                Plan::new(n).expect("smooth").run(&mut c, fwd, 0.5);
                 let want = direct(&x, fwd);
                 let scale: f64 = x.iter().map(|v| v.r.abs().max(v.i.abs()) as f64).sum();
                 for (k, (g, w)) in c.iter().zip(&want).enumerate() {
@@ -422,15 +519,14 @@ mod tests {
             }
         }
         for n in [0, 7, 11, 14, 49, 97] {
-            let mut c = vec![Cx { r: 1.0, i: 0.0 }; n];
-            assert!(!transform(&mut c, false, 1.0), "n = {n}");
-            assert!(c.iter().all(|v| *v == Cx { r: 1.0, i: 0.0 }));
+            assert!(Plan::<f32>::new(n).is_none(), "n = {n}");
         }
     }
 
     #[test]
-    fn f64_transforms_are_within_f64_rounding_of_the_exact_dft() {
-        for n in [6, 40, 96, 360, 1000] {
+    fn any_length_transforms_in_f64_within_rounding_of_the_exact_dft() {
+        // smooth lengths by the passes, the others (primes, 7·11, 2·97) by Bluestein
+        for n in [1, 6, 7, 40, 77, 96, 97, 194, 360, 1000, 1021] {
             let x: Vec<Cx<f32>> = (0..n)
                 .map(|j| Cx {
                     r: ((j * 31) % 17) as f32 - 8.0,
@@ -445,12 +541,10 @@ mod tests {
                         i: v.i.into(),
                     })
                     .collect();
-                assert!(transform(&mut c, fwd, 1.0));
-                for (g, w) in c.iter().zip(direct(&x, fwd)) {
-                    assert!(
-                        (g.r - w.0).abs() < 1e-11 && (g.i - w.1).abs() < 1e-11,
-                        "n {n}"
-                    );
+                AnyPlan::new(n, fwd).run(&mut c, 0.25);
+                for (k, (g, w)) in c.iter().zip(direct(&x, fwd)).enumerate() {
+                    let err = (g.r - w.0 * 0.25).abs().max((g.i - w.1 * 0.25).abs());
+                    assert!(err < 1e-10, "n {n} fwd {fwd} k {k}: {g:?} vs {w:?}");
                 }
             }
         }

@@ -4,14 +4,16 @@
 //! indices lose nothing) as NumPy's `fft`, `ifft`, `rfft`-style one-sided output and `irfft`
 //! (inverse and one-sided: Hermitian input, real output) compute it.
 //!
-//! On the CPU a transform whose length has no prime factor above 5 (but the one-sided inverse)
-//! runs [`crate::fft`] instead, O(n log n): in f64, but an inverse of f32, f16 or bf16 data in
-//! f32 with every value formed as numpy's `ifft` of complex64 data forms it (the ONNX
-//! reference's expected data carries numpy's f32 rounding, up to 1.5e-6 where the exact result
-//! is 0). CUDA keeps the exact transform.
+//! On the CPU every transform runs [`crate::fft`] instead, O(n log n) at any length: in f64
+//! (within f64 rounding of the exact transform, as numpy's forward `fft` of float32 data, which
+//! it computes in f64), but an inverse of f32, f16 or bf16 data whose length has no prime factor
+//! above 5 in f32 with every value formed as numpy's `ifft` of complex64 data forms it (the
+//! ONNX reference's expected data carries numpy's f32 rounding, up to 1.5e-6 where the exact
+//! result is 0). CUDA keeps the exact direct transform.
 //!
 //! STFT (opset 17): `frame_step` and `frame_length` constant inputs, `window` read by the
-//! kernel, `onesided`; the same direct transform of each windowed frame.
+//! kernel, `onesided`; the same transform of each windowed frame (on the CPU the f64 one of
+//! [`crate::fft`]).
 
 use umd_sdk::params::ParamPacker;
 use umd_sdk::{Access, OpError, OpPlan, PlanRequestExt, TensorDesc, attr, dtype, shape};
@@ -315,43 +317,36 @@ fn run_stft(
         vec![1.0; fl as usize]
     };
     let mut ys = vec![0.0; total as usize * 2];
-    for e in 0..total {
-        let (k, f, b) = (e % bins, (e / bins) % frames, e / bins / frames);
-        let base = ((b * len + f * step) * c_in) as usize;
-        let (mut re, mut im) = (0.0, 0.0);
-        for j in 0..fl {
-            let w = win[j as usize];
-            let xr = xs[base + (j * c_in) as usize] * w;
-            let xi = if c_in == 2 {
-                xs[base + (j * c_in) as usize + 1] * w
-            } else {
-                0.0
-            };
-            let (s, co) = sincospi(2.0 * ((j * k) % fl) as f64 / fl as f64);
-            re += xr * co + xi * s;
-            im += xi * co - xr * s;
+    if total == 0 {
+        return Ok(vec![c.write_f64(yb, &ys, dt)?]);
+    }
+    let (len, step, fl, c_in) = (len as usize, step as usize, fl as usize, c_in as usize);
+    let (frames, bins) = (frames as usize, bins as usize);
+    if bins > fl {
+        return Err(OpError::internal("STFT: bad parameter block"));
+    }
+    let mut plan = fft::AnyPlan::new(fl, true);
+    let mut line = vec![fft::Cx::<f64>::default(); fl];
+    for b in 0..batch as usize {
+        for f in 0..frames {
+            let base = (b * len + f * step) * c_in;
+            for (j, (v, w)) in line.iter_mut().zip(&win).enumerate() {
+                let at = base + j * c_in;
+                let im = if c_in == 2 { xs[at + 1] } else { 0.0 };
+                *v = fft::Cx {
+                    r: xs[at] * w,
+                    i: im * w,
+                };
+            }
+            plan.run(&mut line, 1.0);
+            let out = (b * frames + f) * bins;
+            for (k, v) in line[..bins].iter().enumerate() {
+                ys[(out + k) * 2] = v.r;
+                ys[(out + k) * 2 + 1] = v.i;
+            }
         }
-        ys[e as usize * 2] = re;
-        ys[e as usize * 2 + 1] = im;
     }
     Ok(vec![c.write_f64(yb, &ys, dt)?])
-}
-
-/// Transforms every line with [`fft`] where it serves (not the one-sided inverse; lengths with
-/// prime factors 2, 3, 5 only) and says whether it did. An inverse of f32, f16 or bf16 data
-/// runs in f32 as numpy's complex64 `ifft` (scaled by the f32 `1/len` last); everything else in
-/// f64 (numpy's forward transform of float32 data is its f64 one, rounded).
-fn by_fft(xs: &[f64], ys: &mut [f64], dims: Dims, mode: u32, dt: Dtype) -> bool {
-    if mode == 2 || !fft::smooth(dims.len) {
-        return false;
-    }
-    let len = dims.len;
-    match (mode, dt) {
-        (1, Dtype::F32 | Dtype::F16 | Dtype::Bf16) => lines(xs, ys, dims, false, 1.0 / len as f32),
-        (1, _) => lines(xs, ys, dims, false, 1.0 / len as f64),
-        _ => lines(xs, ys, dims, true, 1.0f64),
-    }
-    true
 }
 
 /// A DFT's lines: `outer × inner` of `n_in` input points (`c_in` values each), transformed at
@@ -366,23 +361,81 @@ struct Dims {
     c_in: usize,
 }
 
-fn lines<T: fft::Float>(xs: &[f64], ys: &mut [f64], d: Dims, fwd: bool, fct: T) {
-    let mut line = vec![fft::Cx::<T>::default(); d.len];
+impl Dims {
+    /// Input point `j` of line `(o, i)` as (re, im).
+    fn at(&self, xs: &[f64], o: usize, i: usize, j: usize) -> (f64, f64) {
+        let b = ((o * self.n_in + j) * self.inner + i) * self.c_in;
+        (xs[b], if self.c_in == 2 { xs[b + 1] } else { 0.0 })
+    }
+}
+
+/// Every line's transform ([`fft`], O(n log n)), as the module doc says: `mode` 0 forward, 1
+/// inverse, 2 inverse of a one-sided spectrum (its Hermitian extension; real output).
+fn transform_lines(xs: &[f64], ys: &mut [f64], d: Dims, mode: u32, dt: Dtype) {
+    let len = d.len;
+    if mode == 1
+        && matches!(dt, Dtype::F32 | Dtype::F16 | Dtype::Bf16)
+        && let Some(mut plan) = fft::Plan::<f32>::new(len)
+    {
+        let fct = 1.0 / len as f32;
+        let mut line = vec![fft::Cx::<f32>::default(); len];
+        let of = |x: f64| x as f32;
+        return each_line(xs, ys, d, &mut line, of, |l| plan.run(l, false, fct));
+    }
+    let mut plan = fft::AnyPlan::new(len, mode == 0);
+    let fct = if mode == 0 { 1.0 } else { 1.0 / len as f64 };
+    let mut line = vec![fft::Cx::<f64>::default(); len];
+    if mode < 2 {
+        return each_line(xs, ys, d, &mut line, |x| x, |l| plan.run(l, fct));
+    }
+    // one-sided: point j is X_j for j <= len/2, else conj(X_{len-j}); points past n_in are 0
+    let nf = d.n_in.min(len / 2 + 1);
     for o in 0..d.outer {
         for i in 0..d.inner {
             for (j, v) in line.iter_mut().enumerate() {
-                *v = if j < d.n_in {
-                    let b = ((o * d.n_in + j) * d.inner + i) * d.c_in;
-                    let im = if d.c_in == 2 { xs[b + 1] } else { 0.0 };
+                let src = if j <= len / 2 { j } else { len - j };
+                *v = if src < nf {
+                    let (re, im) = d.at(xs, o, i, src);
                     fft::Cx {
-                        r: T::of(xs[b]),
-                        i: T::of(im),
+                        r: re,
+                        i: if j > len / 2 { -im } else { im },
                     }
                 } else {
                     fft::Cx::default()
                 };
             }
-            fft::transform(&mut line, fwd, fct);
+            plan.run(&mut line, fct);
+            for (k, v) in line.iter().enumerate() {
+                ys[(o * len + k) * d.inner + i] = v.r;
+            }
+        }
+    }
+}
+
+/// Gathers each line (zero-padded or cut to `len`), transforms it, keeps its first `n_out`
+/// points as (re, im).
+fn each_line<T: fft::Float>(
+    xs: &[f64],
+    ys: &mut [f64],
+    d: Dims,
+    line: &mut [fft::Cx<T>],
+    of: impl Fn(f64) -> T,
+    mut run: impl FnMut(&mut [fft::Cx<T>]),
+) {
+    for o in 0..d.outer {
+        for i in 0..d.inner {
+            for (j, v) in line.iter_mut().enumerate() {
+                *v = if j < d.n_in {
+                    let (re, im) = d.at(xs, o, i, j);
+                    fft::Cx {
+                        r: of(re),
+                        i: of(im),
+                    }
+                } else {
+                    fft::Cx::default()
+                };
+            }
+            run(line);
             for (k, v) in line[..d.n_out].iter().enumerate() {
                 let e = (o * d.n_out + k) * d.inner + i;
                 ys[e * 2] = v.r.into();
@@ -404,7 +457,17 @@ pub fn run_cpu(
     let (total, outer, inner) = (c.r.u64()?, c.r.u64()?, c.r.u64()?);
     let (n_in, len, n_out) = (c.r.u64()?, c.r.u64()?, c.r.u64()?);
     let (c_in, mode) = (c.r.u32()? as u64, c.r.u32()?);
-    if !(1..=2).contains(&c_in) || mode > 2 || (total > 0 && len == 0) {
+    let n_out_ok = if mode == 2 {
+        n_out == len
+    } else {
+        n_out <= len
+    };
+    if !(1..=2).contains(&c_in)
+        || mode > 2
+        || (total > 0 && len == 0)
+        || !n_out_ok
+        || outer.checked_mul(n_out).and_then(|v| v.checked_mul(inner)) != Some(total)
+    {
         return Err(OpError::internal("DFT: bad parameter block"));
     }
     let xs = c.read_f64(xb, outer * n_in * inner * c_in, dt)?;
@@ -418,50 +481,8 @@ pub fn run_cpu(
         n_out: n_out as usize,
         c_in: c_in as usize,
     };
-    if total == outer * n_out * inner && by_fft(&xs, &mut ys, dims, mode, dt) {
-        return Ok(vec![c.write_f64(yb, &ys, dt)?]);
-    }
-    for e in 0..total {
-        let (i, k, o) = (e % inner, (e / inner) % n_out, e / inner / n_out);
-        let at = |j: u64| {
-            let b = ((o * n_in + j) * inner + i) * c_in;
-            let im = if c_in == 2 { xs[b as usize + 1] } else { 0.0 };
-            (xs[b as usize], im)
-        };
-        let tw = |j: u64| sincospi(2.0 * ((j * k) % len) as f64 / len as f64);
-        if mode < 2 {
-            let sign = if mode == 0 { -1.0 } else { 1.0 };
-            let (mut re, mut im) = (0.0, 0.0);
-            for j in 0..n_in.min(len) {
-                let (xr, xi) = at(j);
-                let (s, co) = tw(j);
-                let s = s * sign;
-                re += xr * co - xi * s;
-                im += xr * s + xi * co;
-            }
-            if mode == 1 {
-                re /= len as f64;
-                im /= len as f64;
-            }
-            ys[(e * 2) as usize] = re;
-            ys[(e * 2 + 1) as usize] = im;
-        } else {
-            let nf = n_in.min(len / 2 + 1);
-            let mut re = 0.0;
-            for j in 0..len {
-                let src = if j <= len / 2 { j } else { len - j };
-                if src >= nf {
-                    continue;
-                }
-                let (xr, mut xi) = at(src);
-                if j > len / 2 {
-                    xi = -xi;
-                }
-                let (s, co) = tw(j);
-                re += xr * co - xi * s;
-            }
-            ys[e as usize] = re / len as f64;
-        }
+    if total > 0 {
+        transform_lines(&xs, &mut ys, dims, mode, dt);
     }
     Ok(vec![c.write_f64(yb, &ys, dt)?])
 }
