@@ -5,8 +5,8 @@
 //! last. In f32 `np.fft.ifft` of complex64 data (numpy ≥ 2 computes it in float32) is
 //! reproduced bit for bit, which the exact transform cannot do where the result is near zero
 //! (the ONNX reference's expected data carries numpy's rounding); in f64 it is within f64
-//! rounding of the exact transform (pocketfft's f64 twiddles come from its own polynomial, so
-//! numpy's f64 results may differ in the last bit). O(n log n) instead of the direct O(n²).
+//! rounding of the exact transform (pocketfft computes its f64 twiddles its own way, so numpy's
+//! f64 results may differ in the last bit). O(n log n) instead of the direct O(n²).
 //!
 //! Owns the arithmetic only; the DFT kernel ([`crate::signal`]) decides when to use it.
 
@@ -285,7 +285,8 @@ impl AnyPlan {
         if let Some(p) = Plan::new(n) {
             return AnyPlan::Smooth(p, fwd);
         }
-        let mut m = 2 * n - 1;
+        assert!(n >= 1, "a transform of length 0");
+        let mut m = n.checked_mul(2).expect("the line fits memory, so 2n does") - 1;
         while !smooth(m) {
             m += 1;
         }

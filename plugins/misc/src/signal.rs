@@ -5,8 +5,9 @@
 //! (inverse and one-sided: Hermitian input, real output) compute it.
 //!
 //! On the CPU every transform runs [`crate::fft`] instead, O(n log n) at any length: in f64
-//! (within f64 rounding of the exact transform, as numpy's forward `fft` of float32 data, which
-//! it computes in f64), but an inverse of f32, f16 or bf16 data whose length has no prime factor
+//! (within f64 rounding of the exact transform, as numpy's forward `fft` of float32 data —
+//! numpy 2.4's `fft` of complex64 equals its complex128 transform rounded, checked at 74
+//! lengths), but a two-sided inverse of f32, f16 or bf16 data whose length has no prime factor
 //! above 5 in f32 with every value formed as numpy's `ifft` of complex64 data forms it (the
 //! ONNX reference's expected data carries numpy's f32 rounding, up to 1.5e-6 where the exact
 //! result is 0). CUDA keeps the exact direct transform.
@@ -306,25 +307,39 @@ fn run_stft(
     let (xb, wb, yb) = (c.r.ptr()?, c.r.ptr()?, c.r.ptr()?);
     let (total, len, frames, bins) = (c.r.u64()?, c.r.u64()?, c.r.u64()?, c.r.u64()?);
     let (fl, step, c_in, has_win) = (c.r.u64()?, c.r.u64()?, c.r.u32()? as u64, c.r.u32()? != 0);
-    if fl == 0 || !(1..=2).contains(&c_in) {
-        return Err(OpError::internal("STFT: bad parameter block"));
+    let bad = || OpError::internal("STFT: bad parameter block");
+    let us = |v: u64| usize::try_from(v).map_err(|_| bad());
+    let per_batch = frames.checked_mul(bins).ok_or_else(bad)?;
+    let batch = total / per_batch.max(1);
+    // every frame inside the signal, the output exactly batch × frames × bins
+    let last_end = frames
+        .checked_sub(1)
+        .map(|f| f.checked_mul(step).and_then(|v| v.checked_add(fl)))
+        .unwrap_or(Some(0));
+    if fl == 0
+        || !(1..=2).contains(&c_in)
+        || bins > fl
+        || batch.checked_mul(per_batch) != Some(total)
+        || last_end.is_none_or(|end| end > len)
+    {
+        return Err(bad());
     }
-    let batch = total / (frames * bins).max(1);
-    let xs = c.read_f64(xb, batch * len * c_in, dt)?;
+    let n_x = [batch, len, c_in]
+        .into_iter()
+        .try_fold(1u64, |a, b| a.checked_mul(b))
+        .ok_or_else(bad)?;
+    let xs = c.read_f64(xb, n_x, dt)?;
     let win = if has_win {
         c.read_f64(wb, fl, dt)?
     } else {
-        vec![1.0; fl as usize]
+        vec![1.0; us(fl)?]
     };
-    let mut ys = vec![0.0; total as usize * 2];
+    let mut ys = vec![0.0; us(total.checked_mul(2).ok_or_else(bad)?)?];
     if total == 0 {
         return Ok(vec![c.write_f64(yb, &ys, dt)?]);
     }
-    let (len, step, fl, c_in) = (len as usize, step as usize, fl as usize, c_in as usize);
-    let (frames, bins) = (frames as usize, bins as usize);
-    if bins > fl {
-        return Err(OpError::internal("STFT: bad parameter block"));
-    }
+    let (len, step, fl, c_in) = (us(len)?, us(step)?, us(fl)?, us(c_in)?);
+    let (frames, bins) = (us(frames)?, us(bins)?);
     let mut plan = fft::AnyPlan::new(fl, true);
     let mut line = vec![fft::Cx::<f64>::default(); fl];
     for b in 0..batch as usize {
@@ -457,6 +472,8 @@ pub fn run_cpu(
     let (total, outer, inner) = (c.r.u64()?, c.r.u64()?, c.r.u64()?);
     let (n_in, len, n_out) = (c.r.u64()?, c.r.u64()?, c.r.u64()?);
     let (c_in, mode) = (c.r.u32()? as u64, c.r.u32()?);
+    let bad = || OpError::internal("DFT: bad parameter block");
+    let us = |v: u64| usize::try_from(v).map_err(|_| bad());
     let n_out_ok = if mode == 2 {
         n_out == len
     } else {
@@ -468,18 +485,22 @@ pub fn run_cpu(
         || !n_out_ok
         || outer.checked_mul(n_out).and_then(|v| v.checked_mul(inner)) != Some(total)
     {
-        return Err(OpError::internal("DFT: bad parameter block"));
+        return Err(bad());
     }
-    let xs = c.read_f64(xb, outer * n_in * inner * c_in, dt)?;
+    let n_x = [outer, n_in, inner, c_in]
+        .into_iter()
+        .try_fold(1u64, |a, b| a.checked_mul(b))
+        .ok_or_else(bad)?;
+    let xs = c.read_f64(xb, n_x, dt)?;
     let c_out = if mode == 2 { 1 } else { 2 };
-    let mut ys = vec![0.0; (total * c_out) as usize];
+    let mut ys = vec![0.0; us(total.checked_mul(c_out).ok_or_else(bad)?)?];
     let dims = Dims {
-        outer: outer as usize,
-        inner: inner as usize,
-        n_in: n_in as usize,
-        len: len as usize,
-        n_out: n_out as usize,
-        c_in: c_in as usize,
+        outer: us(outer)?,
+        inner: us(inner)?,
+        n_in: us(n_in)?,
+        len: us(len)?,
+        n_out: us(n_out)?,
+        c_in: us(c_in)?,
     };
     if total > 0 {
         transform_lines(&xs, &mut ys, dims, mode, dt);

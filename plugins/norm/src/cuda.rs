@@ -58,6 +58,32 @@ __device__ u64 umd_block_argmax(C v, u64 i, C* sh, u64* shi) {
 
 /// Softmax family (see [`crate::softmax`]).
 const SOFTMAX: &str = r#"
+// modes 3/4 (a half type as numpy rounds it): the term exp(x - m), each step rounded to T
+__device__ C umd_sm_term(const T* xr, u64 inner, u64 e, C m) {
+  return umd_rt(umd_exp(umd_rt(umd_ld(xr[e * inner]) - m)));
+}
+// numpy's pairwise_sum of the terms [lo, lo + n): in order below 8, 8 running sums up to 128,
+// else the two halves (the first a multiple of 8); the depth is log2(n / 128)
+__device__ C umd_sm_pairwise(const T* xr, u64 inner, u64 lo, u64 n, C m) {
+  if (n < 8) {
+    C res = (C)0;
+    for (u64 i = 0; i < n; ++i) res += umd_sm_term(xr, inner, lo + i, m);
+    return res;
+  }
+  if (n <= 128) {
+    C r[8];
+    for (int j = 0; j < 8; ++j) r[j] = umd_sm_term(xr, inner, lo + j, m);
+    u64 i = 8;
+    for (; i < n - n % 8; i += 8)
+      for (int j = 0; j < 8; ++j) r[j] += umd_sm_term(xr, inner, lo + i + j, m);
+    C res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += umd_sm_term(xr, inner, lo + i, m);
+    return res;
+  }
+  u64 n2 = n / 2;
+  n2 -= n2 % 8;
+  return umd_sm_pairwise(xr, inner, lo, n2, m) + umd_sm_pairwise(xr, inner, lo + n2, n - n2, m);
+}
 extern "C" __global__ void softmax_NAME_rows(const T* __restrict__ x, T* __restrict__ y,
     u64 outer, u64 len, u64 inner, unsigned int mode) {
   __shared__ C sh[32];
@@ -84,16 +110,17 @@ extern "C" __global__ void softmax_NAME_rows(const T* __restrict__ x, T* __restr
       // a half type with numpy's rounding points (crate::softmax): the sum in element order
       if (threadIdx.x == 0) {
         C s = (C)0;
-        for (u64 e = 0; e < len; ++e) {
-          C t = umd_rt(umd_exp(umd_rt(umd_ld(xr[e * inner]) - m)));
-          s = mode == 4 ? umd_rt(s + t) : s + t;
+        if (mode == 4) {
+          for (u64 e = 0; e < len; ++e) s = umd_rt(s + umd_sm_term(xr, inner, e, m));
+        } else {
+          s = umd_sm_pairwise(xr, inner, 0, len, m);
         }
         sh[0] = umd_rt(s);
       }
       __syncthreads();
       C s = sh[0];
       for (u64 e = threadIdx.x; e < len; e += blockDim.x)
-        yr[e * inner] = umd_st(umd_rt(umd_exp(umd_rt(umd_ld(xr[e * inner]) - m))) / s);
+        yr[e * inner] = umd_st(umd_sm_term(xr, inner, e, m) / s);
       __syncthreads();
       continue;
     }
@@ -128,14 +155,11 @@ extern "C" __global__ void softmax_NAME_cols(const T* __restrict__ x, T* __restr
     C m = umd_ninf();
     for (u64 e = 0; e < len; ++e) m = umd_nan_max(m, umd_ld(xr[e * inner]));
     if (mode >= 3) {
+      // strided: the plan only gives mode 4 here (numpy adds strided columns in order)
       C s = (C)0;
-      for (u64 e = 0; e < len; ++e) {
-        C t = umd_rt(umd_exp(umd_rt(umd_ld(xr[e * inner]) - m)));
-        s = mode == 4 ? umd_rt(s + t) : s + t;
-      }
+      for (u64 e = 0; e < len; ++e) s = umd_rt(s + umd_sm_term(xr, inner, e, m));
       s = umd_rt(s);
-      for (u64 e = 0; e < len; ++e)
-        yr[e * inner] = umd_st(umd_rt(umd_exp(umd_rt(umd_ld(xr[e * inner]) - m))) / s);
+      for (u64 e = 0; e < len; ++e) yr[e * inner] = umd_st(umd_sm_term(xr, inner, e, m) / s);
       continue;
     }
     C s = (C)0;

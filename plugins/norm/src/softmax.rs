@@ -8,7 +8,7 @@
 //!
 //! Softmax of f16 and bf16 rounds where the ONNX reference (numpy in the input's type) rounds:
 //! `x - max`, `exp` and the quotient to the storage type, and the sum as numpy's reduction forms
-//! it — numpy sums a contiguous float16 row in float32 and rounds once, and adds strided float16
+//! it — numpy sums a contiguous float16 row in float32 (its pairwise summation) and rounds once, and adds strided float16
 //! columns and every `ml_dtypes` bfloat16 reduction element by element in the storage type. So a
 //! model gets the same probabilities whether it holds Attention or its function body (the
 //! attention plugin's softmax rounds at the same points), and the ONNX tests' expected data.

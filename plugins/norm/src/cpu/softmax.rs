@@ -4,8 +4,8 @@
 //!
 //! Modes (see [`crate::softmax::mode`]): 0 Softmax, 1 LogSoftmax, 2 Hardmax, and for the half
 //! types Softmax with numpy's rounding points in the storage type — `x - max`, `exp` and the
-//! quotient rounded to `T`, the sum formed in the compute type and rounded once (3) or rounded
-//! after every addition (4).
+//! quotient rounded to `T`, the sum formed in the compute type as numpy's pairwise summation
+//! forms it and rounded once (3), or rounded after every addition (4).
 
 use umd_sdk::cpu::Buffers;
 use umd_sdk::dtype::Element;
@@ -65,6 +65,31 @@ pub(super) fn round<T: Element>(v: T::Compute) -> T::Compute {
     T::from_compute(v).to_compute()
 }
 
+/// numpy's `pairwise_sum` (how its add-reduction sums a contiguous float16 run, in float32):
+/// in order below 8 values, 8 running sums up to 128 (combined as `((r0+r1)+(r2+r3))+
+/// ((r4+r5)+(r6+r7))`, then the rest in order), else the two halves (the first a multiple of 8).
+pub(super) fn pairwise_sum<C: Real>(v: &[C]) -> C {
+    let n = v.len();
+    if n < 8 {
+        return v.iter().fold(C::from_f64(0.0), |s, &x| s + x);
+    }
+    if n <= 128 {
+        let mut r = [C::from_f64(0.0); 8];
+        r.copy_from_slice(&v[..8]);
+        let whole = n - n % 8;
+        for chunk in v[8..whole].chunks_exact(8) {
+            for (acc, &x) in r.iter_mut().zip(chunk) {
+                *acc = *acc + x;
+            }
+        }
+        let head = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        return v[whole..].iter().fold(head, |s, &x| s + x);
+    }
+    let half = n / 2;
+    let half = half - half % 8;
+    pairwise_sum(&v[..half]) + pairwise_sum(&v[half..])
+}
+
 /// One contiguous row; `rnd` rounds to the storage type (modes 3 and 4).
 pub(super) fn row<C: Real>(v: &mut [C], mode: u32, rnd: impl Fn(C) -> C) {
     let (zero, one) = (C::from_f64(0.0), C::from_f64(1.0));
@@ -86,9 +111,11 @@ pub(super) fn row<C: Real>(v: &mut [C], mode: u32, rnd: impl Fn(C) -> C) {
         let mut s = zero;
         for x in v.iter_mut() {
             *x = rnd(rnd(*x - m).exp());
-            s = if mode == 4 { rnd(s + *x) } else { s + *x };
+            if mode == 4 {
+                s = rnd(s + *x);
+            }
         }
-        let s = rnd(s);
+        let s = rnd(if mode == 3 { pairwise_sum(v) } else { s });
         v.iter_mut().for_each(|x| *x = *x / s);
         return;
     }
@@ -130,6 +157,9 @@ impl<C: Real> Columns<C> {
         if len == 0 {
             return;
         }
+        if inner == 0 {
+            return;
+        }
         self.best.clear();
         self.best.extend_from_slice(&v[..inner]);
         if mode == 2 {
@@ -156,7 +186,7 @@ impl<C: Real> Columns<C> {
             }
         }
         if mode >= 3 {
-            self.rounded(v, inner, mode, rnd);
+            self.rounded(v, inner, rnd);
             return;
         }
         self.sum.clear();
@@ -187,13 +217,14 @@ impl<C: Real> Columns<C> {
         }
     }
 
-    /// Softmax modes 3 and 4 (see the module doc), the maxima already in `best`.
-    fn rounded(&mut self, v: &mut [C], inner: usize, mode: u32, rnd: impl Fn(C) -> C) {
+    /// Softmax modes 3 and 4 (see the module doc), the maxima already in `best`: numpy adds
+    /// strided columns in order in the storage type, so both round every addition here.
+    fn rounded(&mut self, v: &mut [C], inner: usize, rnd: impl Fn(C) -> C) {
         let mut sum = vec![C::from_f64(0.0); inner];
         for rowv in v.chunks_exact_mut(inner) {
             for ((s, &m), x) in sum.iter_mut().zip(&self.best).zip(rowv.iter_mut()) {
                 *x = rnd(rnd(*x - m).exp());
-                *s = if mode == 4 { rnd(*s + *x) } else { *s + *x };
+                *s = rnd(*s + *x);
             }
         }
         sum.iter_mut().for_each(|s| *s = rnd(*s));
