@@ -160,7 +160,7 @@ impl<T: Float> Cx<T> {
 }
 
 /// Whether `n` ≥ 1 has no prime factor above 5 (the lengths this module transforms).
-pub fn smooth(n: usize) -> bool {
+fn smooth(n: usize) -> bool {
     if n == 0 {
         return false;
     }
