@@ -15,7 +15,7 @@ use umd_tests::{fixture, fixture_dir};
 
 #[test]
 fn a_1_0_plugin_runs_unchanged_on_the_current_host() {
-    assert_eq!(HOST_ABI.to_string(), "1.9.0");
+    assert_eq!(HOST_ABI.to_string(), "1.10.0");
     let dir = fixture_dir(&["abi10"]);
     let host = Host::builder().plugin_dir(dir.path()).build().unwrap();
     let p = host
@@ -213,6 +213,84 @@ fn a_1_8_plugin_importing_the_first_matrix_unit_multiplies_on_the_current_host()
 }
 
 #[test]
+fn a_1_9_plugin_without_the_vector_unit_computes_what_the_unit_computes() {
+    // the bundled elementwise plugin as the ABI 1.9 SDK built it (its own loops through
+    // `kernel-io`) against today's (the vector unit, ABI 1.10) and today's through `run-cpu`:
+    // every operation the unit has, on every type it has, bit for bit — NaN, signed zeros,
+    // infinities, integer overflow and division by zero included
+    let (old, p) = prebuilt("elementwise-abi-1.9.0.wasm", "elementwise@0.1.0");
+    assert_eq!(p.abi().to_string(), "1.9.0");
+    assert!(p.runs_in_place());
+    let new = Host::builder().build().unwrap();
+    let copying = Host::builder().cpu_in_place(false).build().unwrap();
+    let special = |dt: Dtype| -> Vec<f64> {
+        match dt {
+            Dtype::I32 => vec![0.0, -1.0, 2147483647.0, -2147483648.0, 3.0],
+            Dtype::I64 => vec![0.0, -1.0, 9.2e18, -9.223372036854775808e18, 3.0],
+            _ => vec![0.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e-3],
+        }
+    };
+    let values = |dt: Dtype, n: usize, seed: usize| -> Vec<f64> {
+        let sp = special(dt);
+        (0..n)
+            .map(|i| match (i * 7 + seed) % 4 {
+                0 => sp[(i / 4 + seed) % sp.len()],
+                _ => ((i * 37 + seed * 11) % 201) as f64 / 8.0 - 12.0,
+            })
+            .collect()
+    };
+    // flat, a scalar, a broadcast walk (split across the device's workers where it can be)
+    let shapes: [(Vec<u64>, Vec<u64>); 3] = [
+        (vec![70_000], vec![70_000]),
+        (vec![70_000], vec![1]),
+        (vec![3, 1, 2000], vec![5, 1]),
+    ];
+    let on_unit = umd::plugin::vector_unit_elements();
+    for dt in [
+        Dtype::F32,
+        Dtype::F64,
+        Dtype::F16,
+        Dtype::Bf16,
+        Dtype::I32,
+        Dtype::I64,
+    ] {
+        for op in ["Add", "Sub", "Mul", "Div", "Max", "Min"] {
+            for (k, (sa, sb)) in shapes.iter().enumerate() {
+                let na = sa.iter().product::<u64>() as usize;
+                let nb = sb.iter().product::<u64>() as usize;
+                let inputs = [
+                    (
+                        umd::TensorDesc::new("a", sa.clone(), dt),
+                        data::encode(dt, &values(dt, na, k)),
+                    ),
+                    (
+                        umd::TensorDesc::new("b", sb.clone(), dt),
+                        data::encode(dt, &values(dt, nb, k + 1)),
+                    ),
+                ];
+                let want = old.run(op, &inputs).unwrap();
+                assert_eq!(
+                    want,
+                    new.run(op, &inputs).unwrap(),
+                    "{op} {dt:?} {sa:?} {sb:?}"
+                );
+                assert_eq!(
+                    want,
+                    copying.run(op, &inputs).unwrap(),
+                    "{op} {dt:?} copying"
+                );
+            }
+        }
+    }
+    // today's in-place runs computed every element on the unit (other tests may add more)
+    let computed = umd::plugin::vector_unit_elements() - on_unit;
+    assert!(
+        computed >= 36 * 170_000,
+        "{computed} elements on the vector unit"
+    );
+}
+
+#[test]
 fn an_sdk_plugin_that_serves_no_string_tensor_declines_them_through_the_sdk() {
     let dir = fixture_dir(&["tagger_v1"]);
     let host = Host::builder()
@@ -280,7 +358,7 @@ fn an_sdk_plugin_that_serves_no_packed_dtype_declines_them_through_the_sdk() {
         .by_label("tagger@1.0.0")
         .cloned()
         .unwrap();
-    assert_eq!(p.abi().to_string(), "1.9.0");
+    assert_eq!(p.abi().to_string(), "1.10.0");
     let err = host.translate(&int4_request()).unwrap_err();
     assert_eq!(err.status(), umd::error::status::UNSUPPORTED, "{err}");
     assert!(
@@ -310,11 +388,11 @@ fn packed_dtypes_round_trip_through_cast_on_the_cpu_device() {
 }
 
 #[test]
-fn plugins_built_with_the_sdk_are_1_9_and_declare_self_tests_and_hints() {
+fn plugins_built_with_the_sdk_are_1_10_and_declare_self_tests_and_hints() {
     let host = Host::builder().build().unwrap();
     let snap = host.registry().snapshot();
     let ew = snap.by_label("elementwise@0.1.0").unwrap();
-    assert_eq!(ew.abi().to_string(), "1.9.0");
+    assert_eq!(ew.abi().to_string(), "1.10.0");
     assert!(ew.has_planner());
     assert!(ew.has_planner2());
     assert!(ew.has_planner3());

@@ -218,7 +218,7 @@ fn a_plugin_for_another_major_is_refused_naming_both_versions() {
         .expect("abi2 listed");
     let msg = refused.status.clone().unwrap_err();
     assert!(
-        msg.contains("umd:plugin@2.0.0") && msg.contains("umd:plugin@1.9.0"),
+        msg.contains("umd:plugin@2.0.0") && msg.contains("umd:plugin@1.10.0"),
         "{msg}"
     );
     // Its Add (priority 1000) is not offered: the bundled plugin serves Add.
@@ -231,7 +231,10 @@ fn a_plugin_for_another_major_is_refused_naming_both_versions() {
             host_abi,
             ..
         } => {
-            assert_eq!((plugin_abi.as_str(), host_abi.as_str()), ("2.0.0", "1.9.0"));
+            assert_eq!(
+                (plugin_abi.as_str(), host_abi.as_str()),
+                ("2.0.0", "1.10.0")
+            );
         }
         other => panic!("expected an ABI mismatch, got {other}"),
     }

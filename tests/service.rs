@@ -740,7 +740,7 @@ async fn health_reflection_admin_and_metrics() {
     assert!(
         list.plugins
             .iter()
-            .any(|p| p.name == "elementwise" && p.status == "loaded" && p.abi == "1.9.0")
+            .any(|p| p.name == "elementwise" && p.status == "loaded" && p.abi == "1.10.0")
     );
 
     // Load a plugin file through the admin service, then use it.

@@ -36,11 +36,12 @@ pub mod simd;
 pub mod stages;
 pub mod strings;
 pub mod testing;
+pub mod vector;
 
-/// Generated bindings of `umd:plugin@1.9.0` (the world `plugin`).
+/// Generated bindings of `umd:plugin@1.10.0` (the world `plugin`).
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "wit/umd-plugin-1.9.0",
+        path: "wit/umd-plugin-1.10.0",
         // the matrix unit's operands are borrowed from the kernel's memory, not copied
         ownership: Borrowing { duplicate_if_necessary: false },
         world: "plugin",
@@ -78,7 +79,7 @@ pub use bindings::umd::plugin::types::{
 pub use half;
 
 /// ABI version of the WIT package this SDK is generated from.
-pub const ABI_VERSION: &str = "1.9.0";
+pub const ABI_VERSION: &str = "1.10.0";
 
 /// What a plugin implements. [`export_plugin!`] turns it into the component's exports.
 pub trait Plugin {
@@ -554,11 +555,11 @@ mod wit_copy {
     #[test]
     fn sdk_wit_is_the_published_abi() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let ours = std::fs::read(root.join("wit/umd-plugin-1.9.0/plugin.wit")).unwrap();
-        let published = std::fs::read(root.join("../wit/umd-plugin-1.9.0/plugin.wit")).unwrap();
+        let ours = std::fs::read(root.join("wit/umd-plugin-1.10.0/plugin.wit")).unwrap();
+        let published = std::fs::read(root.join("../wit/umd-plugin-1.10.0/plugin.wit")).unwrap();
         assert!(
             ours == published,
-            "sdk/wit/umd-plugin-1.9.0 differs from wit/umd-plugin-1.9.0: copy the published WIT"
+            "sdk/wit/umd-plugin-1.10.0 differs from wit/umd-plugin-1.10.0: copy the published WIT"
         );
     }
 }

@@ -201,6 +201,8 @@ struct Exec {
     splitter: Splitter,
     /// Which kernels keep frozen bytes they read.
     keepers: Keepers,
+    /// Kernels that compute on the device's vector unit (ABI 1.10).
+    unit_users: Keepers,
 }
 
 impl CpuDevice {
@@ -238,6 +240,7 @@ impl CpuDevice {
                 workers,
                 splitter: Splitter::default(),
                 keepers: Keepers::default(),
+                unit_users: Keepers::default(),
             }),
         });
         dev.create_stream().expect("the default stream");
@@ -728,10 +731,12 @@ fn run_launch(
     let resident = used
         .iter()
         .any(|&(b, a)| a == Access::Read && buffers[b as usize].resident().is_some());
+    // A kernel computing on the vector unit runs in place: nothing is copied.
     let small = parts == 1
         && bytes <= SMALL_LAUNCH_BYTES
         && read_write <= SMALL_READ_WRITE_BYTES
-        && !(resident && exec.keepers.keeps(launch));
+        && !(resident && exec.keepers.keeps(launch))
+        && !exec.unit_users.keeps(launch);
     // checked at submit; again here, for a submission checked before its buffer was frozen
     if let Some(&(b, _)) = used
         .iter()
@@ -745,6 +750,7 @@ fn run_launch(
         run_copying(&*exec.kernels, launch, buffers, &used, binding_size)
     } else {
         let asked = Arc::new(AtomicBool::new(false));
+        let units = Arc::new(AtomicBool::new(false));
         let bound: Vec<BoundMemory> = used
             .iter()
             .map(|&(b, access)| BoundMemory {
@@ -754,6 +760,7 @@ fn run_launch(
                 memory: buffers[b as usize].clone(),
                 resident: buffers[b as usize].resident(),
                 asked: asked.clone(),
+                units: units.clone(),
             })
             .collect();
         let blocks = launch.grid.volume();
@@ -770,6 +777,10 @@ fn run_launch(
         };
         if resident && result.is_ok() {
             exec.keepers.record(launch, asked.load(Ordering::Relaxed));
+        }
+        if result.is_ok() {
+            exec.unit_users
+                .record(launch, units.load(Ordering::Relaxed));
         }
         result
     };

@@ -1,9 +1,10 @@
-//! Which CPU kernels keep what they read from frozen buffers: a kernel that asked for a
-//! resident name (`kernel-io.resident`, ABI 1.7) on a launch reading a frozen buffer may keep
-//! those bytes (or values derived from them) between launches, so its launches run in place
-//! however small; a kernel seen not to ask gets small launches in one `run-cpu` call, the
-//! cheaper way for them. Keyed by module build and entry point (a kernel's code does not change
-//! within a build); bounded.
+//! What the CPU device learns from a kernel's in-place runs that makes even its small launches
+//! better run in place — one table per fact: a kernel that asked for a resident name
+//! (`kernel-io.resident`, ABI 1.7) on a launch reading a frozen buffer may keep those bytes (or
+//! values derived from them) between launches; a kernel that computed on the device's vector
+//! unit (ABI 1.10) copies nothing in place. A kernel seen to do
+//! neither gets small launches in one `run-cpu` call, the cheaper way for them. Keyed by module
+//! build and entry point (a kernel's code does not change within a build); bounded.
 //!
 //! Owns only the table; never runs anything.
 

@@ -224,6 +224,10 @@ pub struct BoundMemory {
     /// Set when the launch's kernel asks for a resident name: one flag per launch, shared by
     /// its bindings ([`keepers`]).
     pub asked: Arc<std::sync::atomic::AtomicBool>,
+    /// Set when the launch's kernel computes on the device's vector unit (ABI 1.10): one flag
+    /// per launch, shared by its bindings; such a kernel runs in place however small its
+    /// launch ([`keepers`]).
+    pub units: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// How the plugin build behind a launch runs it on the CPU.

@@ -23,7 +23,7 @@ pub type KernelIo = Option<Arc<[BoundMemory]>>;
 /// Defines `umd:plugin/kernel-io` in `linker` (semver-compatible: any 1.x ≥ 1.3 import binds;
 /// 1.3–1.6 plugins import `read` and `write`, 1.7 ones `resident` too).
 pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-    let mut inst = linker.instance("umd:plugin/kernel-io@1.9.0")?;
+    let mut inst = linker.instance("umd:plugin/kernel-io@1.10.0")?;
     inst.func_wrap(
         "read",
         |store: StoreContextMut<'_, StoreState>,
@@ -125,11 +125,19 @@ pub(super) fn readable(io: &KernelIo, binding: u32) -> Result<&BoundMemory, Stri
     Ok(b)
 }
 
-fn write(io: &KernelIo, binding: u32, offset: u64, data: &[u8]) -> Result<(), String> {
-    let (b, at) = locate(io, binding, offset, data.len() as u64)?;
+/// (1.10) The buffer bound to the running launch as `binding`, when the launch writes it (the
+/// vector unit's destination); an error names why not.
+pub(super) fn writable(io: &KernelIo, binding: u32) -> Result<&BoundMemory, String> {
+    let b = find(io, binding)?;
     if !b.access.writes() {
         return Err(format!("binding {binding} is read-only in this launch"));
     }
+    Ok(b)
+}
+
+fn write(io: &KernelIo, binding: u32, offset: u64, data: &[u8]) -> Result<(), String> {
+    let (b, at) = locate(io, binding, offset, data.len() as u64)?;
+    writable(io, binding)?;
     b.memory.write_from(at, data);
     Ok(())
 }
@@ -178,6 +186,7 @@ mod tests {
             memory: mem.clone(),
             resident: (binding != 1).then_some(40 + binding as u64),
             asked: Default::default(),
+            units: Default::default(),
         };
         // Binding 0 reads the first 8 bytes; binding 1 writes; binding 2 both.
         let list: Arc<[BoundMemory]> = vec![

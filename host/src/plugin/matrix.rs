@@ -123,7 +123,7 @@ fn with_bound(
 /// Defines `umd:plugin/matrix` in `linker` (semver-compatible: any 1.x ≥ 1.8 import binds;
 /// 1.8 plugins import `multiply-f32`, 1.9 ones `multiply` too).
 pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-    let mut inst = linker.instance("umd:plugin/matrix@1.9.0")?;
+    let mut inst = linker.instance("umd:plugin/matrix@1.10.0")?;
     inst.func_wrap(
         "multiply",
         |store: StoreContextMut<'_, StoreState>,
@@ -602,6 +602,7 @@ mod tests {
             memory: Arc::new(Mem(bytes(&w))),
             resident,
             asked: Default::default(),
+            units: Default::default(),
         };
         // 0: frozen, read; 1: not frozen; 2: frozen but written by the launch
         let io: KernelIo = Some(Arc::from(vec![
@@ -720,6 +721,7 @@ mod tests {
             memory: Arc::new(Mem(bytes(data))),
             resident: None,
             asked: Default::default(),
+            units: Default::default(),
         };
         // binding 2: the same bytes, its size two bytes short of whole f32s
         let mut ragged = bound(2, Access::Read, &a);

@@ -17,6 +17,7 @@ pub(crate) mod packed;
 pub mod planner;
 pub mod sandbox;
 pub mod self_test;
+pub(crate) mod vector;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -35,13 +36,14 @@ pub use bindings::wit;
 use bindings::{PluginCore as PluginWorld, PluginCorePre as PluginPre};
 pub use sandbox::SandboxLimits;
 use sandbox::StoreState;
+pub use vector::elements_computed as vector_unit_elements;
 
 use crate::error::{LoadError, PluginFault};
 use crate::tensor::Dtype;
 
-/// The ABI this host implements: `umd:plugin@1.9.0`. Plugins of the same major load (1.0–1.8
+/// The ABI this host implements: `umd:plugin@1.10.0`. Plugins of the same major load (1.0–1.9
 /// plugins without the later additions).
-pub const HOST_ABI: semver::Version = semver::Version::new(1, 9, 0);
+pub const HOST_ABI: semver::Version = semver::Version::new(1, 10, 0);
 /// Most op signatures a plugin may declare, and constant inputs per signature.
 const MAX_SIGNATURES: usize = 1024;
 const MAX_CONSTANT_INPUTS: usize = 64;
@@ -93,6 +95,7 @@ impl Runtime {
         bindings::host_iface::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)
             .and_then(|()| kernel_io::add_to_linker(&mut linker))
             .and_then(|()| matrix::add_to_linker(&mut linker))
+            .and_then(|()| vector::add_to_linker(&mut linker))
             .map_err(|e| LoadError::Interface {
                 path: "<linker>".into(),
                 reason: format!("{e:#}"),
@@ -309,12 +312,13 @@ impl Runtime {
                         .or_else(|| r.strip_prefix("/types@"))
                         .or_else(|| r.strip_prefix("/kernel-io@"))
                         .or_else(|| r.strip_prefix("/matrix@"))
+                        .or_else(|| r.strip_prefix("/vector@"))
                 })
                 .and_then(|v| semver::Version::parse(v).ok())
                 .is_some_and(|v| v.major == HOST_ABI.major);
             if !allowed {
                 return Err(iface(format!(
-                    "imports `{name}`, which the sandbox does not grant (plugins may import only {PACKAGE}/host, {PACKAGE}/kernel-io and {PACKAGE}/matrix)"
+                    "imports `{name}`, which the sandbox does not grant (plugins may import only {PACKAGE}/host, {PACKAGE}/kernel-io, {PACKAGE}/matrix and {PACKAGE}/vector)"
                 )));
             }
         }

@@ -3,8 +3,9 @@
 //! is classified into a [`PluginFault`].
 //!
 //! Nothing here grants files, network, clock or environment: the linker defines `host.log` and
-//! (1.3) `kernel-io` on the running launch's buffers, nothing else, so a component importing
-//! anything more fails to instantiate.
+//! (1.3) `kernel-io` on the running launch's buffers, (1.8) `matrix` and (1.10) `vector` (the
+//! CPU device's units, on the instance's own memory and those buffers), nothing else, so a
+//! component importing anything more fails to instantiate.
 
 use std::time::Duration;
 

@@ -144,6 +144,9 @@ pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError
             g.n
         )));
     }
+    if on_vector_unit(call, mem, &e, &g, &bindings, out_binding)? {
+        return Ok(());
+    }
     let widest = in_sizes.iter().copied().fold(osz, Ord::max);
     let op = Operands {
         e: &e,
@@ -190,6 +193,55 @@ pub fn run_kernel(call: &KernelCall, mem: &mut dyn Memory) -> Result<(), OpError
             (b - a - 1) * g.strides[i][outer] + inner[i]
         })
     })
+}
+
+/// (ABI 1.10) Runs the launch's share on the host's vector unit when it has the kernel and
+/// dtype (add, sub, mul, div, max, min on f32, f64, f16, bf16, i32, i64: the same semantics as
+/// [`crate::scalar`]) and `mem` is the launch's own buffers: no byte of the operands enters the
+/// instance. `false`: the caller computes it.
+fn on_vector_unit(
+    call: &KernelCall,
+    mem: &dyn Memory,
+    e: &Entry,
+    g: &Geometry,
+    bindings: &[u32],
+    out: u32,
+) -> Result<bool, OpError> {
+    use umd_sdk::vector::{self, BinaryOp, Element, Operand};
+    let op = match e.kernel.name {
+        "add" => BinaryOp::Add,
+        "sub" => BinaryOp::Sub,
+        "mul" => BinaryOp::Mul,
+        "div" => BinaryOp::Div,
+        "max" => BinaryOp::Max,
+        "min" => BinaryOp::Min,
+        _ => return Ok(false),
+    };
+    let Some(element) = Element::of(e.dt) else {
+        return Ok(false);
+    };
+    if !mem.host_reads_in_place() {
+        return Ok(false);
+    }
+    // the share: elements of a flat launch, outermost rows of a strided one (as below)
+    let rank = Ord::max(g.rank, 1);
+    let outer = rank - 1;
+    let share = call.share(if g.rank == 0 { g.n } else { g.size[outer] });
+    let rows = share.end - share.start;
+    // outermost first, the share's rows in the outer dimension
+    let mut shape: Vec<u64> = (0..rank).rev().map(|d| g.size[d]).collect();
+    shape[0] = rows;
+    let strides: Vec<Vec<u64>> = (0..2)
+        .map(|i| (0..rank).rev().map(|d| g.strides[i][d]).collect())
+        .collect();
+    let row_elems = g.n / Ord::max(g.size[outer], 1);
+    let operand = |i: usize| Operand {
+        binding: bindings[i],
+        offset: share.start * strides[i][0],
+        strides: &strides[i],
+    };
+    let dst = (out, share.start * row_elems);
+    vector::binary(mem, op, element, &shape, operand(0), operand(1), dst)
 }
 
 /// One launch's decoded operands, for running it a share at a time.

@@ -1,0 +1,341 @@
+//! (ABI 1.10) The CPU device's vector unit: the `vector` import, element-wise arithmetic that
+//! the host computes natively on buffers bound to the running launch and writes in place — the
+//! CPU counterpart of a GPU kernel's loads and stores. Through `kernel-io` every byte a kernel
+//! reads or writes crosses the component boundary as a copy; here none does.
+//!
+//! A call is checked whole before any byte is read or written: the bindings and their access,
+//! the rank, the element count against one call's limit (a host call cannot be interrupted by
+//! the plugin's deadline, so its time is bounded by its work), every operand's span and the
+//! output against their bindings. It then runs block by block: each block's results are
+//! computed under the inputs' read locks into a small per-thread buffer, then stored under the
+//! output's write lock — inputs and output may share a segment (or be one buffer, `x += y`),
+//! and a split launch's other blocks keep running between the stores. Owns no buffer and no
+//! device state; the semantics per element are those of the bundled CUDA kernels (the WIT
+//! says them), [`lanes`] computes them.
+
+mod lanes;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use wasmtime::StoreContextMut;
+use wasmtime::component::{ComponentType, Lift, Linker, WasmList};
+
+use super::kernel_io::{self, KernelIo};
+use super::sandbox::StoreState;
+use crate::device::BoundMemory;
+
+/// Most elements one call computes (~20 ms for f32 at memory speed): a kernel splits a larger
+/// walk into several calls, between which its deadline is checked.
+pub const MAX_ELEMENTS: u64 = 1 << 24;
+/// Most dimensions of a walk.
+pub const MAX_RANK: usize = 8;
+/// Bytes of results computed per block before they are stored (stays in the L1 cache).
+const BLOCK_BYTES: usize = 16 << 10;
+
+/// Elements computed by every vector unit of the process.
+static COMPUTED: AtomicU64 = AtomicU64::new(0);
+
+/// Elements the vector units of this process have computed so far (ABI 1.10 plugins' calls
+/// of `vector.binary`): how much element-wise work ran natively instead of in an instance.
+pub fn elements_computed() -> u64 {
+    COMPUTED.load(Ordering::Relaxed)
+}
+
+/// Element types (WIT `element`).
+#[allow(dead_code, reason = "constructed by the component model's lift")]
+#[derive(ComponentType, Lift, Clone, Copy, Debug, PartialEq, Eq)]
+#[component(enum)]
+#[repr(u8)]
+pub enum Element {
+    #[component(name = "f32")]
+    F32,
+    #[component(name = "f64")]
+    F64,
+    #[component(name = "f16")]
+    F16,
+    #[component(name = "bf16")]
+    Bf16,
+    #[component(name = "i32")]
+    I32,
+    #[component(name = "i64")]
+    I64,
+}
+
+impl Element {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            Element::F16 | Element::Bf16 => 2,
+            Element::F32 | Element::I32 => 4,
+            Element::F64 | Element::I64 => 8,
+        }
+    }
+}
+
+/// Operations (WIT `binary-op`).
+#[allow(dead_code, reason = "constructed by the component model's lift")]
+#[derive(ComponentType, Lift, Clone, Copy, Debug, PartialEq, Eq)]
+#[component(enum)]
+#[repr(u8)]
+pub enum BinaryOp {
+    #[component(name = "add")]
+    Add,
+    #[component(name = "sub")]
+    Sub,
+    #[component(name = "mul")]
+    Mul,
+    #[component(name = "div")]
+    Div,
+    #[component(name = "max")]
+    Max,
+    #[component(name = "min")]
+    Min,
+}
+
+/// An input (WIT `operand`).
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub struct Operand {
+    pub binding: u32,
+    pub offset: u64,
+    pub strides: WasmList<u64>,
+}
+
+/// The output (WIT `destination`).
+#[derive(ComponentType, Lift, Clone, Copy)]
+#[component(record)]
+pub struct Destination {
+    pub binding: u32,
+    pub offset: u64,
+}
+
+/// Defines `umd:plugin/vector` in `linker` (semver-compatible: any 1.x ≥ 1.10 import binds).
+pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    let mut inst = linker.instance("umd:plugin/vector@1.10.0")?;
+    inst.func_wrap(
+        "binary",
+        |store: StoreContextMut<'_, StoreState>,
+         (op, element, shape, a, b, out): (
+            BinaryOp,
+            Element,
+            WasmList<u64>,
+            Operand,
+            Operand,
+            Destination,
+        )|
+         -> wasmtime::Result<(Result<(), String>,)> {
+            let shape = shape.as_le_slice(&store);
+            let a_strides = a.strides.as_le_slice(&store);
+            let b_strides = b.strides.as_le_slice(&store);
+            let call = Call {
+                op,
+                element,
+                shape,
+                a: (a.binding, a.offset, a_strides),
+                b: (b.binding, b.offset, b_strides),
+                out,
+            };
+            Ok((call.run(&store.data().io),))
+        },
+    )?;
+    Ok(())
+}
+
+/// An input as the plugin gave it: binding, offset and strides in elements, outermost first.
+pub(crate) type Input<'a> = (u32, u64, &'a [u64]);
+
+/// One `binary` call as the plugin made it.
+pub(crate) struct Call<'a> {
+    pub op: BinaryOp,
+    pub element: Element,
+    /// Outermost first.
+    pub shape: &'a [u64],
+    pub a: Input<'a>,
+    pub b: Input<'a>,
+    pub out: Destination,
+}
+
+/// A walk as it runs: dimensions of one element dropped, neighbours both inputs walk
+/// contiguously merged, innermost first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Walk {
+    pub n: usize,
+    pub rank: usize,
+    pub size: [usize; MAX_RANK],
+    /// Per input, its element strides, relative to the first element it reads.
+    pub strides: [[usize; MAX_RANK]; 2],
+}
+
+/// A checked input: its bound buffer and the bytes it spans.
+struct Span<'a> {
+    memory: &'a BoundMemory,
+    at: usize,
+    len: usize,
+}
+
+impl Call<'_> {
+    /// Checks the call, then computes and stores every element.
+    pub fn run(&self, io: &KernelIo) -> Result<(), String> {
+        let (walk, [a, b], out) = self.check(io)?;
+        // the launch's kernel uses the unit: its launches run in place however small
+        out.units.store(true, Ordering::Relaxed);
+        let es = self.element.size();
+        if walk.n == 0 {
+            return Ok(());
+        }
+        let block = (BLOCK_BYTES / es).max(1);
+        let mut results = vec![0u8; block.min(walk.n) * es];
+        let mut start = 0;
+        while start < walk.n {
+            let len = block.min(walk.n - start);
+            let dst = &mut results[..len * es];
+            a.memory.memory.with_bytes(a.at, a.len, &mut |ab| {
+                b.memory.memory.with_bytes(b.at, b.len, &mut |bb| {
+                    lanes::compute(self.op, self.element, &walk, start, [ab, bb], dst);
+                })
+            });
+            out.memory
+                .write_from(out_at(self.out, es) + start * es, dst);
+            start += len;
+        }
+        COMPUTED.fetch_add(walk.n as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Everything a call may be refused for, before anything is read: its walk, its inputs'
+    /// spans and its output's binding.
+    fn check<'io>(
+        &self,
+        io: &'io KernelIo,
+    ) -> Result<(Walk, [Span<'io>; 2], &'io BoundMemory), String> {
+        let rank = self.shape.len();
+        if rank > MAX_RANK {
+            return Err(format!("a walk of {rank} dimensions; at most {MAX_RANK}"));
+        }
+        for (which, (_, _, strides)) in [("a", self.a), ("b", self.b)] {
+            if strides.len() != rank {
+                return Err(format!(
+                    "{which} has {} strides for a walk of {rank} dimensions",
+                    strides.len()
+                ));
+            }
+        }
+        let n = self
+            .shape
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d))
+            .filter(|&n| n <= MAX_ELEMENTS)
+            .ok_or_else(|| {
+                format!(
+                    "a walk of shape {:?} is over one call's {MAX_ELEMENTS} elements: split it",
+                    self.shape
+                )
+            })?;
+        let es = self.element.size() as u64;
+        let mut spans = Vec::with_capacity(2);
+        for (which, (binding, offset, strides)) in [("a", self.a), ("b", self.b)] {
+            let memory = kernel_io::readable(io, binding)?;
+            let last = last_element(self.shape, strides, n)
+                .ok_or_else(|| format!("{which}'s strides {strides:?} overflow"))?;
+            let elements = memory.size / es;
+            // elements `offset ..= offset + last`, none when the walk is empty
+            let span = match last {
+                None => 0,
+                Some(last) => match offset.checked_add(last).filter(|&e| e < elements) {
+                    Some(_) => last + 1,
+                    None => {
+                        return Err(format!(
+                            "{which} reads elements {offset}..={} of binding {binding}, which holds {elements}",
+                            offset.saturating_add(last)
+                        ));
+                    }
+                },
+            };
+            // inside the binding, which lies inside its buffer: both fit usize
+            spans.push(Span {
+                memory,
+                at: if span == 0 { 0 } else { (offset * es) as usize },
+                len: (span * es) as usize,
+            });
+        }
+        let out = kernel_io::writable(io, self.out.binding)?;
+        let elements = out.size / es;
+        if self
+            .out
+            .offset
+            .checked_add(n)
+            .is_none_or(|end| end > elements)
+        {
+            return Err(format!(
+                "the output's elements {}..{} are outside binding {}, which holds {elements}",
+                self.out.offset,
+                self.out.offset.saturating_add(n),
+                self.out.binding
+            ));
+        }
+        let walk = Walk::new(self.shape, [self.a.2, self.b.2], n as usize);
+        let [a, b]: [Span; 2] = spans.try_into().unwrap_or_else(|_| unreachable!());
+        Ok((walk, [a, b], out))
+    }
+}
+
+/// The output's first byte in its binding (checked inside it by [`Call::check`]).
+fn out_at(out: Destination, es: usize) -> usize {
+    out.offset as usize * es
+}
+
+/// The last element (relative to the offset) a walk of `n` elements reads with `strides`:
+/// `Some(None)` for an empty walk, `None` when it overflows. The stride of a dimension of one
+/// element is not used.
+fn last_element(shape: &[u64], strides: &[u64], n: u64) -> Option<Option<u64>> {
+    if n == 0 {
+        return Some(None);
+    }
+    shape
+        .iter()
+        .zip(strides)
+        .filter(|(d, _)| **d > 1)
+        .try_fold(0u64, |acc, (&d, &s)| {
+            (d - 1).checked_mul(s)?.checked_add(acc)
+        })
+        .map(Some)
+}
+
+impl Walk {
+    /// The walk of a checked call: `shape` outermost first, `strides` per input.
+    pub fn new(shape: &[u64], strides: [&[u64]; 2], n: usize) -> Walk {
+        let mut w = Walk {
+            n,
+            rank: 0,
+            size: [1; MAX_RANK],
+            strides: [[0; MAX_RANK]; 2],
+        };
+        if n <= 1 {
+            return w;
+        }
+        // innermost first; checked by the caller: every stride used fits its span
+        for d in (0..shape.len()).rev() {
+            let size = shape[d] as usize;
+            if size == 1 {
+                continue;
+            }
+            let st = [strides[0][d] as usize, strides[1][d] as usize];
+            let merge = w.rank > 0 && {
+                let r = w.rank - 1;
+                (0..2).all(|i| st[i] == w.strides[i][r] * w.size[r])
+            };
+            if merge {
+                w.size[w.rank - 1] *= size;
+            } else {
+                w.size[w.rank] = size;
+                w.strides[0][w.rank] = st[0];
+                w.strides[1][w.rank] = st[1];
+                w.rank += 1;
+            }
+        }
+        w
+    }
+}
+
+#[cfg(test)]
+mod tests;
