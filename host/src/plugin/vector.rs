@@ -184,18 +184,19 @@ impl Call<'_> {
             return Ok(());
         }
         let block = (BLOCK_BYTES / es).max(1);
-        let mut results = vec![0u8; block.min(walk.n) * es];
+        let mut results = lanes::Block::default();
         let mut start = 0;
         while start < walk.n {
             let len = block.min(walk.n - start);
-            let dst = &mut results[..len * es];
+            results.resize(self.element, len);
             a.memory.memory.with_bytes(a.at, a.len, &mut |ab| {
                 b.memory.memory.with_bytes(b.at, b.len, &mut |bb| {
-                    lanes::compute(self.op, self.element, &walk, start, [ab, bb], dst);
+                    lanes::compute(self.op, self.element, &walk, start, [ab, bb], &mut results);
                 })
             });
+            let bytes = results.bytes(self.element);
             out.memory
-                .write_from(out_at(self.out, es) + start * es, dst);
+                .write_from(out_at(self.out, es) + start * es, bytes);
             start += len;
         }
         COMPUTED.fetch_add(walk.n as u64, Ordering::Relaxed);

@@ -65,57 +65,78 @@ macro_rules! int_num {
 }
 int_num!(i32, i64);
 
-/// A stored element type: its size, and how it loads into and stores from its compute type.
+/// A stored element type: its storage (a plain little-endian value) and how it converts to and
+/// from its compute type.
 trait Lane {
-    const SIZE: usize;
+    type S: bytemuck::Pod;
     type C: Num;
-    /// The element in the first `SIZE` bytes of `b` (little-endian).
-    fn load(b: &[u8]) -> Self::C;
-    /// Stores `c` into `out` (`SIZE` bytes), rounded to the type.
-    fn store(c: Self::C, out: &mut [u8]);
+    fn load(s: Self::S) -> Self::C;
+    /// `c` rounded to the type.
+    fn store(c: Self::C) -> Self::S;
+    /// The element stored little-endian in `b` (any alignment).
+    fn decode(b: &[u8]) -> Self::S;
 }
 
 macro_rules! plain_lane {
-    ($name:ident, $t:ty, $n:literal) => {
+    ($name:ident, $t:ty) => {
         struct $name;
         impl Lane for $name {
-            const SIZE: usize = $n;
+            type S = $t;
             type C = $t;
             #[inline(always)]
-            fn load(b: &[u8]) -> $t {
-                <$t>::from_le_bytes(b[..$n].try_into().expect("an element's bytes"))
+            fn load(s: $t) -> $t {
+                s
             }
             #[inline(always)]
-            fn store(c: $t, out: &mut [u8]) {
-                out.copy_from_slice(&c.to_le_bytes())
+            fn store(c: $t) -> $t {
+                c
+            }
+            fn decode(b: &[u8]) -> $t {
+                <$t>::from_le_bytes(b.try_into().expect("an element's bytes"))
             }
         }
     };
 }
-plain_lane!(F32, f32, 4);
-plain_lane!(F64, f64, 8);
-plain_lane!(I32, i32, 4);
-plain_lane!(I64, i64, 8);
+plain_lane!(F32, f32);
+plain_lane!(F64, f64);
+plain_lane!(I32, i32);
+plain_lane!(I64, i64);
 
 macro_rules! half_lane {
     ($name:ident, $t:ty) => {
         struct $name;
         impl Lane for $name {
-            const SIZE: usize = 2;
+            type S = u16;
             type C = f32;
             #[inline(always)]
-            fn load(b: &[u8]) -> f32 {
-                <$t>::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()
+            fn load(s: u16) -> f32 {
+                <$t>::from_bits(s).to_f32()
             }
             #[inline(always)]
-            fn store(c: f32, out: &mut [u8]) {
-                out.copy_from_slice(&<$t>::from_f32(c).to_bits().to_le_bytes())
+            fn store(c: f32) -> u16 {
+                <$t>::from_f32(c).to_bits()
+            }
+            fn decode(b: &[u8]) -> u16 {
+                u16::from_le_bytes(b.try_into().expect("an element's bytes"))
             }
         }
     };
 }
 half_lane!(F16, f16);
 half_lane!(Bf16, bf16);
+
+/// `bytes` as elements: in place when aligned on a little-endian host, else decoded into
+/// `copy` (never for the CPU device's buffers, whose segments are allocated aligned).
+fn elements<'a, L: Lane>(bytes: &'a [u8], copy: &'a mut Vec<L::S>) -> &'a [L::S] {
+    match bytemuck::try_cast_slice(bytes) {
+        Ok(v) if cfg!(target_endian = "little") => v,
+        _ => {
+            let size = std::mem::size_of::<L::S>();
+            *copy = bytes.chunks_exact(size).map(L::decode).collect();
+            copy
+        }
+    }
+}
 
 /// An operation as a type, so each loop is monomorphic.
 trait Op {
@@ -133,8 +154,9 @@ macro_rules! ops {
 }
 ops!(Add => add, Sub => sub, Mul => mul, Div => div, Max => max, Min => min);
 
-/// Computes elements `start .. start + dst.len() / size` of `walk` (row-major order) into
-/// `dst`; `a` and `b` are the inputs' spans (element 0 of each is its first element).
+/// Computes elements `start .. start + dst.len()` of `walk` (row-major order) into `dst`,
+/// whose elements are `element`'s storage (`u16` for f16 and bf16); `a` and `b` are the
+/// inputs' spans (element 0 of each is its first element).
 ///
 /// # Panics
 /// When an element lies outside its span (the caller checked every span: a bug).
@@ -144,19 +166,60 @@ pub(super) fn compute(
     walk: &Walk,
     start: usize,
     [a, b]: [&[u8]; 2],
-    dst: &mut [u8],
+    dst: &mut Block,
 ) {
     match element {
-        Element::F32 => by_op::<F32>(op, walk, start, a, b, dst),
-        Element::F64 => by_op::<F64>(op, walk, start, a, b, dst),
-        Element::F16 => by_op::<F16>(op, walk, start, a, b, dst),
-        Element::Bf16 => by_op::<Bf16>(op, walk, start, a, b, dst),
-        Element::I32 => by_op::<I32>(op, walk, start, a, b, dst),
-        Element::I64 => by_op::<I64>(op, walk, start, a, b, dst),
+        Element::F32 => by_op::<F32>(op, walk, start, a, b, &mut dst.f32),
+        Element::F64 => by_op::<F64>(op, walk, start, a, b, &mut dst.f64),
+        Element::F16 => by_op::<F16>(op, walk, start, a, b, &mut dst.u16),
+        Element::Bf16 => by_op::<Bf16>(op, walk, start, a, b, &mut dst.u16),
+        Element::I32 => by_op::<I32>(op, walk, start, a, b, &mut dst.i32),
+        Element::I64 => by_op::<I64>(op, walk, start, a, b, &mut dst.i64),
     }
 }
 
-fn by_op<L: Lane>(op: BinaryOp, walk: &Walk, start: usize, a: &[u8], b: &[u8], dst: &mut [u8]) {
+/// One block's results, in a vector of the element's storage type (so they are aligned);
+/// [`Block::bytes`] gives them to store.
+#[derive(Default)]
+pub(super) struct Block {
+    f32: Vec<f32>,
+    f64: Vec<f64>,
+    u16: Vec<u16>,
+    i32: Vec<i32>,
+    i64: Vec<i64>,
+}
+
+impl Block {
+    /// Sizes the block's vector of `element` to `len` elements.
+    pub fn resize(&mut self, element: Element, len: usize) {
+        match element {
+            Element::F32 => self.f32.resize(len, 0.0),
+            Element::F64 => self.f64.resize(len, 0.0),
+            Element::F16 | Element::Bf16 => self.u16.resize(len, 0),
+            Element::I32 => self.i32.resize(len, 0),
+            Element::I64 => self.i64.resize(len, 0),
+        }
+    }
+
+    /// The block's results of `element` as little-endian bytes.
+    pub fn bytes(&mut self, element: Element) -> &[u8] {
+        fn le<T: bytemuck::Pod>(v: &[T]) -> &[u8] {
+            assert!(cfg!(target_endian = "little"), "a little-endian host");
+            bytemuck::cast_slice(v)
+        }
+        match element {
+            Element::F32 => le(&self.f32),
+            Element::F64 => le(&self.f64),
+            Element::F16 | Element::Bf16 => le(&self.u16),
+            Element::I32 => le(&self.i32),
+            Element::I64 => le(&self.i64),
+        }
+    }
+}
+
+fn by_op<L: Lane>(op: BinaryOp, walk: &Walk, start: usize, a: &[u8], b: &[u8], dst: &mut [L::S]) {
+    let (mut ca, mut cb) = (Vec::new(), Vec::new());
+    let (a, b) = (elements::<L>(a, &mut ca), elements::<L>(b, &mut cb));
     match op {
         BinaryOp::Add => block::<L, Add>(walk, start, a, b, dst),
         BinaryOp::Sub => block::<L, Sub>(walk, start, a, b, dst),
@@ -168,8 +231,8 @@ fn by_op<L: Lane>(op: BinaryOp, walk: &Walk, start: usize, a: &[u8], b: &[u8], d
 }
 
 /// One block: the coordinates of `start` once, then row by row of the innermost dimension.
-fn block<L: Lane, O: Op>(walk: &Walk, start: usize, a: &[u8], b: &[u8], dst: &mut [u8]) {
-    let len = dst.len() / L::SIZE;
+fn block<L: Lane, O: Op>(walk: &Walk, start: usize, a: &[L::S], b: &[L::S], dst: &mut [L::S]) {
+    let len = dst.len();
     let rank = walk.rank;
     let mut idx = [0usize; MAX_RANK];
     let mut rest = start;
@@ -193,8 +256,7 @@ fn block<L: Lane, O: Op>(walk: &Walk, start: usize, a: &[u8], b: &[u8], dst: &mu
                 .map(|d| idx[d] * walk.strides[i][d])
                 .sum::<usize>()
         };
-        let out = &mut dst[done * L::SIZE..(done + n) * L::SIZE];
-        row::<L, O>(out, (a, at(0), sa), (b, at(1), sb));
+        row::<L, O>(&mut dst[done..done + n], (a, at(0), sa), (b, at(1), sb));
         done += n;
         if rank > 0 {
             idx[0] += n;
@@ -208,43 +270,36 @@ fn block<L: Lane, O: Op>(walk: &Walk, start: usize, a: &[u8], b: &[u8], dst: &mu
     }
 }
 
-/// One row of `out.len() / SIZE` elements: each input from its element `at` by `stride`.
+/// One row of `out.len()` elements: each input from its element `at` by `stride`.
 #[inline(always)]
 fn row<L: Lane, O: Op>(
-    out: &mut [u8],
-    (a, ai, sa): (&[u8], usize, usize),
-    (b, bi, sb): (&[u8], usize, usize),
+    out: &mut [L::S],
+    (a, ai, sa): (&[L::S], usize, usize),
+    (b, bi, sb): (&[L::S], usize, usize),
 ) {
-    let s = L::SIZE;
-    let n = out.len() / s;
-    let dst = out.chunks_exact_mut(s);
+    let n = out.len();
+    let f = |x: L::S, y: L::S| L::store(O::apply(L::load(x), L::load(y)));
     match (sa, sb) {
         (1, 1) => {
-            let xs = a[ai * s..(ai + n) * s].chunks_exact(s);
-            let ys = b[bi * s..(bi + n) * s].chunks_exact(s);
-            for ((o, x), y) in dst.zip(xs).zip(ys) {
-                L::store(O::apply(L::load(x), L::load(y)), o);
+            for ((o, &x), &y) in out.iter_mut().zip(&a[ai..ai + n]).zip(&b[bi..bi + n]) {
+                *o = f(x, y);
             }
         }
         (0, 1) => {
-            let x = L::load(&a[ai * s..]);
-            let ys = b[bi * s..(bi + n) * s].chunks_exact(s);
-            for (o, y) in dst.zip(ys) {
-                L::store(O::apply(x, L::load(y)), o);
+            let x = a[ai];
+            for (o, &y) in out.iter_mut().zip(&b[bi..bi + n]) {
+                *o = f(x, y);
             }
         }
         (1, 0) => {
-            let y = L::load(&b[bi * s..]);
-            let xs = a[ai * s..(ai + n) * s].chunks_exact(s);
-            for (o, x) in dst.zip(xs) {
-                L::store(O::apply(L::load(x), y), o);
+            let y = b[bi];
+            for (o, &x) in out.iter_mut().zip(&a[ai..ai + n]) {
+                *o = f(x, y);
             }
         }
         _ => {
-            for (i, o) in dst.enumerate() {
-                let x = L::load(&a[(ai + i * sa) * s..]);
-                let y = L::load(&b[(bi + i * sb) * s..]);
-                L::store(O::apply(x, y), o);
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = f(a[ai + i * sa], b[bi + i * sb]);
             }
         }
     }
