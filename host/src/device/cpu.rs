@@ -119,6 +119,18 @@ impl BufferMemory for Buffer {
         let at = self.offset + offset;
         f(&self.segment.read_recursive()[at..at + len])
     }
+
+    fn placement(&self) -> Option<(usize, usize)> {
+        Some((
+            Arc::as_ptr(&self.segment) as *const () as usize,
+            self.offset,
+        ))
+    }
+
+    fn with_storage_mut(&self, f: &mut dyn FnMut(&mut [u8])) -> bool {
+        f(&mut self.segment.write());
+        true
+    }
 }
 
 impl Drop for Buffer {

@@ -209,6 +209,17 @@ pub trait BufferMemory: Send + Sync {
         self.read_into(offset, len, &mut bytes);
         f(&bytes)
     }
+    /// Where these bytes live: an identity of the storage they may share with other buffers
+    /// (never dereferenced) and their offset in it; `None` where the memory has no such
+    /// storage (the default).
+    fn placement(&self) -> Option<(usize, usize)> {
+        None
+    }
+    /// Calls `f` with the whole storage [`BufferMemory::placement`] names, writable, under its
+    /// write lock; `false` (nothing called) where the memory has none (the default).
+    fn with_storage_mut(&self, _f: &mut dyn FnMut(&mut [u8])) -> bool {
+        false
+    }
 }
 
 /// One buffer bound to a CPU launch run in place: the binding, its size in the command buffer,

@@ -184,19 +184,69 @@ impl Call<'_> {
             return Ok(());
         }
         let block = (BLOCK_BYTES / es).max(1);
-        let mut results = lanes::Block::default();
+        let o0 = out_at(self.out, es);
+        if let Some([pa, pb, po]) = shared_storage([a.memory, b.memory, out], [a.at, b.at, o0]) {
+            let outside = |p: usize, len: usize| p + len <= po || p >= po + walk.n * es;
+            if outside(pa, a.len) && outside(pb, b.len) {
+                return self.run_in_storage(&walk, block, out, [pa, pb, po], [a.len, b.len]);
+            }
+        }
+        // compute each block into aligned scratch under the inputs' read locks, then store it
+        let mut scratch = vec![0u64; (block * es).div_ceil(8)];
         let mut start = 0;
         while start < walk.n {
             let len = block.min(walk.n - start);
-            results.resize(self.element, len);
+            let dst = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut scratch)[..len * es];
+            let mut done = false;
             a.memory.memory.with_bytes(a.at, a.len, &mut |ab| {
                 b.memory.memory.with_bytes(b.at, b.len, &mut |bb| {
-                    lanes::compute(self.op, self.element, &walk, start, [ab, bb], &mut results);
+                    done = lanes::compute(self.op, self.element, &walk, start, [ab, bb], dst);
                 })
             });
-            let bytes = results.bytes(self.element);
-            out.memory
-                .write_from(out_at(self.out, es) + start * es, bytes);
+            if !done {
+                return Err("the vector unit needs a little-endian host".into());
+            }
+            out.memory.write_from(o0 + start * es, dst);
+            start += len;
+        }
+        COMPUTED.fetch_add(walk.n as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The walk computed straight into the output, block by block under the write lock of the
+    /// one storage both inputs and the output live in (`at`: their first bytes in it, the
+    /// inputs' spans `len` bytes, none overlapping the output): no scratch, no second copy.
+    fn run_in_storage(
+        &self,
+        walk: &Walk,
+        block: usize,
+        out: &BoundMemory,
+        [pa, pb, po]: [usize; 3],
+        [la, lb]: [usize; 2],
+    ) -> Result<(), String> {
+        let es = self.element.size();
+        let mut start = 0;
+        while start < walk.n {
+            let len = block.min(walk.n - start);
+            let (o0, o1) = (po + start * es, po + (start + len) * es);
+            let mut done = false;
+            let held = out.memory.with_storage_mut(&mut |storage| {
+                let (left, rest) = storage.split_at_mut(o0);
+                let (dst, right) = rest.split_at_mut(o1 - o0);
+                // each input lies wholly before or after the whole output (checked)
+                let input = |p: usize, l: usize| -> &[u8] {
+                    if p + l <= o0 {
+                        &left[p..p + l]
+                    } else {
+                        &right[p - o1..p - o1 + l]
+                    }
+                };
+                let (ab, bb) = (input(pa, la), input(pb, lb));
+                done = lanes::compute(self.op, self.element, walk, start, [ab, bb], dst);
+            });
+            if !held || !done {
+                return Err("the vector unit could not hold the output's storage aligned".into());
+            }
             start += len;
         }
         COMPUTED.fetch_add(walk.n as u64, Ordering::Relaxed);
@@ -278,6 +328,14 @@ impl Call<'_> {
         let [a, b]: [Span; 2] = spans.try_into().unwrap_or_else(|_| unreachable!());
         Ok((walk, [a, b], out))
     }
+}
+
+/// The byte offsets in one storage of memories `m` (`at`: bytes from each one's start) when all
+/// three share it ([`crate::device::BufferMemory::placement`]); `None` otherwise.
+fn shared_storage(m: [&BoundMemory; 3], at: [usize; 3]) -> Option<[usize; 3]> {
+    let [a, b, o] = m.map(|m| m.memory.placement());
+    let ((sa, pa), (sb, pb), (so, po)) = (a?, b?, o?);
+    (sa == so && sb == so).then_some([pa + at[0], pb + at[1], po + at[2]])
 }
 
 /// The output's first byte in its binding (checked inside it by [`Call::check`]).

@@ -154,9 +154,9 @@ macro_rules! ops {
 }
 ops!(Add => add, Sub => sub, Mul => mul, Div => div, Max => max, Min => min);
 
-/// Computes elements `start .. start + dst.len()` of `walk` (row-major order) into `dst`,
-/// whose elements are `element`'s storage (`u16` for f16 and bf16); `a` and `b` are the
-/// inputs' spans (element 0 of each is its first element).
+/// Computes elements `start .. start + dst.len() / size` of `walk` (row-major order) into
+/// `dst`, little-endian; `a` and `b` are the inputs' spans (element 0 of each is its first
+/// element). `false` (nothing written) when `dst` is not aligned to the element's storage.
 ///
 /// # Panics
 /// When an element lies outside its span (the caller checked every span: a bug).
@@ -166,58 +166,32 @@ pub(super) fn compute(
     walk: &Walk,
     start: usize,
     [a, b]: [&[u8]; 2],
-    dst: &mut Block,
-) {
+    dst: &mut [u8],
+) -> bool {
     match element {
-        Element::F32 => by_op::<F32>(op, walk, start, a, b, &mut dst.f32),
-        Element::F64 => by_op::<F64>(op, walk, start, a, b, &mut dst.f64),
-        Element::F16 => by_op::<F16>(op, walk, start, a, b, &mut dst.u16),
-        Element::Bf16 => by_op::<Bf16>(op, walk, start, a, b, &mut dst.u16),
-        Element::I32 => by_op::<I32>(op, walk, start, a, b, &mut dst.i32),
-        Element::I64 => by_op::<I64>(op, walk, start, a, b, &mut dst.i64),
+        Element::F32 => by_op::<F32>(op, walk, start, a, b, dst),
+        Element::F64 => by_op::<F64>(op, walk, start, a, b, dst),
+        Element::F16 => by_op::<F16>(op, walk, start, a, b, dst),
+        Element::Bf16 => by_op::<Bf16>(op, walk, start, a, b, dst),
+        Element::I32 => by_op::<I32>(op, walk, start, a, b, dst),
+        Element::I64 => by_op::<I64>(op, walk, start, a, b, dst),
     }
 }
 
-/// One block's results, in a vector of the element's storage type (so they are aligned);
-/// [`Block::bytes`] gives them to store.
-#[derive(Default)]
-pub(super) struct Block {
-    f32: Vec<f32>,
-    f64: Vec<f64>,
-    u16: Vec<u16>,
-    i32: Vec<i32>,
-    i64: Vec<i64>,
-}
-
-impl Block {
-    /// Sizes the block's vector of `element` to `len` elements.
-    pub fn resize(&mut self, element: Element, len: usize) {
-        match element {
-            Element::F32 => self.f32.resize(len, 0.0),
-            Element::F64 => self.f64.resize(len, 0.0),
-            Element::F16 | Element::Bf16 => self.u16.resize(len, 0),
-            Element::I32 => self.i32.resize(len, 0),
-            Element::I64 => self.i64.resize(len, 0),
-        }
+fn by_op<L: Lane>(
+    op: BinaryOp,
+    walk: &Walk,
+    start: usize,
+    a: &[u8],
+    b: &[u8],
+    dst: &mut [u8],
+) -> bool {
+    let Ok(dst) = bytemuck::try_cast_slice_mut::<u8, L::S>(dst) else {
+        return false;
+    };
+    if !cfg!(target_endian = "little") {
+        return false;
     }
-
-    /// The block's results of `element` as little-endian bytes.
-    pub fn bytes(&mut self, element: Element) -> &[u8] {
-        fn le<T: bytemuck::Pod>(v: &[T]) -> &[u8] {
-            assert!(cfg!(target_endian = "little"), "a little-endian host");
-            bytemuck::cast_slice(v)
-        }
-        match element {
-            Element::F32 => le(&self.f32),
-            Element::F64 => le(&self.f64),
-            Element::F16 | Element::Bf16 => le(&self.u16),
-            Element::I32 => le(&self.i32),
-            Element::I64 => le(&self.i64),
-        }
-    }
-}
-
-fn by_op<L: Lane>(op: BinaryOp, walk: &Walk, start: usize, a: &[u8], b: &[u8], dst: &mut [L::S]) {
     let (mut ca, mut cb) = (Vec::new(), Vec::new());
     let (a, b) = (elements::<L>(a, &mut ca), elements::<L>(b, &mut cb));
     match op {
@@ -228,6 +202,7 @@ fn by_op<L: Lane>(op: BinaryOp, walk: &Walk, start: usize, a: &[u8], b: &[u8], d
         BinaryOp::Max => block::<L, Max>(walk, start, a, b, dst),
         BinaryOp::Min => block::<L, Min>(walk, start, a, b, dst),
     }
+    true
 }
 
 /// One block: the coordinates of `start` once, then row by row of the innermost dimension.

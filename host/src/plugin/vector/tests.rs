@@ -431,3 +431,100 @@ fn walks_drop_single_dimensions_and_merge_contiguous_ones() {
     let w = Walk::new(&[2, 3, 4], [&[12, 4, 1], &[12, 4, 1]], 24);
     assert_eq!((w.rank, w.size[0], w.strides[0][0]), (1, 24, 1));
 }
+
+/// Buffers as parts of one shared storage, as the CPU device's segments hold them.
+struct Part {
+    storage: Arc<Mutex<Vec<u8>>>,
+    offset: usize,
+}
+
+impl BufferMemory for Part {
+    fn read_into(&self, offset: usize, len: usize, dst: &mut Vec<u8>) {
+        let at = self.offset + offset;
+        dst.extend_from_slice(&self.storage.lock()[at..at + len]);
+    }
+    fn write_from(&self, offset: usize, src: &[u8]) {
+        let at = self.offset + offset;
+        self.storage.lock()[at..at + src.len()].copy_from_slice(src);
+    }
+    fn placement(&self) -> Option<(usize, usize)> {
+        Some((
+            Arc::as_ptr(&self.storage) as *const () as usize,
+            self.offset,
+        ))
+    }
+    fn with_storage_mut(&self, f: &mut dyn FnMut(&mut [u8])) -> bool {
+        f(&mut self.storage.lock());
+        true
+    }
+}
+
+#[test]
+fn inputs_and_output_in_one_storage_are_computed_in_it_and_overlaps_through_scratch() {
+    // a: 10 000 f32 at byte 64; b: 100 f32 after it; out after b (and, second, out = a)
+    let n = 10_000usize;
+    let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.25).collect();
+    let b: Vec<f32> = (0..100).map(|i| -(i as f32)).collect();
+    let (pa, pb) = (64, 64 + n * 4);
+    let po = pb + 400;
+    let mut bytes = vec![0xA5u8; po + n * 4 + 64];
+    bytes[pa..pb].copy_from_slice(bytemuck::cast_slice(&a));
+    bytes[pb..po].copy_from_slice(bytemuck::cast_slice(&b));
+    let storage = Arc::new(Mutex::new(bytes));
+    let part = |binding, offset, size: usize, access| BoundMemory {
+        binding,
+        size: size as u64,
+        access,
+        memory: Arc::new(Part {
+            storage: storage.clone(),
+            offset,
+        }),
+        resident: None,
+        asked: Default::default(),
+        units: Default::default(),
+    };
+    let io: KernelIo = Some(Arc::from(vec![
+        part(0, pa, n * 4, Access::ReadWrite),
+        part(1, pb, 400, Access::Read),
+        part(2, po, n * 4, Access::Write),
+    ]));
+    // [100, 100] + [100] broadcast over rows, into binding 2, then into binding 0 itself
+    for out in [2, 0] {
+        let before = storage.lock().clone();
+        Call {
+            op: BinaryOp::Add,
+            element: Element::F32,
+            shape: &[100, 100],
+            a: (0, 0, &[100, 1]),
+            b: (1, 0, &[0, 1]),
+            out: Destination {
+                binding: out,
+                offset: 0,
+            },
+        }
+        .run(&io)
+        .unwrap();
+        let after = storage.lock().clone();
+        let at = if out == 2 { po } else { pa };
+        let got: Vec<f32> = after[at..at + n * 4]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let a_now: Vec<f32> = before[pa..pb]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        for (i, g) in got.iter().enumerate() {
+            assert_eq!(*g, a_now[i] + b[i % 100], "out {out}, element {i}");
+        }
+        // every other byte as it was
+        let mut rest_before = before.clone();
+        rest_before[at..at + n * 4].fill(0);
+        let mut rest_after = after;
+        rest_after[at..at + n * 4].fill(0);
+        assert!(
+            rest_before == rest_after,
+            "out {out}: bytes outside the output changed"
+        );
+    }
+}
