@@ -127,9 +127,25 @@ impl BufferMemory for Buffer {
         ))
     }
 
-    fn with_storage_mut(&self, f: &mut dyn FnMut(&mut [u8])) -> bool {
-        f(&mut self.segment.write());
-        true
+    fn try_with_storage_mut(&self, f: &mut dyn FnMut(&mut [u8])) -> bool {
+        match self.segment.try_write() {
+            Some(mut storage) => {
+                f(&mut storage);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn try_with_bytes(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        let at = self.offset + offset;
+        match self.segment.try_read_recursive() {
+            Some(storage) => {
+                f(&storage[at..at + len]);
+                true
+            }
+            None => false,
+        }
     }
 }
 

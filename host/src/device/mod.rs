@@ -216,9 +216,16 @@ pub trait BufferMemory: Send + Sync {
         None
     }
     /// Calls `f` with the whole storage [`BufferMemory::placement`] names, writable, under its
-    /// write lock; `false` (nothing called) where the memory has none (the default).
-    fn with_storage_mut(&self, _f: &mut dyn FnMut(&mut [u8])) -> bool {
+    /// write lock when it is free now; `false` (nothing called) when it is not, or where the
+    /// memory has none (the default). Never waits: a caller may hold other buffers' locks.
+    fn try_with_storage_mut(&self, _f: &mut dyn FnMut(&mut [u8])) -> bool {
         false
+    }
+    /// [`BufferMemory::with_bytes`] when it can be done without waiting for a writer; `false`
+    /// (nothing called) otherwise. The default copies, which never waits.
+    fn try_with_bytes(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        self.with_bytes(offset, len, f);
+        true
     }
 }
 

@@ -185,67 +185,28 @@ impl Call<'_> {
         }
         let block = (BLOCK_BYTES / es).max(1);
         let o0 = out_at(self.out, es);
-        if let Some([pa, pb, po]) = shared_storage([a.memory, b.memory, out], [a.at, b.at, o0]) {
-            let outside = |p: usize, len: usize| p + len <= po || p >= po + walk.n * es;
-            if outside(pa, a.len) && outside(pb, b.len) {
-                return self.run_in_storage(&walk, block, out, [pa, pb, po], [a.len, b.len]);
-            }
-        }
-        // compute each block into aligned scratch under the inputs' read locks, then store it
+        let direct = Direct::plan([&a, &b], out, o0, walk.n * es);
         let mut scratch = vec![0u64; (block * es).div_ceil(8)];
         let mut start = 0;
         while start < walk.n {
             let len = block.min(walk.n - start);
-            let dst = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut scratch)[..len * es];
-            let mut done = false;
-            a.memory.memory.with_bytes(a.at, a.len, &mut |ab| {
-                b.memory.memory.with_bytes(b.at, b.len, &mut |bb| {
-                    done = lanes::compute(self.op, self.element, &walk, start, [ab, bb], dst);
-                })
-            });
-            if !done {
-                return Err("the vector unit needs a little-endian host".into());
-            }
-            out.memory.write_from(o0 + start * es, dst);
-            start += len;
-        }
-        COMPUTED.fetch_add(walk.n as u64, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// The walk computed straight into the output, block by block under the write lock of the
-    /// one storage both inputs and the output live in (`at`: their first bytes in it, the
-    /// inputs' spans `len` bytes, none overlapping the output): no scratch, no second copy.
-    fn run_in_storage(
-        &self,
-        walk: &Walk,
-        block: usize,
-        out: &BoundMemory,
-        [pa, pb, po]: [usize; 3],
-        [la, lb]: [usize; 2],
-    ) -> Result<(), String> {
-        let es = self.element.size();
-        let mut start = 0;
-        while start < walk.n {
-            let len = block.min(walk.n - start);
-            let (o0, o1) = (po + start * es, po + (start + len) * es);
-            let mut done = false;
-            let held = out.memory.with_storage_mut(&mut |storage| {
-                let (left, rest) = storage.split_at_mut(o0);
-                let (dst, right) = rest.split_at_mut(o1 - o0);
-                // each input lies wholly before or after the whole output (checked)
-                let input = |p: usize, l: usize| -> &[u8] {
-                    if p + l <= o0 {
-                        &left[p..p + l]
-                    } else {
-                        &right[p - o1..p - o1 + l]
-                    }
-                };
-                let (ab, bb) = (input(pa, la), input(pb, lb));
-                done = lanes::compute(self.op, self.element, walk, start, [ab, bb], dst);
-            });
-            if !held || !done {
-                return Err("the vector unit could not hold the output's storage aligned".into());
+            let (lo, hi) = (o0 + start * es, o0 + (start + len) * es);
+            let into_output = direct
+                .as_ref()
+                .is_some_and(|d| d.block(self, &walk, start, [&a, &b], out, (lo, hi)));
+            if !into_output {
+                // into aligned scratch under the inputs' read locks, then stored
+                let dst = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut scratch)[..len * es];
+                let mut done = false;
+                a.memory.memory.with_bytes(a.at, a.len, &mut |ab| {
+                    b.memory.memory.with_bytes(b.at, b.len, &mut |bb| {
+                        done = lanes::compute(self.op, self.element, &walk, start, [ab, bb], dst);
+                    })
+                });
+                if !done {
+                    return Err("the vector unit needs a little-endian host".into());
+                }
+                out.memory.write_from(lo, dst);
             }
             start += len;
         }
@@ -330,12 +291,74 @@ impl Call<'_> {
     }
 }
 
-/// The byte offsets in one storage of memories `m` (`at`: bytes from each one's start) when all
-/// three share it ([`crate::device::BufferMemory::placement`]); `None` otherwise.
-fn shared_storage(m: [&BoundMemory; 3], at: [usize; 3]) -> Option<[usize; 3]> {
-    let [a, b, o] = m.map(|m| m.memory.placement());
-    let ((sa, pa), (sb, pb), (so, po)) = (a?, b?, o?);
-    (sa == so && sb == so).then_some([pa + at[0], pb + at[1], po + at[2]])
+/// How blocks are computed straight into the output, when its memory has a storage
+/// ([`crate::device::BufferMemory::placement`]): the output's storage held writable for the
+/// block (only if free: never waiting while holding anything), an input in that same storage
+/// sliced from it (it must lie wholly outside the output), an input elsewhere read in place if
+/// its storage is free. A block that cannot is computed through scratch instead, so blocks of a
+/// split launch on other workers go on computing meanwhile.
+struct Direct {
+    /// The output's first byte in its storage, less its first byte in its binding.
+    base: usize,
+    /// Per input, its first byte in the output's storage when it lives there.
+    shared: [Option<usize>; 2],
+}
+
+impl Direct {
+    fn plan(inputs: [&Span; 2], out: &BoundMemory, o0: usize, bytes: usize) -> Option<Direct> {
+        let (id, base) = out.memory.placement()?;
+        let (first, last) = (base + o0, base + o0 + bytes);
+        let mut shared = [None; 2];
+        for (i, s) in inputs.into_iter().enumerate() {
+            if let Some((sid, off)) = s.memory.memory.placement()
+                && sid == id
+            {
+                let p = off + s.at;
+                if p < last && p + s.len > first {
+                    return None; // overlaps the output: through scratch, block by block
+                }
+                shared[i] = Some(p);
+            }
+        }
+        Some(Direct { base, shared })
+    }
+
+    /// Computes the block writing bytes `lo .. hi` of the output's binding straight into it;
+    /// `false` (nothing written) when a lock it needs is taken.
+    fn block(
+        &self,
+        call: &Call,
+        walk: &Walk,
+        start: usize,
+        inputs: [&Span; 2],
+        out: &BoundMemory,
+        (lo, hi): (usize, usize),
+    ) -> bool {
+        let (lo, hi) = (self.base + lo, self.base + hi);
+        let mut done = false;
+        let held = out.memory.try_with_storage_mut(&mut |storage| {
+            let (left, rest) = storage.split_at_mut(lo);
+            let (dst, right) = rest.split_at_mut(hi - lo);
+            let (left, right) = (&*left, &*right);
+            // an input: a slice of this storage (wholly before or after the output), or read
+            // in place from its own if that is free
+            let input = |i: usize, k: &mut dyn FnMut(&[u8])| -> bool {
+                let s = inputs[i];
+                match self.shared[i] {
+                    Some(p) if p + s.len <= lo => k(&left[p..p + s.len]),
+                    Some(p) => k(&right[p - hi..p - hi + s.len]),
+                    None => return s.memory.memory.try_with_bytes(s.at, s.len, k),
+                }
+                true
+            };
+            input(0, &mut |ab| {
+                input(1, &mut |bb| {
+                    done = lanes::compute(call.op, call.element, walk, start, [ab, bb], dst);
+                });
+            });
+        });
+        held && done
+    }
 }
 
 /// The output's first byte in its binding (checked inside it by [`Call::check`]).

@@ -453,9 +453,23 @@ impl BufferMemory for Part {
             self.offset,
         ))
     }
-    fn with_storage_mut(&self, f: &mut dyn FnMut(&mut [u8])) -> bool {
-        f(&mut self.storage.lock());
+    fn try_with_storage_mut(&self, f: &mut dyn FnMut(&mut [u8])) -> bool {
+        let Some(mut storage) = self.storage.try_lock() else {
+            return false;
+        };
+        f(&mut storage);
         true
+    }
+    fn try_with_bytes(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        // in a test the storage's one lock is held by the output: read what it would give
+        let at = self.offset + offset;
+        match self.storage.try_lock() {
+            Some(s) => {
+                f(&s[at..at + len]);
+                true
+            }
+            None => false,
+        }
     }
 }
 
