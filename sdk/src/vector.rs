@@ -123,6 +123,9 @@ pub fn binary(
     .map(|()| true)
 }
 
+/// What [`split`] hands each walk to: its shape, its inputs' first elements, its output's.
+pub type Visit<'a> = dyn FnMut(&[u64], [u64; 2], u64) -> Result<(), OpError> + 'a;
+
 /// Cuts a walk of `shape` (outermost first) into walks of at most `limit` elements, each
 /// handed to `f` with its shape, its inputs' first elements and its output's first element:
 /// runs of whole outermost indices where an index's walk fits, else each index's walk cut
@@ -134,7 +137,7 @@ pub fn split(
     offsets: [u64; 2],
     out: u64,
     limit: u64,
-    f: &mut dyn FnMut(&[u64], [u64; 2], u64) -> Result<(), OpError>,
+    f: &mut Visit,
 ) -> Result<(), OpError> {
     let overflow = || OpError::internal(format!("a vector-unit walk of shape {shape:?} overflows"));
     let n = shape

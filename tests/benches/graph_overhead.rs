@@ -168,6 +168,7 @@ fn kernel_alone(host: &Host, op: &str, reps: usize) -> f64 {
                 as Arc<dyn BufferMemory>,
             resident: None,
             asked: Default::default(),
+            units: Default::default(),
         })
         .collect();
     let relocations: Vec<_> = l.relocations.iter().map(relocation_to_wit).collect();

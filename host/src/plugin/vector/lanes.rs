@@ -211,9 +211,9 @@ fn block<L: Lane, O: Op>(walk: &Walk, start: usize, a: &[L::S], b: &[L::S], dst:
     let rank = walk.rank;
     let mut idx = [0usize; MAX_RANK];
     let mut rest = start;
-    for d in 0..rank {
-        idx[d] = rest % walk.size[d];
-        rest /= walk.size[d];
+    for (i, &size) in idx.iter_mut().zip(&walk.size).take(rank) {
+        *i = rest % size;
+        rest /= size;
     }
     let (sa, sb) = match rank {
         0 => (0, 0),

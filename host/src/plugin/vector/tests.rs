@@ -167,7 +167,7 @@ const OPS: [BinaryOp; 6] = [
 fn values(el: Element, n: usize, seed: u64) -> Vec<f64> {
     let special: &[f64] = match el {
         Element::I32 => &[0.0, -1.0, 1.0, 2147483647.0, -2147483648.0, 7.0, -7.0],
-        Element::I64 => &[0.0, -1.0, 1.0, 9.2e18, -9.223372036854775808e18, 7.0, -7.0],
+        Element::I64 => &[0.0, -1.0, 1.0, 9.2e18, i64::MIN as f64, 7.0, -7.0],
         _ => &[
             0.0,
             -0.0,
