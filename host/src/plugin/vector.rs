@@ -6,12 +6,14 @@
 //! A call is checked whole before any byte is read or written: the bindings and their access,
 //! the rank, the element count against one call's limit (a host call cannot be interrupted by
 //! the plugin's deadline, so its time is bounded by its work), every operand's span and the
-//! output against their bindings. It then runs block by block: each block's results are
-//! computed under the inputs' read locks into a small per-thread buffer, then stored under the
-//! output's write lock — inputs and output may share a segment (or be one buffer, `x += y`),
-//! and a split launch's other blocks keep running between the stores. Owns no buffer and no
-//! device state; the semantics per element are those of the bundled CUDA kernels (the WIT
-//! says them), [`lanes`] computes them.
+//! output against their bindings. It then runs block by block ([`Direct`]): straight into the
+//! output when the output's storage (a CPU segment) can be held writable at once — an input in
+//! that storage sliced from it (it must not overlap the output), one elsewhere read in place
+//! if its storage is free — else into aligned scratch under the inputs' read locks, stored
+//! after. No lock is waited for while another is held (launches whose buffers share segments
+//! cannot deadlock), and a split launch's worker that finds the output held computes its block
+//! through scratch meanwhile. Owns no buffer and no device state; the semantics per element
+//! are those of the bundled CUDA kernels (the WIT says them), [`lanes`] computes them.
 
 mod lanes;
 
