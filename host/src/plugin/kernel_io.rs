@@ -107,9 +107,7 @@ pub(super) fn read(io: &KernelIo, binding: u32, offset: u64, len: u32) -> Result
         ));
     }
     let (b, at) = locate(io, binding, offset, len as u64)?;
-    if !b.access.reads() {
-        return Err(format!("binding {binding} is write-only in this launch"));
-    }
+    reads(b)?;
     let mut out = Vec::with_capacity(len as usize);
     b.memory.read_into(at, len as usize, &mut out);
     Ok(out)
@@ -118,27 +116,37 @@ pub(super) fn read(io: &KernelIo, binding: u32, offset: u64, len: u32) -> Result
 /// (1.9) The buffer bound to the running launch as `binding`, when the launch reads it (the
 /// matrix unit's `bound` operands); an error names why not.
 pub(super) fn readable(io: &KernelIo, binding: u32) -> Result<&BoundMemory, String> {
-    let b = find(io, binding)?;
-    if !b.access.reads() {
-        return Err(format!("binding {binding} is write-only in this launch"));
+    reads(find(io, binding)?)
+}
+
+/// `b`, when the launch reads it; an error names why not.
+fn reads(b: &BoundMemory) -> Result<&BoundMemory, String> {
+    match b.access.reads() {
+        true => Ok(b),
+        false => Err(format!(
+            "binding {} is write-only in this launch",
+            b.binding
+        )),
     }
-    Ok(b)
+}
+
+/// `b`, when the launch writes it; an error names why not.
+fn writes(b: &BoundMemory) -> Result<&BoundMemory, String> {
+    match b.access.writes() {
+        true => Ok(b),
+        false => Err(format!("binding {} is read-only in this launch", b.binding)),
+    }
 }
 
 /// (1.10) The buffer bound to the running launch as `binding`, when the launch writes it (the
 /// vector unit's destination); an error names why not.
 pub(super) fn writable(io: &KernelIo, binding: u32) -> Result<&BoundMemory, String> {
-    let b = find(io, binding)?;
-    if !b.access.writes() {
-        return Err(format!("binding {binding} is read-only in this launch"));
-    }
-    Ok(b)
+    writes(find(io, binding)?)
 }
 
 fn write(io: &KernelIo, binding: u32, offset: u64, data: &[u8]) -> Result<(), String> {
     let (b, at) = locate(io, binding, offset, data.len() as u64)?;
-    writable(io, binding)?;
-    b.memory.write_from(at, data);
+    writes(b)?.memory.write_from(at, data);
     Ok(())
 }
 
@@ -161,13 +169,14 @@ impl Exports {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::cmdbuf::Access;
     use crate::device::BufferMemory;
     use parking_lot::Mutex;
 
-    struct Mem(Mutex<Vec<u8>>);
+    /// A buffer's bytes for tests of the host's imports (shared with the vector unit's).
+    pub(in crate::plugin) struct Mem(pub Mutex<Vec<u8>>);
     impl BufferMemory for Mem {
         fn read_into(&self, offset: usize, len: usize, dst: &mut Vec<u8>) {
             dst.extend_from_slice(&self.0.lock()[offset..offset + len]);

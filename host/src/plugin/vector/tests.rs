@@ -10,17 +10,7 @@ use parking_lot::Mutex;
 use super::*;
 use crate::cmdbuf::Access;
 use crate::device::BufferMemory;
-
-struct Mem(Mutex<Vec<u8>>);
-
-impl BufferMemory for Mem {
-    fn read_into(&self, offset: usize, len: usize, dst: &mut Vec<u8>) {
-        dst.extend_from_slice(&self.0.lock()[offset..offset + len]);
-    }
-    fn write_from(&self, offset: usize, src: &[u8]) {
-        self.0.lock()[offset..offset + src.len()].copy_from_slice(src);
-    }
-}
+use crate::plugin::kernel_io::tests::Mem;
 
 fn bound(binding: u32, access: Access, mem: &Arc<Mem>) -> BoundMemory {
     BoundMemory {
