@@ -730,7 +730,7 @@ impl CpuKernels for RegistryKernels {
     fn run_in_place(
         &self,
         launch: &LaunchCmd,
-        bound: &[BoundMemory],
+        bound: &Arc<[BoundMemory]>,
         blocks: std::ops::Range<u64>,
     ) -> std::result::Result<(), String> {
         let plugin = self.plugin(launch)?;
@@ -760,7 +760,7 @@ impl CpuKernels for RegistryKernels {
             },
         };
         let result = plugin
-            .run_in_place(&call, bound.to_vec().into())
+            .run_in_place(&call, bound.clone())
             .ok_or_else(|| format!("plugin {} has no in-place kernels", plugin.label()))?;
         kernel_failure(&plugin, result)
     }

@@ -30,6 +30,7 @@ pub(crate) mod disk_cache;
 pub mod error;
 pub mod graph;
 mod host;
+pub(crate) mod memo;
 pub mod npy;
 pub mod plugin;
 pub mod registry;

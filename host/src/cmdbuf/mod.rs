@@ -205,7 +205,7 @@ impl CommandBuffer {
         if self.target.is_empty() {
             return Err(CmdError::Invalid("target name is empty".into()));
         }
-        check_string("target", &self.target)?;
+        check_string(&self.target, || "target".into())?;
         if self.bindings.len() > MAX_BINDINGS {
             return Err(too_large(
                 "binding count",
@@ -225,7 +225,7 @@ impl CommandBuffer {
                 )));
             }
             last_role = b.role;
-            check_string(&format!("binding {i} name"), &b.desc.name)?;
+            check_string(&b.desc.name, || format!("binding {i} name"))?;
             if b.desc.shape.len() > MAX_RANK {
                 return Err(too_large(
                     format!("binding {i} rank"),
@@ -257,11 +257,12 @@ impl CommandBuffer {
 }
 
 /// Refuses a string over [`limits::MAX_STRING`] bytes (the format's u16 length could not hold
-/// some, and the decoder refuses the rest).
-fn check_string(what: &str, s: &str) -> Result<(), CmdError> {
+/// some, and the decoder refuses the rest); `what` names it, only when refused (this runs on
+/// every submission).
+fn check_string(s: &str, what: impl FnOnce() -> String) -> Result<(), CmdError> {
     if s.len() > limits::MAX_STRING {
         return Err(too_large(
-            format!("{what} length"),
+            format!("{} length", what()),
             s.len(),
             limits::MAX_STRING,
         ));
@@ -281,9 +282,9 @@ fn validate_launch(
             l.entry_point
         )))
     };
-    check_string(&format!("launch {li} entry point"), &l.entry_point)?;
-    check_string(&format!("launch {li} module id"), &l.module.id)?;
-    check_string(&format!("launch {li} plugin name"), &l.module.plugin)?;
+    check_string(&l.entry_point, || format!("launch {li} entry point"))?;
+    check_string(&l.module.id, || format!("launch {li} module id"))?;
+    check_string(&l.module.plugin, || format!("launch {li} plugin name"))?;
     if l.entry_point.is_empty() || l.module.id.is_empty() || l.module.plugin.is_empty() {
         return bad("empty module, plugin or entry point name".into());
     }

@@ -784,7 +784,7 @@ fn run_launch(
     } else {
         let asked = Arc::new(AtomicBool::new(false));
         let units = Arc::new(AtomicBool::new(false));
-        let bound: Vec<BoundMemory> = used
+        let bound: Arc<[BoundMemory]> = used
             .iter()
             .map(|&(b, access)| BoundMemory {
                 binding: b,

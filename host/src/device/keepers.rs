@@ -8,18 +8,25 @@
 //!
 //! Owns only the table; never runs anything.
 
-use std::collections::HashMap;
-
 use parking_lot::Mutex;
 
 use crate::cmdbuf::LaunchCmd;
+use crate::memo::Memo;
 
 /// Kernels remembered (forgotten all at once past this).
 const MAX_KERNELS: usize = 4096;
 
-#[derive(Default)]
 pub struct Keepers {
-    kernels: Mutex<HashMap<([u8; 32], String), bool>>,
+    /// Per module build and entry point.
+    kernels: Mutex<Memo<[u8; 32], bool>>,
+}
+
+impl Default for Keepers {
+    fn default() -> Self {
+        Keepers {
+            kernels: Mutex::new(Memo::new(MAX_KERNELS)),
+        }
+    }
 }
 
 impl Keepers {
@@ -27,19 +34,20 @@ impl Keepers {
     /// reading a frozen buffer ran in place without asking for a resident name, and for good
     /// once one asked (a launch with nothing to do may not ask: it must not undo that).
     pub fn keeps(&self, launch: &LaunchCmd) -> bool {
-        let key = (launch.module.hash, launch.entry_point.clone());
-        self.kernels.lock().get(&key).copied().unwrap_or(true)
+        let kernels = self.kernels.lock();
+        kernels
+            .get(&launch.module.hash, &launch.entry_point)
+            .copied()
+            .unwrap_or(true)
     }
 
     /// Records whether `launch`, run in place on a frozen buffer, asked for a resident name.
     pub fn record(&self, launch: &LaunchCmd, asked: bool) {
-        let key = (launch.module.hash, launch.entry_point.clone());
         let mut kernels = self.kernels.lock();
-        if kernels.len() >= MAX_KERNELS && !kernels.contains_key(&key) {
-            kernels.clear();
+        match kernels.get_mut(&launch.module.hash, &launch.entry_point) {
+            Some(known) => *known |= asked,
+            None => kernels.insert(launch.module.hash, &launch.entry_point, asked),
         }
-        let known = kernels.entry(key).or_insert(asked);
-        *known |= asked;
     }
 }
 
@@ -63,6 +71,24 @@ mod tests {
             params: Vec::new(),
             relocations: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_table_is_bounded() {
+        let k = Keepers::default();
+        for i in 0..MAX_KERNELS + 10 {
+            k.record(&launch(&format!("k{i}"), (i % 7) as u8), false);
+            assert!(k.kernels.lock().len() <= MAX_KERNELS);
+        }
+        let last = MAX_KERNELS + 9;
+        assert!(
+            !k.keeps(&launch(&format!("k{last}"), (last % 7) as u8)),
+            "the last is known"
+        );
+        assert!(
+            k.keeps(&launch("k0", 0)),
+            "forgotten when the table was cleared"
+        );
     }
 
     #[test]

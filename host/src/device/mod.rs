@@ -274,12 +274,13 @@ pub trait CpuKernels: Send + Sync {
     }
 
     /// Runs blocks `blocks` of `launch` in place on `bound` (one entry per binding the launch
-    /// names). Only called when [`CpuKernels::mode`] says `InPlace`; concurrently with other
-    /// ranges of the same launch only when it says `splittable`.
+    /// names; shared by a split launch's ranges). Only called when [`CpuKernels::mode`] says
+    /// `InPlace`; concurrently with other ranges of the same launch only when it says
+    /// `splittable`.
     fn run_in_place(
         &self,
         launch: &LaunchCmd,
-        _bound: &[BoundMemory],
+        _bound: &Arc<[BoundMemory]>,
         _blocks: std::ops::Range<u64>,
     ) -> Result<(), String> {
         Err(format!(

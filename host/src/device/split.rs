@@ -15,6 +15,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::cmdbuf::LaunchCmd;
+use crate::memo::Memo;
 
 /// Least estimated work per part: waking a worker and a second plugin instance costs a few
 /// microseconds; below this a split loses.
@@ -44,10 +45,17 @@ struct Walls {
     split_ran: bool,
 }
 
-/// Measured costs of each kernel.
-#[derive(Default)]
+/// Measured costs of each kernel (per module build and entry point).
 pub struct Splitter {
-    kernels: Mutex<HashMap<([u8; 32], String), Kernel>>,
+    kernels: Mutex<Memo<[u8; 32], Kernel>>,
+}
+
+impl Default for Splitter {
+    fn default() -> Self {
+        Splitter {
+            kernels: Mutex::new(Memo::new(MAX_KERNELS)),
+        }
+    }
 }
 
 /// Whether the `n`th launch of a size class goes the way not chosen: soon at first (the 4th,
@@ -91,9 +99,8 @@ impl Splitter {
         if most == 1 {
             return 1;
         }
-        let key = (launch.module.hash, launch.entry_point.clone());
         let mut kernels = self.kernels.lock();
-        let Some(k) = kernels.get_mut(&key) else {
+        let Some(k) = kernels.get_mut(&launch.module.hash, &launch.entry_point) else {
             return 1;
         };
         let Some(ns_per_block) = k.ns_per_block else {
@@ -122,14 +129,11 @@ impl Splitter {
         let blocks = launch.grid.volume().max(1);
         let wall = elapsed.as_nanos() as f64;
         let sample = wall * parts as f64 / blocks as f64;
-        let key = (launch.module.hash, launch.entry_point.clone());
         let mut kernels = self.kernels.lock();
-        if kernels.len() >= MAX_KERNELS && !kernels.contains_key(&key) {
-            kernels.clear();
-        }
-        let Some(k) = kernels.get_mut(&key) else {
+        let Some(k) = kernels.get_mut(&launch.module.hash, &launch.entry_point) else {
             kernels.insert(
-                key,
+                launch.module.hash,
+                &launch.entry_point,
                 Kernel {
                     ns_per_block: None,
                     walls: HashMap::new(),

@@ -2,9 +2,9 @@
 //! For `run-cpu`, buffer contents are lowered straight from device memory into the instance,
 //! with no intermediate copy (the generated bindings would take owned `Vec`s). The types mirror
 //! the WIT records field for field; wasmtime checks them against the component's function type
-//! when the function is looked up.
+//! when the function is looked up — once per instance ([`Funcs`]), not per call.
 
-use wasmtime::component::{ComponentType, Lower};
+use wasmtime::component::{ComponentType, Lower, TypedFunc};
 
 use super::bindings::wit;
 
@@ -69,3 +69,18 @@ pub struct KernelCallRef<'a> {
 
 /// The result type of `cpu-kernel.run`.
 pub type RunKernelResult = Result<(), wit::OpError>;
+
+/// `cpu-kernel.run`, typed. Stored with `'static` arguments; a call's borrowed arguments fit
+/// because `TypedFunc` is covariant in its parameters (wasmtime copies them into the guest and
+/// keeps nothing).
+pub(crate) type RunInPlaceFn<'a> = TypedFunc<(&'a KernelCallRef<'a>,), (RunKernelResult,)>;
+/// `run-cpu`, typed (as [`RunInPlaceFn`]).
+pub(crate) type RunCpuFn<'a> = TypedFunc<(&'a CpuCallRef<'a>,), (RunCpuResult,)>;
+
+/// An instance's CPU kernel functions, each looked up and type-checked on its first call
+/// there: a launch costs no type check (the check walks the whole call record).
+#[derive(Default)]
+pub(crate) struct Funcs {
+    pub run_in_place: Option<RunInPlaceFn<'static>>,
+    pub run_cpu: Option<RunCpuFn<'static>>,
+}

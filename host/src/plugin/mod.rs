@@ -19,7 +19,6 @@ pub mod sandbox;
 pub mod self_test;
 pub(crate) mod vector;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -28,7 +27,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{
-    Component, ComponentExportIndex, HasSelf, Instance as ComponentInstance, Linker,
+    Component, ComponentExportIndex, HasSelf, Instance as ComponentInstance, Linker, TypedFunc,
 };
 use wasmtime::{Config, Engine, Store};
 
@@ -229,7 +228,7 @@ impl Runtime {
             cpu_kernel,
             device_module,
             expander,
-            splittable: Mutex::new(HashMap::new()),
+            splittable: Mutex::new(crate::memo::Memo::new(MAX_SPLITTABLE_ANSWERS)),
             signatures: Vec::new(),
             idle: Mutex::new(Vec::new()),
             info: wit::PluginInfo {
@@ -401,6 +400,28 @@ struct Instance {
     store: Store<StoreState>,
     instance: ComponentInstance,
     bindings: PluginWorld,
+    /// Its CPU kernel functions, once looked up.
+    kernels: kernel_call::Funcs,
+}
+
+impl Instance {
+    /// The typed export at `index`, kept in the slot `slot` picks: looked up and type-checked
+    /// on its first use in this instance only.
+    fn typed<P, R>(
+        &mut self,
+        slot: impl FnOnce(&mut kernel_call::Funcs) -> &mut Option<TypedFunc<P, R>>,
+        index: ComponentExportIndex,
+    ) -> wasmtime::Result<TypedFunc<P, R>>
+    where
+        P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower,
+        R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift,
+    {
+        let slot = slot(&mut self.kernels);
+        match *slot {
+            Some(f) => Ok(f),
+            None => Ok(*slot.insert(self.instance.get_typed_func(&mut self.store, index)?)),
+        }
+    }
 }
 
 /// A loaded, described plugin.
@@ -432,7 +453,7 @@ pub struct LoadedPlugin {
     expander: Option<ComponentExportIndex>,
     /// (1.3) `splittable` answers by (module id, entry point); bounded by
     /// [`MAX_SPLITTABLE_ANSWERS`].
-    splittable: Mutex<HashMap<(String, String), bool>>,
+    splittable: Mutex<crate::memo::Memo<String, bool>>,
     /// (1.2) Op signatures (empty for older plugins).
     signatures: Vec<wit::OpSignature>,
     idle: Mutex<Vec<Instance>>,
@@ -508,6 +529,7 @@ impl LoadedPlugin {
             store,
             instance,
             bindings,
+            kernels: kernel_call::Funcs::default(),
         })
     }
 
@@ -517,6 +539,18 @@ impl LoadedPlugin {
         call: &'static str,
         deadline: Duration,
         f: impl FnOnce(&mut Store<StoreState>, &ComponentInstance, &PluginWorld) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginFault> {
+        self.call_on(call, deadline, |i| {
+            f(&mut i.store, &i.instance, &i.bindings)
+        })
+    }
+
+    /// [`LoadedPlugin::call`] with the whole instance (its cached functions too).
+    fn call_on<R>(
+        &self,
+        call: &'static str,
+        deadline: Duration,
+        f: impl FnOnce(&mut Instance) -> wasmtime::Result<R>,
     ) -> Result<R, PluginFault> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let pooled = self.idle.lock().pop();
@@ -533,7 +567,7 @@ impl LoadedPlugin {
         };
         inst.store.set_epoch_deadline(ticks(deadline));
         inst.store.data_mut().last_log = None;
-        match f(&mut inst.store, &inst.instance, &inst.bindings) {
+        match f(&mut inst) {
             Ok(r) => {
                 let mut idle = self.idle.lock();
                 if idle.len() < MAX_IDLE_INSTANCES {
@@ -804,8 +838,7 @@ impl LoadedPlugin {
         let Some(ex) = self.cpu_kernel else {
             return Ok(false);
         };
-        let key = (module_id.to_string(), entry_point.to_string());
-        if let Some(&answer) = self.splittable.lock().get(&key) {
+        if let Some(&answer) = self.splittable.lock().get(module_id, entry_point) {
             return Ok(answer);
         }
         let answer = self.call(
@@ -816,11 +849,9 @@ impl LoadedPlugin {
                 Ok(f.call(s, (module_id, entry_point))?.0)
             },
         )?;
-        let mut cache = self.splittable.lock();
-        if cache.len() >= MAX_SPLITTABLE_ANSWERS {
-            cache.clear();
-        }
-        cache.insert(key, answer);
+        self.splittable
+            .lock()
+            .insert(module_id.to_string(), entry_point, answer);
         Ok(answer)
     }
 
@@ -832,17 +863,15 @@ impl LoadedPlugin {
         bound: Arc<[crate::device::BoundMemory]>,
     ) -> Option<Result<kernel_call::RunKernelResult, PluginFault>> {
         let ex = self.cpu_kernel?;
-        Some(self.call(
-            "cpu-kernel.run",
-            self.runtime.limits.kernel_deadline,
-            |s, inst, _| {
-                let f = inst.get_typed_func::<(&kernel_call::KernelCallRef<'_>,), (kernel_call::RunKernelResult,)>(&mut *s, ex.run)?;
-                s.data_mut().io = Some(bound);
-                let result = f.call(&mut *s, (call,));
-                s.data_mut().io = None;
+        Some(
+            self.call_on("cpu-kernel.run", self.runtime.limits.kernel_deadline, |i| {
+                let f: kernel_call::RunInPlaceFn<'_> = i.typed(|k| &mut k.run_in_place, ex.run)?;
+                i.store.data_mut().io = Some(bound);
+                let result = f.call(&mut i.store, (call,));
+                i.store.data_mut().io = None;
                 Ok(result?.0)
-            },
-        ))
+            }),
+        )
     }
 
     /// `run-cpu` under the kernel deadline, lowering the borrowed buffers directly.
@@ -851,9 +880,9 @@ impl LoadedPlugin {
         call: &kernel_call::CpuCallRef<'_>,
     ) -> Result<kernel_call::RunCpuResult, PluginFault> {
         let index = self.run_cpu_index;
-        self.call("run-cpu", self.runtime.limits.kernel_deadline, |s, inst, _| {
-            let f = inst.get_typed_func::<(&kernel_call::CpuCallRef<'_>,), (kernel_call::RunCpuResult,)>(&mut *s, index)?;
-            Ok(f.call(s, (call,))?.0)
+        self.call_on("run-cpu", self.runtime.limits.kernel_deadline, |i| {
+            let f: kernel_call::RunCpuFn<'_> = i.typed(|k| &mut k.run_cpu, index)?;
+            Ok(f.call(&mut i.store, (call,))?.0)
         })
     }
 }

@@ -31,8 +31,12 @@ use crate::device::BoundMemory;
 pub const MAX_ELEMENTS: u64 = 1 << 24;
 /// Most dimensions of a walk.
 pub const MAX_RANK: usize = 8;
-/// Bytes of results computed per block before they are stored (stays in the L1 cache).
+/// Bytes of results computed per block into scratch before they are stored (stays in the L1
+/// cache).
 const BLOCK_BYTES: usize = 16 << 10;
+/// Bytes of results computed per block straight into the output: few lock round trips, yet a
+/// split launch's other worker waits for the output's storage no longer than this takes.
+const DIRECT_BLOCK_BYTES: usize = 256 << 10;
 
 /// Elements computed by every vector unit of the process.
 static COMPUTED: AtomicU64 = AtomicU64::new(0);
@@ -186,30 +190,37 @@ impl Call<'_> {
             return Ok(());
         }
         let block = (BLOCK_BYTES / es).max(1);
+        let direct_block = (DIRECT_BLOCK_BYTES / es).max(1);
         let o0 = out_at(self.out, es);
         let direct = Direct::plan([&a, &b], out, o0, walk.n * es);
-        let mut scratch = vec![0u64; (block * es).div_ceil(8)];
+        // allocated when a block first goes through it
+        let mut scratch: Vec<u64> = Vec::new();
         let mut start = 0;
         while start < walk.n {
-            let len = block.min(walk.n - start);
-            let (lo, hi) = (o0 + start * es, o0 + (start + len) * es);
-            let into_output = direct
-                .as_ref()
-                .is_some_and(|d| d.block(self, &walk, start, [&a, &b], out, (lo, hi)));
-            if !into_output {
-                // into aligned scratch under the inputs' read locks, then stored
-                let dst = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut scratch)[..len * es];
-                let mut done = false;
-                a.memory.memory.with_bytes(a.at, a.len, &mut |ab| {
-                    b.memory.memory.with_bytes(b.at, b.len, &mut |bb| {
-                        done = lanes::compute(self.op, self.element, &walk, start, [ab, bb], dst);
-                    })
-                });
-                if !done {
-                    return Err("the vector unit needs a little-endian host".into());
+            if let Some(d) = &direct {
+                let len = direct_block.min(walk.n - start);
+                let (lo, hi) = (o0 + start * es, o0 + (start + len) * es);
+                if d.block(self, &walk, start, [&a, &b], out, (lo, hi)) {
+                    start += len;
+                    continue;
                 }
-                out.memory.write_from(lo, dst);
             }
+            // into aligned scratch under the inputs' read locks, then stored
+            let len = block.min(walk.n - start);
+            if scratch.is_empty() {
+                scratch = vec![0u64; (block * es).div_ceil(8)];
+            }
+            let dst = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut scratch)[..len * es];
+            let mut done = false;
+            a.memory.memory.with_bytes(a.at, a.len, &mut |ab| {
+                b.memory.memory.with_bytes(b.at, b.len, &mut |bb| {
+                    done = lanes::compute(self.op, self.element, &walk, start, [ab, bb], dst);
+                })
+            });
+            if !done {
+                return Err("the vector unit needs a little-endian host".into());
+            }
+            out.memory.write_from(o0 + start * es, dst);
             start += len;
         }
         COMPUTED.fetch_add(walk.n as u64, Ordering::Relaxed);

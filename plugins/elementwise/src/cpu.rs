@@ -228,20 +228,32 @@ fn on_vector_unit(
     let outer = rank - 1;
     let share = call.share(if g.rank == 0 { g.n } else { g.size[outer] });
     let rows = share.end - share.start;
-    // outermost first, the share's rows in the outer dimension
-    let mut shape: Vec<u64> = (0..rank).rev().map(|d| g.size[d]).collect();
+    // outermost first, the share's rows in the outer dimension (on the stack: this runs on
+    // every launch)
+    let mut shape = [0u64; umd_sdk::shape::MAX_RANK];
+    let mut strides = [[0u64; umd_sdk::shape::MAX_RANK]; 2];
+    for (j, d) in (0..rank).rev().enumerate() {
+        shape[j] = g.size[d];
+        strides[0][j] = g.strides[0][d];
+        strides[1][j] = g.strides[1][d];
+    }
     shape[0] = rows;
-    let strides: Vec<Vec<u64>> = (0..2)
-        .map(|i| (0..rank).rev().map(|d| g.strides[i][d]).collect())
-        .collect();
     let row_elems = g.n / Ord::max(g.size[outer], 1);
     let operand = |i: usize| Operand {
         binding: bindings[i],
         offset: share.start * strides[i][0],
-        strides: &strides[i],
+        strides: &strides[i][..rank],
     };
     let dst = (out, share.start * row_elems);
-    vector::binary(mem, op, element, &shape, operand(0), operand(1), dst)
+    vector::binary(
+        mem,
+        op,
+        element,
+        &shape[..rank],
+        operand(0),
+        operand(1),
+        dst,
+    )
 }
 
 /// One launch's decoded operands, for running it a share at a time.

@@ -463,6 +463,28 @@ impl BufferMemory for Part {
     }
 }
 
+/// Binding `binding`: `size` bytes of `storage` from `offset`.
+fn part(
+    storage: &Arc<Mutex<Vec<u8>>>,
+    binding: u32,
+    offset: usize,
+    size: usize,
+    access: Access,
+) -> BoundMemory {
+    BoundMemory {
+        binding,
+        size: size as u64,
+        access,
+        memory: Arc::new(Part {
+            storage: storage.clone(),
+            offset,
+        }),
+        resident: None,
+        asked: Default::default(),
+        units: Default::default(),
+    }
+}
+
 #[test]
 fn inputs_and_output_in_one_storage_are_computed_in_it_and_overlaps_through_scratch() {
     // a: 10 000 f32 at byte 64; b: 100 f32 after it; out after b (and, second, out = a)
@@ -475,18 +497,7 @@ fn inputs_and_output_in_one_storage_are_computed_in_it_and_overlaps_through_scra
     bytes[pa..pb].copy_from_slice(bytemuck::cast_slice(&a));
     bytes[pb..po].copy_from_slice(bytemuck::cast_slice(&b));
     let storage = Arc::new(Mutex::new(bytes));
-    let part = |binding, offset, size: usize, access| BoundMemory {
-        binding,
-        size: size as u64,
-        access,
-        memory: Arc::new(Part {
-            storage: storage.clone(),
-            offset,
-        }),
-        resident: None,
-        asked: Default::default(),
-        units: Default::default(),
-    };
+    let part = |binding, offset, size, access| part(&storage, binding, offset, size, access);
     let io: KernelIo = Some(Arc::from(vec![
         part(0, pa, n * 4, Access::ReadWrite),
         part(1, pb, 400, Access::Read),
@@ -531,4 +542,48 @@ fn inputs_and_output_in_one_storage_are_computed_in_it_and_overlaps_through_scra
             "out {out}: bytes outside the output changed"
         );
     }
+}
+
+#[test]
+fn direct_blocks_end_inside_rows() {
+    // [7, 10 001] + [10 001] straight into one storage: blocks of 65 536 f32 results end
+    // inside rows, and the last is short
+    let (rows, cols) = (7usize, 10_001usize);
+    let n = rows * cols;
+    assert!(n * 4 > DIRECT_BLOCK_BYTES, "more than one direct block");
+    let a: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.5).collect();
+    let b: Vec<f32> = (0..cols).map(|i| -(i as f32)).collect();
+    let (pa, pb) = (0, n * 4);
+    let po = pb + cols * 4;
+    let mut bytes = vec![0xA5u8; po + n * 4 + 8];
+    bytes[pa..pb].copy_from_slice(bytemuck::cast_slice(&a));
+    bytes[pb..po].copy_from_slice(bytemuck::cast_slice(&b));
+    let storage = Arc::new(Mutex::new(bytes));
+    let part = |binding, offset, size, access| part(&storage, binding, offset, size, access);
+    let io: KernelIo = Some(Arc::from(vec![
+        part(0, pa, n * 4, Access::Read),
+        part(1, pb, cols * 4, Access::Read),
+        part(2, po, n * 4, Access::Write),
+    ]));
+    let before = elements_computed();
+    Call {
+        op: BinaryOp::Add,
+        element: Element::F32,
+        shape: &[rows as u64, cols as u64],
+        a: (0, 0, &[cols as u64, 1]),
+        b: (1, 0, &[0, 1]),
+        out: Destination {
+            binding: 2,
+            offset: 0,
+        },
+    }
+    .run(&io)
+    .unwrap();
+    assert!(elements_computed() >= before + n as u64);
+    let after = storage.lock();
+    for (i, c) in after[po..po + n * 4].chunks_exact(4).enumerate() {
+        let got = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        assert_eq!(got, a[i] + b[i % cols], "element {i}");
+    }
+    assert_eq!(after[po + n * 4..], [0xA5; 8], "bytes after the output");
 }
