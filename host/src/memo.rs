@@ -1,11 +1,14 @@
 //! A bounded memo of facts about kernels: keyed by something that names a build or module
 //! (a hash, a module id) and an entry point's name, looked up with a borrowed name, so the
 //! launches that consult it on every submission allocate nothing. Forgets everything at once
-//! when full (each fact is cheap to learn again). Owns only its map; takes no lock itself.
+//! when full (each fact is cheap to learn again); hashed with a fast per-process-seeded hash
+//! (bounded, so a client choosing names cannot make a lookup long). Owns only its map; takes
+//! no lock itself.
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
 use std::hash::Hash;
+
+use foldhash::HashMap;
 
 /// Facts `V` per (`K`, name), at most `max` of them.
 pub(crate) struct Memo<K, V> {
@@ -18,7 +21,7 @@ impl<K: Hash + Eq, V> Memo<K, V> {
     /// An empty memo holding at most `max` facts.
     pub fn new(max: usize) -> Self {
         Memo {
-            by_key: HashMap::new(),
+            by_key: HashMap::default(),
             len: 0,
             max,
         }

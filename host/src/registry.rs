@@ -138,7 +138,7 @@ pub struct Registry {
     /// may share a label (a rebuild without a version bump).
     known: Mutex<Vec<Weak<LoadedPlugin>>>,
     /// Module hash → the build it was resolved to (a memo; checked against the label).
-    resolved: RwLock<HashMap<[u8; 32], Weak<LoadedPlugin>>>,
+    resolved: RwLock<foldhash::HashMap<[u8; 32], Weak<LoadedPlugin>>>,
 }
 
 impl Default for Registry {
@@ -147,7 +147,7 @@ impl Default for Registry {
             current: ArcSwap::from_pointee(Snapshot::default()),
             write: Mutex::new(()),
             known: Mutex::new(Vec::new()),
-            resolved: RwLock::new(HashMap::new()),
+            resolved: RwLock::new(foldhash::HashMap::default()),
         }
     }
 }

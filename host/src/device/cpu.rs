@@ -304,11 +304,15 @@ impl CpuDevice {
         cmd: &CommandBuffer,
         bindings: &[BufferId],
     ) -> Result<Vec<Arc<Buffer>>, DeviceError> {
-        check_submit(cmd, &self.target, bindings, |id| self.size(id))?;
-        let buffers: Vec<Arc<Buffer>> = bindings
-            .iter()
-            .map(|id| self.buffer(*id))
-            .collect::<Result<_, _>>()?;
+        // each binding's buffer looked up once: kept as its size is checked
+        let mut buffers: Vec<Arc<Buffer>> = Vec::with_capacity(bindings.len());
+        check_submit(cmd, &self.target, bindings, |id| {
+            let b = self.buffer(id)?;
+            let size = b.size;
+            buffers.push(b);
+            Ok(size)
+        })?;
+        debug_assert_eq!(buffers.len(), bindings.len());
         for (li, l) in cmd.launches.iter().enumerate() {
             for r in l.relocations.iter().filter(|r| r.access.writes()) {
                 if let Some(b) = buffers.get(r.binding as usize) {

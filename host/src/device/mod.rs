@@ -517,7 +517,7 @@ pub fn check_submit(
     cmd: &CommandBuffer,
     target: &Target,
     bindings: &[BufferId],
-    size_of: impl Fn(BufferId) -> Result<u64, DeviceError>,
+    size_of: impl FnMut(BufferId) -> Result<u64, DeviceError>,
 ) -> Result<(), DeviceError> {
     if cmd.target != target.name {
         return Err(DeviceError::WrongTarget {
@@ -543,11 +543,12 @@ pub fn check_copy(dst: BufferId, dst_size: u64, len: u64) -> Result<(), DeviceEr
     Ok(())
 }
 
-/// Checks the buffers bound to a command buffer: one per binding, each large enough.
+/// Checks the buffers bound to a command buffer: one per binding, each large enough
+/// (`size_of` is asked once per binding, in order, until one fails).
 pub fn check_bindings(
     cmd: &CommandBuffer,
     bindings: &[BufferId],
-    size_of: impl Fn(BufferId) -> Result<u64, DeviceError>,
+    mut size_of: impl FnMut(BufferId) -> Result<u64, DeviceError>,
 ) -> Result<(), DeviceError> {
     if bindings.len() != cmd.bindings.len() {
         return Err(DeviceError::BindingCount {

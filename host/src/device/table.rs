@@ -6,7 +6,6 @@
 //! one device given to another is refused by name ([`DeviceError::ForeignBuffer`]) instead of
 //! meaning some other buffer there.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -25,7 +24,8 @@ pub struct BufferTable<B> {
     /// The device the buffers belong to (for errors).
     device: String,
     next: AtomicU64,
-    map: RwLock<HashMap<BufferId, Arc<B>>>,
+    /// Keys are handed out here (a client can only look one up).
+    map: RwLock<foldhash::HashMap<BufferId, Arc<B>>>,
 }
 
 impl<B> BufferTable<B> {
@@ -36,7 +36,7 @@ impl<B> BufferTable<B> {
             tag: tag << TAG_SHIFT,
             device: device.to_string(),
             next: AtomicU64::new(1),
-            map: RwLock::new(HashMap::new()),
+            map: RwLock::new(foldhash::HashMap::default()),
         }
     }
 
